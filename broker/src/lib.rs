@@ -1,0 +1,1 @@
+//! batkube: the broker between Batsim and Kubernetes schedulers.

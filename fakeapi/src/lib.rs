@@ -1,0 +1,1 @@
+//! fakeapi: a Kubernetes API over an in-memory versioned store.

@@ -1,0 +1,1 @@
+//! timeshim: simulated clocks and timers for scheduler processes.
