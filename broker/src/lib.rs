@@ -1,1 +1,10 @@
 //! batkube: the broker between Batsim and Kubernetes schedulers.
+//!
+//! - [`batsim`]: the Batsim side: typed protocol, allocation interval sets,
+//!   the ZeroMQ link.
+//! - [`standin`]: a built-in Batsim stand-in (platforms, workloads, Batsim's
+//!   event model and output files) for machines without Batsim, and a
+//!   trivial FCFS decision process.
+
+pub mod batsim;
+pub mod standin;

@@ -1,1 +1,154 @@
-fn main() {}
+//! The `batkube` command.
+//!
+//! - `batkube batsim …`: the built-in Batsim stand-in, with real Batsim's
+//!   option names, so scripts can swap one for the other.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+
+use batkube::batsim::link::DEFAULT_ENDPOINT;
+use batkube::standin::fcfs::Fcfs;
+use batkube::standin::platform::Platform;
+use batkube::standin::workload::Workload;
+use batkube::standin::{DecisionProcess, Options, StandIn, ZmqDecisionProcess};
+
+#[derive(Parser)]
+#[command(
+    name = "batkube",
+    version,
+    about = "Simulate Kubernetes schedulers on Batsim"
+)]
+struct Cli {
+    /// More log detail (-v, -vv).
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The built-in Batsim stand-in (Batsim v4.2 protocol; delay and
+    /// parallel_homogeneous profiles). Same option names as Batsim.
+    Batsim(BatsimArgs),
+}
+
+#[derive(Args)]
+struct BatsimArgs {
+    /// SimGrid platform file.
+    #[arg(short = 'p', long = "platform")]
+    platform: PathBuf,
+    /// Batsim JSON workload (repeat for several; named w0, w1, …).
+    #[arg(short = 'w', long = "workload", required = true)]
+    workloads: Vec<PathBuf>,
+    /// Decision process endpoint (Batsim connects a REQ socket there).
+    #[arg(short = 's', long = "socket-endpoint", default_value = DEFAULT_ENDPOINT)]
+    socket: String,
+    /// Output prefix: writes <prefix>jobs.csv and <prefix>schedule.csv; the
+    /// directory must exist.
+    #[arg(short = 'e', long = "export", default_value = "out/")]
+    export: PathBuf,
+    /// Master host name (when no host has role=master).
+    #[arg(short = 'm', long = "master-host")]
+    master: Option<String>,
+    /// Allow several jobs on one machine.
+    #[arg(long = "enable-compute-sharing")]
+    compute_sharing: bool,
+    /// Use at most this many compute machines (0: all).
+    #[arg(long = "mmax", default_value_t = 0)]
+    mmax: u32,
+    /// Send each job's profile in JOB_SUBMITTED.
+    #[arg(long = "forward-profiles-on-submission")]
+    forward_profiles: bool,
+    /// Accept REGISTER_JOB / REGISTER_PROFILE.
+    #[arg(long = "enable-dynamic-jobs")]
+    dynamic_jobs: bool,
+    /// Answer REGISTER_JOB with JOB_SUBMITTED.
+    #[arg(long = "acknowledge-dynamic-jobs")]
+    ack_dynamic_jobs: bool,
+    /// Text forwarded as `sched-config` in SIMULATION_BEGINS.
+    #[arg(long = "sched-cfg", default_value = "")]
+    sched_cfg: String,
+    /// Instead of connecting to a decision process, run a native one
+    /// in-process (stand-in only): `fcfs`.
+    #[arg(long = "builtin-scheduler", value_name = "NAME")]
+    builtin: Option<String>,
+    /// Simulated seconds the built-in scheduler charges per decision.
+    #[arg(long = "builtin-decision-time", default_value_t = 0.0)]
+    builtin_decision_time: f64,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = match cli.verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("BATKUBE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Batsim(args) => run_standin(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("batkube: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_standin(args: BatsimArgs) -> anyhow::Result<()> {
+    let platform = Platform::from_file(&args.platform)?;
+    let mut workloads = Vec::new();
+    for (i, path) in args.workloads.iter().enumerate() {
+        workloads.push(Workload::from_file(path, &format!("w{i}"))?);
+    }
+    let opts = Options {
+        compute_sharing: args.compute_sharing,
+        forward_profiles: args.forward_profiles,
+        dynamic_jobs: args.dynamic_jobs,
+        acknowledge_dynamic_jobs: args.ack_dynamic_jobs,
+        mmax: args.mmax,
+        sched_config: args.sched_cfg,
+        export_prefix: Some(args.export.clone()),
+        master: args.master,
+    };
+    let sim = StandIn::new(platform, workloads, opts)?;
+    let mut dp: Box<dyn DecisionProcess> =
+        match args.builtin.as_deref() {
+            None => Box::new(ZmqDecisionProcess::connect(&args.socket).with_context(|| {
+                format!("connecting to the decision process at {}", args.socket)
+            })?),
+            Some("fcfs") => Box::new(Fcfs::new(args.builtin_decision_time)),
+            Some(other) => anyhow::bail!("unknown built-in scheduler {other:?} (known: fcfs)"),
+        };
+    let summary = sim.run(dp.as_mut())?;
+    let s = &summary.stats;
+    eprintln!(
+        "batkube batsim: simulation ended at {:.6} s: {} jobs ({} succeeded, {} killed, {} \
+         rejected), makespan {:.6} s, mean waiting time {:.6} s, {} messages, {:.3} s of wall time; \
+         outputs {}jobs.csv and {}schedule.csv",
+        summary.end_time,
+        s.nb_jobs,
+        s.nb_jobs_success,
+        s.nb_jobs_killed,
+        s.nb_jobs_rejected,
+        s.makespan,
+        s.mean_waiting_time(),
+        summary.messages,
+        summary.wall_seconds,
+        args.export.display(),
+        args.export.display()
+    );
+    Ok(())
+}

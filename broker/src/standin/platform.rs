@@ -1,0 +1,784 @@
+//! SimGrid platform files (XML, version 4.x), as far as the stand-in needs them.
+//!
+//! What is read: zones (`<zone>`/`<AS>`) and their properties, `<host>` with
+//! `speed`, `core` and `<prop>`s, `<cluster>` (expanded into hosts with a
+//! private link each and a backbone), `<link>`, `<route>`/`<link_ctn>`,
+//! `<zoneRoute>`/`<ASroute>` and `<config>`. From those, the stand-in gets the
+//! compute hosts in Batsim's order, the master host (`role=master` property,
+//! or `-m NAME`), host properties as Batsim forwards them, and the network
+//! latency of a route, which Batsim pays on every job-completion message
+//! (a 1-byte message from the job's first host to the server on the master).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+/// A platform that cannot be used, with the reason in the user's terms.
+#[derive(Debug, thiserror::Error)]
+pub enum PlatformError {
+    #[error("cannot read platform file {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("platform {path} is not valid XML: {source}")]
+    Xml {
+        path: String,
+        source: roxmltree::Error,
+    },
+    #[error("platform {path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+/// One host of the platform.
+#[derive(Debug, Clone)]
+pub struct Host {
+    pub name: String,
+    /// Flop/s of one core (first pstate).
+    pub speed: f64,
+    pub cores: u32,
+    /// `<prop>`s of the host, in file order.
+    pub properties: Vec<(String, String)>,
+    /// Properties of the enclosing zone (or cluster).
+    pub zone_properties: Vec<(String, String)>,
+}
+
+impl Host {
+    pub fn property(&self, key: &str) -> Option<&str> {
+        self.properties
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn role(&self) -> Option<&str> {
+        self.property("role").or_else(|| {
+            self.zone_properties
+                .iter()
+                .find(|(k, _)| k == "role")
+                .map(|(_, v)| v.as_str())
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Link {
+    bandwidth: f64,
+    latency: f64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Zone {
+    parent: Option<usize>,
+    /// Route between two members (hosts, routers or child zones) of this zone.
+    routes: HashMap<(String, String), Vec<String>>,
+    /// Cluster layout when the zone is a `<cluster>`.
+    cluster: Option<ClusterLayout>,
+    /// Gateway used when the zone is reached from outside (cluster router).
+    gateway: Option<String>,
+    name: String,
+}
+
+#[derive(Debug, Clone)]
+struct ClusterLayout {
+    /// host name -> private link id
+    private_links: HashMap<String, String>,
+    backbone: Option<String>,
+}
+
+/// A parsed platform.
+#[derive(Debug, Clone)]
+pub struct Platform {
+    /// Every host, in file order (after cluster expansion).
+    pub hosts: Vec<Host>,
+    links: HashMap<String, Link>,
+    zones: Vec<Zone>,
+    /// Name -> the zone it is a member of (hosts and routers).
+    member_zone: HashMap<String, usize>,
+    /// `<config>` entries.
+    pub config: Vec<(String, String)>,
+}
+
+/// The hosts Batsim works with: compute resources (ids 0..n in order) and the
+/// master.
+#[derive(Debug, Clone)]
+pub struct Machines {
+    pub compute: Vec<Host>,
+    pub master: Host,
+}
+
+impl Platform {
+    pub fn from_file(path: &Path) -> Result<Self, PlatformError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| PlatformError::Io {
+            path: shown.clone(),
+            source,
+        })?;
+        Self::parse(&text, &shown)
+    }
+
+    /// Parses platform XML; `origin` names the input in messages.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, PlatformError> {
+        // SimGrid files carry a DOCTYPE; roxmltree refuses DTDs unless allowed.
+        let opts = roxmltree::ParsingOptions {
+            allow_dtd: true,
+            ..Default::default()
+        };
+        let doc = roxmltree::Document::parse_with_options(text, opts).map_err(|source| {
+            PlatformError::Xml {
+                path: origin.to_string(),
+                source,
+            }
+        })?;
+        let root = doc.root_element();
+        let invalid = |message: String| PlatformError::Invalid {
+            path: origin.to_string(),
+            message,
+        };
+        if root.tag_name().name() != "platform" {
+            return Err(invalid(format!(
+                "the root element is <{}>, expected <platform>",
+                root.tag_name().name()
+            )));
+        }
+        let mut p = Platform {
+            hosts: Vec::new(),
+            links: HashMap::new(),
+            zones: Vec::new(),
+            member_zone: HashMap::new(),
+            config: Vec::new(),
+        };
+        p.zones.push(Zone {
+            name: "(platform)".into(),
+            ..Default::default()
+        });
+        p.walk(root, 0, &invalid)?;
+        if p.hosts.is_empty() {
+            return Err(invalid("it declares no host".into()));
+        }
+        let mut seen = HashMap::new();
+        for h in &p.hosts {
+            if seen.insert(h.name.clone(), ()).is_some() {
+                return Err(invalid(format!("host {:?} is declared twice", h.name)));
+            }
+        }
+        Ok(p)
+    }
+
+    fn walk(
+        &mut self,
+        node: roxmltree::Node,
+        zone: usize,
+        invalid: &dyn Fn(String) -> PlatformError,
+    ) -> Result<(), PlatformError> {
+        for child in node.children().filter(|n| n.is_element()) {
+            let line = child.document().text_pos_at(child.range().start).row;
+            let attr = |name: &str| child.attribute(name);
+            let need = |name: &str| {
+                attr(name).ok_or_else(|| {
+                    invalid(format!(
+                        "line {line}: <{}> lacks the {name:?} attribute",
+                        child.tag_name().name()
+                    ))
+                })
+            };
+            match child.tag_name().name() {
+                "config" => {
+                    for prop in child.children().filter(|n| n.has_tag_name("prop")) {
+                        let key = prop.attribute("id").unwrap_or_default().to_string();
+                        let value = prop.attribute("value").unwrap_or_default().to_string();
+                        if key.starts_with("smpi/") {
+                            // What SimGrid 3.32 under Batsim answers: SMPI options
+                            // are only declared when SMPI runs.
+                            return Err(invalid(format!(
+                                "line {line}: Bad config key: {key} (SimGrid 3.32 under Batsim \
+                                 rejects smpi/* options: remove the <config> entry)"
+                            )));
+                        }
+                        self.config.push((key, value));
+                    }
+                }
+                "zone" | "AS" => {
+                    let id = need("id")?.to_string();
+                    let z = self.zones.len();
+                    self.zones.push(Zone {
+                        parent: Some(zone),
+                        name: id.clone(),
+                        ..Default::default()
+                    });
+                    self.member_zone.insert(id, zone);
+                    self.walk(child, z, invalid)?;
+                }
+                "host" => {
+                    let name = need("id")?.to_string();
+                    let speed = parse_speed(need("speed")?)
+                        .map_err(|e| invalid(format!("line {line}: host {name:?}: {e}")))?;
+                    let cores = attr("core")
+                        .map(|c| c.trim().parse::<u32>())
+                        .transpose()
+                        .map_err(|_| {
+                            invalid(format!(
+                                "line {line}: host {name:?}: core is not an integer"
+                            ))
+                        })?
+                        .unwrap_or(1);
+                    let properties = props_of(child);
+                    self.member_zone.insert(name.clone(), zone);
+                    self.hosts.push(Host {
+                        name,
+                        speed,
+                        cores,
+                        properties,
+                        zone_properties: Vec::new(),
+                    });
+                }
+                "router" => {
+                    self.member_zone.insert(need("id")?.to_string(), zone);
+                }
+                "link" | "backbone" => {
+                    let id = need("id")?.to_string();
+                    let link = Link {
+                        bandwidth: parse_bandwidth(need("bandwidth")?)
+                            .map_err(|e| invalid(format!("line {line}: link {id:?}: {e}")))?,
+                        latency: match attr("latency") {
+                            Some(l) => parse_time(l)
+                                .map_err(|e| invalid(format!("line {line}: link {id:?}: {e}")))?,
+                            None => 0.0,
+                        },
+                    };
+                    if child.has_tag_name("backbone") {
+                        self.zones[zone].cluster.get_or_insert(ClusterLayout {
+                            private_links: HashMap::new(),
+                            backbone: None,
+                        });
+                        if let Some(c) = self.zones[zone].cluster.as_mut() {
+                            c.backbone = Some(id.clone());
+                        }
+                    }
+                    self.links.insert(id, link);
+                }
+                "route" | "zoneRoute" | "ASroute" | "bypassRoute" => {
+                    let (src, dst) = (need("src")?.to_string(), need("dst")?.to_string());
+                    let links: Vec<String> = child
+                        .children()
+                        .filter(|n| n.has_tag_name("link_ctn"))
+                        .filter_map(|n| n.attribute("id").map(str::to_string))
+                        .collect();
+                    let symmetrical = attr("symmetrical")
+                        .map(|s| !s.eq_ignore_ascii_case("no"))
+                        .unwrap_or(true);
+                    if symmetrical {
+                        let mut back = links.clone();
+                        back.reverse();
+                        self.zones[zone]
+                            .routes
+                            .entry((dst.clone(), src.clone()))
+                            .or_insert(back);
+                    }
+                    self.zones[zone].routes.insert((src, dst), links);
+                }
+                "cluster" => self.cluster(child, zone, line, invalid)?,
+                // Inputs the stand-in has no use for (traces, disks, storage,
+                // actors, trace connections, …) are accepted and ignored.
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn cluster(
+        &mut self,
+        node: roxmltree::Node,
+        parent: usize,
+        line: u32,
+        invalid: &dyn Fn(String) -> PlatformError,
+    ) -> Result<(), PlatformError> {
+        let need = |name: &str| {
+            node.attribute(name)
+                .ok_or_else(|| invalid(format!("line {line}: <cluster> lacks {name:?}")))
+        };
+        let id = need("id")?.to_string();
+        let prefix = node.attribute("prefix").unwrap_or_default();
+        let suffix = node.attribute("suffix").unwrap_or_default();
+        let radical = need("radical")?;
+        let speed = parse_speed(need("speed")?)
+            .map_err(|e| invalid(format!("line {line}: cluster {id:?}: {e}")))?;
+        let cores = node
+            .attribute("core")
+            .and_then(|c| c.trim().parse().ok())
+            .unwrap_or(1);
+        let bw = parse_bandwidth(need("bw")?)
+            .map_err(|e| invalid(format!("line {line}: cluster {id:?}: {e}")))?;
+        let lat = parse_time(need("lat")?)
+            .map_err(|e| invalid(format!("line {line}: cluster {id:?}: {e}")))?;
+        let zone_props = props_of(node);
+        let z = self.zones.len();
+        let mut layout = ClusterLayout {
+            private_links: HashMap::new(),
+            backbone: None,
+        };
+        if let Some(bb_bw) = node.attribute("bb_bw") {
+            let bb = Link {
+                bandwidth: parse_bandwidth(bb_bw)
+                    .map_err(|e| invalid(format!("line {line}: cluster {id:?}: {e}")))?,
+                latency: node
+                    .attribute("bb_lat")
+                    .map(parse_time)
+                    .transpose()
+                    .map_err(|e| invalid(format!("line {line}: cluster {id:?}: {e}")))?
+                    .unwrap_or(0.0),
+            };
+            let bb_id = format!("{id}_backbone");
+            self.links.insert(bb_id.clone(), bb);
+            layout.backbone = Some(bb_id);
+        }
+        let router = node
+            .attribute("router_id")
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("{prefix}{id}_router{suffix}"));
+        self.member_zone.insert(router.clone(), z);
+        for number in expand_radical(radical)
+            .map_err(|e| invalid(format!("line {line}: cluster {id:?}: {e}")))?
+        {
+            let name = format!("{prefix}{number}{suffix}");
+            let link_id = format!("{id}_link_{number}");
+            self.links.insert(
+                link_id.clone(),
+                Link {
+                    bandwidth: bw,
+                    latency: lat,
+                },
+            );
+            layout.private_links.insert(name.clone(), link_id);
+            self.member_zone.insert(name.clone(), z);
+            self.hosts.push(Host {
+                name,
+                speed,
+                cores,
+                properties: Vec::new(),
+                zone_properties: zone_props.clone(),
+            });
+        }
+        self.member_zone.insert(id.clone(), parent);
+        self.zones.push(Zone {
+            parent: Some(parent),
+            routes: HashMap::new(),
+            cluster: Some(layout),
+            gateway: Some(router),
+            name: id,
+        });
+        Ok(())
+    }
+
+    /// Splits hosts into Batsim's compute resources and master host.
+    /// `master_name` is Batsim's `-m` option; without it the host whose
+    /// `role` property is `master` is the master, else `master_host`.
+    pub fn machines(&self, master_name: Option<&str>) -> Result<Machines, String> {
+        let by_role: Vec<&Host> = self
+            .hosts
+            .iter()
+            .filter(|h| h.role() == Some("master"))
+            .collect();
+        let master_idx = match (master_name, by_role.as_slice()) {
+            (Some(name), []) => {
+                self.hosts
+                    .iter()
+                    .position(|h| h.name == name)
+                    .ok_or_else(|| {
+                        format!("the master host {name:?} (option -m) is not in the platform")
+                    })?
+            }
+            (Some(name), [h]) => {
+                return Err(format!(
+                    "host {:?} has role=master and -m names {name:?}: Batsim aborts on the \
+                     duplicate role; drop -m",
+                    h.name
+                ))
+            }
+            (None, [h]) => self
+                .hosts
+                .iter()
+                .position(|x| x.name == h.name)
+                .unwrap_or(0),
+            (None, []) => self
+                .hosts
+                .iter()
+                .position(|h| h.name == "master_host")
+                .ok_or_else(|| {
+                    "no master host: give one host <prop id=\"role\" value=\"master\"/> or \
+                     pass -m NAME"
+                        .to_string()
+                })?,
+            (_, many) => {
+                return Err(format!(
+                    "several hosts have role=master: {}",
+                    many.iter()
+                        .map(|h| h.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            }
+        };
+        let master = self.hosts[master_idx].clone();
+        let compute: Vec<Host> = self
+            .hosts
+            .iter()
+            .enumerate()
+            .filter(|(i, h)| {
+                *i != master_idx
+                    && !matches!(h.role(), Some("storage"))
+                    && !matches!(h.role(), Some(r) if r.split(',').any(|p| p.trim() == "master"))
+            })
+            .map(|(_, h)| h.clone())
+            .collect();
+        if compute.is_empty() {
+            return Err("the platform has no compute host besides the master".into());
+        }
+        Ok(Machines { compute, master })
+    }
+
+    /// Links of the route from `src` to `dst` (host names); `None` when the
+    /// platform declares no route between them.
+    fn route(&self, src: &str, dst: &str) -> Option<Vec<String>> {
+        if src == dst {
+            return Some(Vec::new());
+        }
+        let zs = *self.member_zone.get(src)?;
+        let zd = *self.member_zone.get(dst)?;
+        if zs == zd {
+            return self.local_route(zs, src, dst);
+        }
+        // Climb to the common ancestor and join through zone gateways.
+        let chain = |mut z: usize| {
+            let mut v = vec![z];
+            while let Some(p) = self.zones[z].parent {
+                v.push(p);
+                z = p;
+            }
+            v
+        };
+        let (cs, cd) = (chain(zs), chain(zd));
+        let common = *cs.iter().find(|z| cd.contains(z))?;
+        let child_of = |c: &[usize]| -> Option<usize> {
+            let i = c.iter().position(|&z| z == common)?;
+            if i == 0 {
+                None
+            } else {
+                Some(c[i - 1])
+            }
+        };
+        let mut links = Vec::new();
+        let up_s = child_of(&cs);
+        let up_d = child_of(&cd);
+        let name_s = up_s
+            .map(|z| self.zones[z].name.clone())
+            .unwrap_or(src.into());
+        let name_d = up_d
+            .map(|z| self.zones[z].name.clone())
+            .unwrap_or(dst.into());
+        if let Some(z) = up_s {
+            links.extend(self.to_gateway(z, src)?);
+        }
+        links.extend(self.local_route(common, &name_s, &name_d)?);
+        if let Some(z) = up_d {
+            let mut back = self.to_gateway(z, dst)?;
+            back.reverse();
+            links.extend(back);
+        }
+        Some(links)
+    }
+
+    fn to_gateway(&self, zone: usize, host: &str) -> Option<Vec<String>> {
+        let z = &self.zones[zone];
+        let gw = z.gateway.clone()?;
+        if let Some(c) = &z.cluster {
+            let mut v = Vec::new();
+            if let Some(l) = c.private_links.get(host) {
+                v.push(l.clone());
+            }
+            if let Some(bb) = &c.backbone {
+                v.push(bb.clone());
+            }
+            return Some(v);
+        }
+        self.local_route(zone, host, &gw)
+    }
+
+    fn local_route(&self, zone: usize, src: &str, dst: &str) -> Option<Vec<String>> {
+        let z = &self.zones[zone];
+        if let Some(c) = &z.cluster {
+            let mut v = Vec::new();
+            v.extend(c.private_links.get(src).cloned());
+            v.extend(c.backbone.clone());
+            v.extend(c.private_links.get(dst).cloned());
+            return Some(v);
+        }
+        z.routes.get(&(src.to_string(), dst.to_string())).cloned()
+    }
+
+    /// Time a `bytes`-byte message takes from `src` to `dst` under SimGrid's
+    /// ptask_L07 model (Batsim's host model): the sum of the route's link
+    /// latencies plus size over the narrowest link's bandwidth. Zero when the
+    /// platform has no route between them (SimGrid then uses an empty route).
+    pub fn message_time(&self, src: &str, dst: &str, bytes: f64) -> f64 {
+        let Some(route) = self.route(src, dst) else {
+            return 0.0;
+        };
+        let mut latency = 0.0;
+        let mut bw = f64::INFINITY;
+        for id in &route {
+            if let Some(l) = self.links.get(id) {
+                latency += l.latency;
+                bw = bw.min(l.bandwidth);
+            }
+        }
+        if bw.is_finite() && bw > 0.0 {
+            latency + bytes / bw
+        } else {
+            latency
+        }
+    }
+
+    /// Latency and per-link loads of a homogeneous parallel task's
+    /// communications (`com` bytes between every ordered pair of distinct
+    /// hosts): returns (max route latency, max over links of bytes/bandwidth).
+    pub fn ptask_communication(&self, hosts: &[&str], com: f64) -> (f64, f64) {
+        let mut max_latency: f64 = 0.0;
+        let mut load: BTreeMap<&str, f64> = BTreeMap::new();
+        if com <= 0.0 {
+            return (0.0, 0.0);
+        }
+        let mut routes = Vec::new();
+        for (i, a) in hosts.iter().enumerate() {
+            for (j, b) in hosts.iter().enumerate() {
+                if i == j || a == b {
+                    continue;
+                }
+                if let Some(r) = self.route(a, b) {
+                    routes.push(r);
+                }
+            }
+        }
+        for r in &routes {
+            let mut lat = 0.0;
+            for id in r {
+                if let Some(l) = self.links.get(id) {
+                    lat += l.latency;
+                    *load.entry(id.as_str()).or_default() += com / l.bandwidth.max(1e-300);
+                }
+            }
+            max_latency = max_latency.max(lat);
+        }
+        let max_load = load.values().copied().fold(0.0, f64::max);
+        (max_latency, max_load)
+    }
+}
+
+fn props_of(node: roxmltree::Node) -> Vec<(String, String)> {
+    node.children()
+        .filter(|n| n.has_tag_name("prop"))
+        .map(|n| {
+            (
+                n.attribute("id").unwrap_or_default().to_string(),
+                n.attribute("value").unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn expand_radical(radical: &str) -> Result<Vec<u64>, String> {
+    let mut out = Vec::new();
+    for part in radical.split(',') {
+        let part = part.trim();
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u64, u64) = (
+                    a.trim()
+                        .parse()
+                        .map_err(|_| format!("bad radical {radical:?}"))?,
+                    b.trim()
+                        .parse()
+                        .map_err(|_| format!("bad radical {radical:?}"))?,
+                );
+                if b < a || b - a > 1_000_000 {
+                    return Err(format!("bad radical {radical:?}"));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(
+                part.parse()
+                    .map_err(|_| format!("bad radical {radical:?}"))?,
+            ),
+        }
+    }
+    Ok(out)
+}
+
+fn split_unit(text: &str) -> Result<(f64, &str), String> {
+    let t = text.trim();
+    let end = t
+        .char_indices()
+        .find(|&(i, c)| {
+            !(c.is_ascii_digit()
+                || c == '.'
+                || c == '-'
+                || c == '+'
+                || ((c == 'e' || c == 'E')
+                    && t[i + 1..]
+                        .chars()
+                        .next()
+                        .is_some_and(|n| n.is_ascii_digit() || n == '-' || n == '+')))
+        })
+        .map(|(i, _)| i)
+        .unwrap_or(t.len());
+    let value: f64 = t[..end]
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number with a unit"))?;
+    if !value.is_finite() || value < 0.0 {
+        return Err(format!("{text:?} is not a non-negative finite number"));
+    }
+    Ok((value, &t[end..]))
+}
+
+fn prefix_factor(prefix: &str) -> Option<f64> {
+    Some(match prefix {
+        "" => 1.0,
+        "k" | "K" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Z" => 1e21,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        _ => return None,
+    })
+}
+
+/// `"1Gf"`, `"16.673E9f"`, `"100Mf"`, `"2.5Gflops"` -> flop/s. Several
+/// comma-separated pstates: the first is used.
+pub fn parse_speed(text: &str) -> Result<f64, String> {
+    let first = text.split(',').next().unwrap_or(text);
+    let (v, unit) = split_unit(first)?;
+    let prefix = unit
+        .strip_suffix("flops")
+        .or_else(|| unit.strip_suffix('f'))
+        .unwrap_or(unit);
+    prefix_factor(prefix)
+        .map(|f| v * f)
+        .ok_or_else(|| format!("unknown speed unit in {text:?} (use f, kf, Mf, Gf, …)"))
+}
+
+/// `"1.25GBps"`, `"125MBps"`, `"10000MiBps"`, `"1.25E8Bps"`, `"1Gbps"` -> bytes/s.
+pub fn parse_bandwidth(text: &str) -> Result<f64, String> {
+    let (v, unit) = split_unit(text)?;
+    let (prefix, per_byte) = if let Some(p) = unit.strip_suffix("Bps") {
+        (p, 1.0)
+    } else if let Some(p) = unit.strip_suffix("bps") {
+        (p, 0.125)
+    } else if unit.is_empty() {
+        ("", 1.0)
+    } else {
+        return Err(format!(
+            "unknown bandwidth unit in {text:?} (use Bps, MBps, Gbps, …)"
+        ));
+    };
+    prefix_factor(prefix)
+        .map(|f| v * f * per_byte)
+        .ok_or_else(|| format!("unknown bandwidth unit in {text:?}"))
+}
+
+/// `"50us"`, `"1.0E-4s"`, `"500us"`, `"1ms"` -> seconds.
+pub fn parse_time(text: &str) -> Result<f64, String> {
+    let (v, unit) = split_unit(text)?;
+    let factor = match unit {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "us" => 1e-6,
+        "ns" => 1e-9,
+        "ps" => 1e-12,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        "w" => 604800.0,
+        _ => return Err(format!("unknown time unit in {text:?} (use s, ms, us, ns)")),
+    };
+    Ok(v * factor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(parse_speed("1Gf").unwrap(), 1e9);
+        assert_eq!(parse_speed("16.673E9f").unwrap(), 16.673e9);
+        assert_eq!(parse_speed("100Mf").unwrap(), 1e8);
+        assert_eq!(parse_bandwidth("1.25GBps").unwrap(), 1.25e9);
+        assert_eq!(parse_bandwidth("1.25E8Bps").unwrap(), 1.25e8);
+        assert_eq!(parse_bandwidth("10000MiBps").unwrap(), 10000.0 * 1048576.0);
+        assert!((parse_time("50us").unwrap() - 50e-6).abs() < 1e-15);
+        assert_eq!(parse_time("1.0E-4s").unwrap(), 1e-4);
+        assert!(parse_time("3 parsecs").is_err());
+    }
+
+    const SAMPLE: &str = r#"<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1"><zone id="AS0" routing="Full">
+ <host id="master_host" speed="100Mf"/>
+ <host id="node0" speed="1Gf" core="4"><prop id="cpu" value="4"/></host>
+ <host id="node1" speed="1Gf" core="4"><prop id="cpu" value="8"/></host>
+ <link id="lm" bandwidth="1.25GBps" latency="50us"/>
+ <link id="l0" bandwidth="1.25GBps" latency="50us"/>
+ <link id="l1" bandwidth="1.25GBps" latency="50us"/>
+ <route src="master_host" dst="node0"><link_ctn id="lm"/><link_ctn id="l0"/></route>
+ <route src="master_host" dst="node1"><link_ctn id="lm"/><link_ctn id="l1"/></route>
+ <route src="node0" dst="node1"><link_ctn id="l0"/><link_ctn id="l1"/></route>
+</zone></platform>"#;
+
+    #[test]
+    fn hosts_master_and_latency() {
+        let p = Platform::parse(SAMPLE, "sample").unwrap();
+        let m = p.machines(None).unwrap();
+        assert_eq!(m.master.name, "master_host");
+        assert_eq!(m.compute.len(), 2);
+        assert_eq!(m.compute[1].property("cpu"), Some("8"));
+        let t = p.message_time("node1", "master_host", 1.0);
+        assert!((t - 1e-4).abs() < 1e-8, "{t}");
+    }
+
+    #[test]
+    fn clusters_and_zone_routes() {
+        let xml = r#"<platform version="4.1"><zone id="AS0" routing="Full">
+ <cluster id="c1" prefix="a" suffix="" radical="0-15" speed="1Gf" bw="125MBps" lat="50us" bb_bw="2.25GBps" bb_lat="500us"/>
+ <cluster id="c2" prefix="master_host" suffix="" radical="0-0" speed="1Gf" bw="125MBps" lat="50us" bb_bw="2.25GBps" bb_lat="500us"><prop id="role" value="master"/></cluster>
+ <link id="backbone" bandwidth="1.25GBps" latency="500us"/>
+ <zoneRoute src="c1" dst="c2" gw_src="ac1_router" gw_dst="master_hostc2_router"><link_ctn id="backbone"/></zoneRoute>
+</zone></platform>"#;
+        let p = Platform::parse(xml, "c").unwrap();
+        let m = p.machines(None).unwrap();
+        assert_eq!(m.master.name, "master_host0");
+        assert_eq!(m.compute.len(), 16);
+        let t = p.message_time("a3", "master_host0", 0.0);
+        assert!((t - 1.6e-3).abs() < 1e-9, "{t}");
+    }
+
+    #[test]
+    fn clear_errors() {
+        assert!(Platform::parse("<platform", "x").is_err());
+        assert!(Platform::parse("<foo/>", "x").is_err());
+        let e = Platform::parse(
+            r#"<platform><config><prop id="smpi/or" value="1"/></config><host id="h" speed="1f"/></platform>"#,
+            "x",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("smpi/or"), "{e}");
+        let e = Platform::parse(r#"<platform><host id="h" speed="fast"/></platform>"#, "x")
+            .unwrap_err();
+        assert!(e.to_string().contains("speed"), "{e}");
+    }
+}

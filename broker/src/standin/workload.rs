@@ -1,0 +1,300 @@
+//! Batsim JSON workloads: `{"nb_res": n, "jobs": [...], "profiles": {...}}`.
+//!
+//! Jobs keep their original JSON (user fields and key order) because Batsim
+//! forwards it verbatim in JOB_SUBMITTED, with the id rewritten to
+//! `"<workload>!<id>"`.
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use crate::batsim::protocol::value_as_f64;
+
+/// A workload that cannot be used, with the reason in the user's terms.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("cannot read workload file {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("workload {path} is not valid JSON: {source}")]
+    Json {
+        path: String,
+        source: serde_json::Error,
+    },
+    #[error("workload {path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+/// What a profile asks the platform to simulate.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProfileKind {
+    /// Sleep for `delay` seconds; uses no resource.
+    Delay { delay: f64 },
+    /// `cpu` flops on each host and `com` bytes between each pair of hosts.
+    ParallelHomogeneous { cpu: f64, com: f64 },
+}
+
+/// One profile of a workload.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub kind: ProfileKind,
+    /// The profile as written, forwarded to the decision process.
+    pub json: Value,
+}
+
+/// One job of a workload.
+#[derive(Debug, Clone)]
+pub struct WorkloadJob {
+    /// The id as written in the workload (without the workload prefix).
+    pub id: String,
+    pub subtime: f64,
+    /// `None` when the workload gives none (Batsim's -1).
+    pub walltime: Option<f64>,
+    pub res: u32,
+    pub profile: String,
+    /// The job object as written.
+    pub json: Map<String, Value>,
+}
+
+/// A loaded workload.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    /// Batsim's name for it: `w0`, `w1`, … in command-line order.
+    pub name: String,
+    /// The path as given on the command line.
+    pub path: String,
+    pub nb_res: Option<u32>,
+    pub jobs: Vec<WorkloadJob>,
+    /// Profiles in file order.
+    pub profiles: Vec<Profile>,
+}
+
+impl Workload {
+    pub fn from_file(path: &Path, name: &str) -> Result<Self, WorkloadError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| WorkloadError::Io {
+            path: shown.clone(),
+            source,
+        })?;
+        Self::parse(&text, name, &shown)
+    }
+
+    /// Parses and validates a workload. Every job must name a defined
+    /// profile of a type the stand-in can simulate.
+    pub fn parse(text: &str, name: &str, path: &str) -> Result<Self, WorkloadError> {
+        let value: Value = serde_json::from_str(text).map_err(|source| WorkloadError::Json {
+            path: path.to_string(),
+            source,
+        })?;
+        let invalid = |message: String| WorkloadError::Invalid {
+            path: path.to_string(),
+            message,
+        };
+        let obj = value
+            .as_object()
+            .ok_or_else(|| invalid("the top level is not a JSON object".into()))?;
+        let nb_res = match obj.get("nb_res") {
+            None => None,
+            Some(v) => Some(
+                value_as_f64(v)
+                    .filter(|x| *x >= 0.0 && x.fract() == 0.0 && *x <= f64::from(u32::MAX))
+                    .ok_or_else(|| {
+                        invalid(format!("nb_res must be a non-negative integer, found {v}"))
+                    })? as u32,
+            ),
+        };
+        let mut profiles = Vec::new();
+        let empty = Map::new();
+        let prof_map = match obj.get("profiles") {
+            None => &empty,
+            Some(Value::Object(m)) => m,
+            Some(_) => return Err(invalid("\"profiles\" must be an object".into())),
+        };
+        for (pname, p) in prof_map {
+            profiles.push(Profile {
+                name: pname.clone(),
+                kind: ProfileKind::Delay { delay: 0.0 },
+                json: p.clone(),
+            });
+        }
+        let jobs_v = obj
+            .get("jobs")
+            .and_then(Value::as_array)
+            .ok_or_else(|| invalid("there is no \"jobs\" array".into()))?;
+        let mut jobs = Vec::with_capacity(jobs_v.len());
+        let mut seen = std::collections::HashSet::new();
+        for (index, j) in jobs_v.iter().enumerate() {
+            let jo = j
+                .as_object()
+                .ok_or_else(|| invalid(format!("job #{index} is not an object")))?;
+            let id = match jo.get("id") {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => {
+                    return Err(invalid(format!(
+                        "job #{index} has no string or integer \"id\""
+                    )))
+                }
+            };
+            let what = |field: &str| format!("job {id:?} (#{index}): {field}");
+            if !seen.insert(id.clone()) {
+                return Err(invalid(format!("job id {id:?} appears twice")));
+            }
+            let subtime = jo
+                .get("subtime")
+                .and_then(value_as_f64)
+                .filter(|t| *t >= 0.0)
+                .ok_or_else(|| invalid(what("\"subtime\" must be a non-negative number")))?;
+            let walltime = match jo.get("walltime") {
+                None | Some(Value::Null) => None,
+                Some(v) => {
+                    let w = value_as_f64(v)
+                        .ok_or_else(|| invalid(what("\"walltime\" must be a number")))?;
+                    if w == -1.0 {
+                        None
+                    } else if w > 0.0 {
+                        Some(w)
+                    } else {
+                        return Err(invalid(what("\"walltime\" must be positive or -1")));
+                    }
+                }
+            };
+            let res = jo
+                .get("res")
+                .and_then(value_as_f64)
+                .filter(|r| *r >= 1.0 && r.fract() == 0.0 && *r <= f64::from(u32::MAX))
+                .ok_or_else(|| invalid(what("\"res\" must be a positive integer")))?
+                as u32;
+            let profile = jo
+                .get("profile")
+                .and_then(Value::as_str)
+                .ok_or_else(|| invalid(what("\"profile\" must be a string")))?
+                .to_string();
+            if !prof_map.contains_key(&profile) {
+                return Err(invalid(what(&format!(
+                    "profile {profile:?} is not defined in \"profiles\""
+                ))));
+            }
+            jobs.push(WorkloadJob {
+                id,
+                subtime,
+                walltime,
+                res,
+                profile,
+                json: jo.clone(),
+            });
+        }
+        // Only the profiles jobs use must be simulable; say which job needs
+        // an unsupported one.
+        for p in &mut profiles {
+            let users: Vec<&str> = jobs
+                .iter()
+                .filter(|j| j.profile == p.name)
+                .map(|j| j.id.as_str())
+                .take(3)
+                .collect();
+            match profile_kind(&p.json) {
+                Ok(k) => p.kind = k,
+                Err(why) if users.is_empty() => {
+                    tracing::debug!(profile = %p.name, %why, "unused profile ignored");
+                }
+                Err(why) => {
+                    return Err(invalid(format!(
+                        "job {:?} uses profile {:?}: {why}",
+                        users[0], p.name
+                    )))
+                }
+            }
+        }
+        Ok(Workload {
+            name: name.to_string(),
+            path: path.to_string(),
+            nb_res,
+            jobs,
+            profiles,
+        })
+    }
+
+    pub fn profile(&self, name: &str) -> Option<&Profile> {
+        self.profiles.iter().find(|p| p.name == name)
+    }
+}
+
+/// Reads a profile's type; errors name what is unsupported.
+pub fn profile_kind(p: &Value) -> Result<ProfileKind, String> {
+    let ty = p
+        .get("type")
+        .and_then(Value::as_str)
+        .ok_or("the profile has no \"type\"")?;
+    let num = |field: &str| -> Result<f64, String> {
+        p.get(field)
+            .and_then(value_as_f64)
+            .filter(|x| *x >= 0.0)
+            .ok_or(format!(
+                "profile type {ty:?} needs a non-negative number \"{field}\""
+            ))
+    };
+    match ty {
+        "delay" => Ok(ProfileKind::Delay {
+            delay: num("delay")?,
+        }),
+        "parallel_homogeneous" | "msg_par_hg" => Ok(ProfileKind::ParallelHomogeneous {
+            cpu: num("cpu")?,
+            com: num("com")?,
+        }),
+        other => Err(format!(
+            "profile type {other:?} is not supported by the built-in Batsim stand-in \
+             (it simulates \"delay\" and \"parallel_homogeneous\"); run real Batsim for it"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_unsupported_profiles_naming_job_and_profile() {
+        let w = r#"{"jobs":[{"id":"j1","subtime":0,"res":1,"profile":"smpi1"}],
+                    "profiles":{"smpi1":{"type":"smpi","trace":"x"}}}"#;
+        let e = Workload::parse(w, "w0", "x.json").unwrap_err().to_string();
+        assert!(
+            e.contains("\"j1\"") && e.contains("smpi1") && e.contains("smpi"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn line_precise_messages_for_bad_jobs() {
+        let e = Workload::parse(r#"{"jobs":[{"id":"a","subtime":-1,"res":1,"profile":"p"}],"profiles":{"p":{"type":"delay","delay":1}}}"#, "w0", "x")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("subtime"), "{e}");
+        let e = Workload::parse(
+            r#"{"jobs":[{"id":"a","subtime":0,"res":1,"profile":"q"}],"profiles":{}}"#,
+            "w0",
+            "x",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("\"q\""), "{e}");
+        assert!(Workload::parse("{", "w0", "x").is_err());
+    }
+
+    #[test]
+    fn numbers_in_strings_and_integer_ids() {
+        let w = Workload::parse(
+            r#"{"jobs":[{"id":7,"subtime":"1.5","walltime":-1,"res":1,"profile":"p"}],"profiles":{"p":{"type":"delay","delay":"3"}}}"#,
+            "w0",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(w.jobs[0].id, "7");
+        assert_eq!(w.jobs[0].subtime, 1.5);
+        assert_eq!(w.jobs[0].walltime, None);
+        assert_eq!(w.profiles[0].kind, ProfileKind::Delay { delay: 3.0 });
+    }
+}
