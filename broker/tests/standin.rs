@@ -1,0 +1,208 @@
+//! The stand-in on the 2020 study's inputs, over a real ZeroMQ socket, and
+//! under hostile input.
+
+mod common;
+
+use batkube::batsim::link::BatsimLink;
+use batkube::batsim::protocol::{build, EventData, Message};
+use batkube::standin::fcfs::Fcfs;
+use batkube::standin::platform::Platform;
+use batkube::standin::workload::Workload;
+use batkube::standin::{DecisionProcess, Options, StandIn, ZmqDecisionProcess};
+use common::{graphene16, shared};
+
+fn burst() -> Workload {
+    Workload::from_file(
+        &shared().join("reference/batkube/workloads/200_delay170.json"),
+        "w0",
+    )
+    .unwrap()
+}
+
+/// (makespan, mean waiting time) read back from a jobs.csv.
+fn jobs_csv_stats(path: &std::path::Path) -> (f64, f64, usize) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (fin, wait) = (col("finish_time"), col("waiting_time"));
+    let mut makespan: f64 = 0.0;
+    let mut sum = 0.0;
+    let mut n = 0;
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        makespan = makespan.max(f[fin].parse().unwrap());
+        sum += f[wait].parse::<f64>().unwrap();
+        n += 1;
+    }
+    (makespan, sum / n as f64, n)
+}
+
+fn run_burst(decision_time: f64) -> (f64, f64, usize) {
+    let platform = Platform::parse(&graphene16(), "graphene16").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let opts = Options {
+        export_prefix: Some(out.path().join("burst_")),
+        ..Options::default()
+    };
+    let sim = StandIn::new(platform, vec![burst()], opts).unwrap();
+    let mut fcfs = Fcfs::new(decision_time);
+    sim.run(&mut fcfs).unwrap();
+    jobs_csv_stats(&out.path().join("burst_jobs.csv"))
+}
+
+/// Real Batsim with pybatsim's filler (which answers each event some
+/// milliseconds later, charging that time in its replies) reports makespan
+/// 2210.1 s and mean waiting time 979.27 s. A 9 ms decision time reproduces
+/// both; zero decision time gives the ideal 13 waves of 170 s.
+#[test]
+fn burst_fcfs_matches_real_batsim() {
+    let (makespan, mean_wait, n) = run_burst(0.009);
+    assert_eq!(n, 200);
+    assert_eq!(format!("{makespan:.1}"), "2210.1", "makespan {makespan}");
+    assert_eq!(format!("{mean_wait:.2}"), "979.27", "mean wait {mean_wait}");
+
+    let (makespan, mean_wait, _) = run_burst(0.0);
+    assert!((makespan - 2210.0).abs() < 1e-9, "{makespan}");
+    assert!((mean_wait - 979.2).abs() < 1e-9, "{mean_wait}");
+}
+
+/// The stand-in and the broker's link over a real ZeroMQ socket: the
+/// stand-in connects REQ, the link binds REP, FCFS answers on the broker
+/// side.
+#[test]
+fn over_a_real_zmq_socket() {
+    let endpoint = format!("ipc:///tmp/batkube-test-{}.sock", std::process::id());
+    let mut link = BatsimLink::bind(&endpoint).unwrap();
+    let platform = Platform::parse(&graphene16(), "graphene16").unwrap();
+    let sim = StandIn::new(platform, vec![burst()], Options::default()).unwrap();
+    let ep = endpoint.clone();
+    let standin = std::thread::spawn(move || {
+        let mut dp = ZmqDecisionProcess::connect(&ep).unwrap();
+        sim.run(&mut dp).unwrap()
+    });
+    let mut fcfs = Fcfs::new(0.0);
+    let mut messages = 0;
+    while let Some(msg) = link.recv_blocking() {
+        let msg = msg.unwrap();
+        messages += 1;
+        let end = msg
+            .events
+            .iter()
+            .any(|e| matches!(e.data, EventData::SimulationEnds));
+        link.reply(fcfs.decide(&msg)).unwrap();
+        if end {
+            break;
+        }
+    }
+    let summary = standin.join().unwrap();
+    assert_eq!(summary.stats.nb_jobs_success, 200);
+    assert!((summary.stats.makespan - 2210.0).abs() < 1e-9);
+    assert_eq!(summary.messages, 2 * messages);
+}
+
+/// In-process pairing: the same link API without ZeroMQ.
+#[test]
+fn in_process_link() {
+    let (mut link, mut batsim_side) = BatsimLink::in_process();
+    let platform = Platform::parse(&graphene16(), "graphene16").unwrap();
+    let sim = StandIn::new(platform, vec![burst()], Options::default()).unwrap();
+    let standin = std::thread::spawn(move || sim.run(&mut batsim_side).unwrap());
+    let mut fcfs = Fcfs::new(0.0);
+    while let Some(msg) = link.recv_blocking() {
+        let msg = msg.unwrap();
+        let end = msg
+            .events
+            .iter()
+            .any(|e| matches!(e.data, EventData::SimulationEnds));
+        link.reply(fcfs.decide(&msg)).unwrap();
+        if end {
+            break;
+        }
+    }
+    assert_eq!(standin.join().unwrap().stats.nb_jobs, 200);
+}
+
+#[test]
+fn link_refuses_out_of_order_replies_and_reports_garbage() {
+    let endpoint = format!("ipc:///tmp/batkube-garbage-{}.sock", std::process::id());
+    let mut link = BatsimLink::bind(&endpoint).unwrap();
+    let ctx = zmq::Context::new();
+    let req = ctx.socket(zmq::REQ).unwrap();
+    req.connect(&endpoint).unwrap();
+    req.send(r#"{"now":5.0,"events":[]}"#, 0).unwrap();
+    let msg = link.recv_blocking().unwrap().unwrap();
+    assert_eq!(msg.now, 5.0);
+    // A reply before the message's now is a broker bug: refused, not sent.
+    let err = link.reply(Message::empty(4.0)).unwrap_err();
+    assert!(err.to_string().contains("before"), "{err}");
+    let mut late = Message::new(5.0);
+    late.push(6.0, build::call_me_later(7.0));
+    assert!(link.reply(late).is_err());
+    link.reply(Message::empty(5.0)).unwrap();
+    let answer = req.recv_string(0).unwrap().unwrap();
+    assert!(answer.contains("\"now\":5.0"), "{answer}");
+    // Garbage from the peer is an error naming what came.
+    req.send("this is not json", 0).unwrap();
+    let err = link.recv_blocking().unwrap().unwrap_err();
+    assert!(err.to_string().contains("this is not json"), "{err}");
+}
+
+/// What real Batsim aborts on, the stand-in refuses with a clear message.
+#[test]
+fn standin_refuses_what_batsim_aborts_on() {
+    let dir = shared().join("reference/batsim/sample");
+    let run = |opts: Options, reply: &dyn Fn(&Message) -> Message| {
+        let platform = Platform::from_file(&dir.join("platform.xml")).unwrap();
+        let w = Workload::from_file(&dir.join("workload_transcript.json"), "w0").unwrap();
+        let sim = StandIn::new(platform, vec![w], opts).unwrap();
+        let mut dp = |m: &Message| -> anyhow::Result<Message> { Ok(reply(m)) };
+        sim.run(&mut dp).map(|_| ()).unwrap_err().to_string()
+    };
+    let first_job = |m: &Message| {
+        m.events.iter().find_map(|e| match &e.data {
+            EventData::JobSubmitted(s) => Some(s.job_id.clone()),
+            _ => None,
+        })
+    };
+    // Two jobs on machine 0 without compute sharing.
+    let e = run(Options::default(), &|m| {
+        let mut r = Message::new(m.now);
+        if first_job(m).as_deref() == Some("w0!1") {
+            r.push_now(build::execute_job(
+                "w0!1",
+                batkube::batsim::IntervalSet::single(0),
+            ));
+        }
+        if first_job(m).as_deref() == Some("w0!long") {
+            r.push_now(build::execute_job(
+                "w0!long",
+                batkube::batsim::IntervalSet::single(0),
+            ));
+        }
+        r
+    });
+    assert!(e.contains("--enable-compute-sharing"), "{e}");
+    // Wrong allocation size.
+    let e = run(Options::default(), &|m| {
+        let mut r = Message::new(m.now);
+        if first_job(m).is_some() {
+            r.push_now(build::execute_job(
+                &first_job(m).unwrap(),
+                batkube::batsim::IntervalSet::range(0, 2),
+            ));
+        }
+        r
+    });
+    assert!(e.contains("requests 1 resource"), "{e}");
+    // A wake-up in the past.
+    let e = run(Options::default(), &|m| {
+        let mut r = Message::new(m.now + 1.0);
+        r.push(m.now + 1.0, build::call_me_later(m.now));
+        r
+    });
+    assert!(e.contains("past"), "{e}");
+    // A scheduler that never decides: the simulation cannot end.
+    let e = run(Options::default(), &|m| Message::new(m.now));
+    assert!(e.contains("never executed nor rejected"), "{e}");
+}
