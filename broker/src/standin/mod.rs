@@ -220,6 +220,46 @@ struct WorkloadState {
     profiles: Vec<(String, Value)>,
 }
 
+/// A progress line on a terminal for long runs (at most once a second).
+struct Progress {
+    enabled: bool,
+    total: usize,
+    last: Instant,
+    ticks: u32,
+}
+
+impl Progress {
+    fn new(total: usize) -> Self {
+        use std::io::IsTerminal;
+        Self {
+            enabled: std::io::stderr().is_terminal(),
+            total,
+            last: Instant::now(),
+            ticks: 0,
+        }
+    }
+
+    fn tick(&mut self, now: f64, done: usize) {
+        self.ticks = self.ticks.wrapping_add(1);
+        if !self.enabled || self.ticks % 1024 != 0 || self.last.elapsed().as_secs() < 1 {
+            return;
+        }
+        self.last = Instant::now();
+        eprint!(
+            "\r[batsim stand-in] simulated time {now:.1} s, jobs done {done}/{}   ",
+            self.total
+        );
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if self.enabled && self.ticks >= 1024 {
+            eprintln!();
+        }
+    }
+}
+
 /// The simulation state.
 pub struct StandIn {
     opts: Options,
@@ -478,7 +518,9 @@ impl StandIn {
         // The server announces the simulation before any submitter runs.
         self.outbox.push((0.0, self.simulation_begins()));
         self.send(dp)?;
+        let mut progress = Progress::new(self.jobs.len());
         loop {
+            progress.tick(self.now, self.completed);
             self.maybe_send(dp)?;
             for (t, a) in std::mem::take(&mut self.deferred) {
                 self.schedule(t, a);
