@@ -5,6 +5,8 @@
 //! - [`standin`]: a built-in Batsim stand-in (platforms, workloads, Batsim's
 //!   event model and output files) for machines without Batsim, and a
 //!   trivial FCFS decision process.
+//! - [`tools`]: `batkube workload …` and `batkube platform …`.
 
 pub mod batsim;
 pub mod standin;
+pub mod tools;

@@ -34,6 +34,12 @@ enum Command {
     /// The built-in Batsim stand-in (Batsim v4.2 protocol; delay and
     /// parallel_homogeneous profiles). Same option names as Batsim.
     Batsim(BatsimArgs),
+    /// Workload tools: validate, generate, convert.
+    #[command(subcommand)]
+    Workload(batkube::tools::workload::Command),
+    /// Platform tools: validate, generate, convert.
+    #[command(subcommand)]
+    Platform(batkube::tools::platform::Command),
 }
 
 #[derive(Args)]
@@ -97,6 +103,8 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Batsim(args) => run_standin(args),
+        Command::Workload(cmd) => batkube::tools::workload::run(cmd),
+        Command::Platform(cmd) => batkube::tools::platform::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
