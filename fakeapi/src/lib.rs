@@ -1,1 +1,55 @@
 //! fakeapi: a Kubernetes API over an in-memory versioned store.
+//!
+//! It owns the objects (pods, nodes, namespaces, events, leases and every
+//! collection the upstream kube-scheduler lists) and serves them over plain
+//! HTTP to real clients (kube-rs, kubectl, kube-scheduler). It knows nothing
+//! of Batsim: the broker drives it through the Rust API below and learns what
+//! clients did from [`Store::subscribe`].
+//!
+//! - [`Store`]: generic create/get/list/update/patch/delete on
+//!   `serde_json::Value` addressed by resource name (`"pods"`,
+//!   `"leases.coordination.k8s.io"`), typed helpers for k8s-openapi objects
+//!   ([`Store::create_pod`], [`Store::update_pod_status`], ...), and a stream
+//!   of [`Change`]s tagged with their [`Origin`].
+//! - [`serve`]: the HTTP server ([`RunningServer`]), with
+//!   [`RunningServer::activity`] telling when clients are quiescent, and
+//!   [`kubeconfig_yaml`] for the clients.
+//! - [`resources::RESOURCES`]: the table every handler and discovery
+//!   document is generated from.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use k8s_openapi::api::core::v1::Pod;
+//! let store = fakeapi::Store::new();
+//! let mut changes = store.subscribe();
+//! let server = fakeapi::serve(store.clone(), "127.0.0.1:0".parse()?).await?;
+//! std::fs::write("/tmp/kubeconfig", fakeapi::kubeconfig_yaml(server.addr()))?;
+//! let mut pod = Pod::default();
+//! pod.metadata.name = Some("job-1".into());
+//! store.create_pod(pod)?;
+//! while let Some(change) = changes.recv().await {
+//!     if change.origin == fakeapi::Origin::Http && change.object["spec"]["nodeName"].is_string() {
+//!         println!("bound to {}", change.object["spec"]["nodeName"]);
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+
+mod activity;
+mod discovery;
+mod error;
+pub mod patch;
+pub mod resources;
+pub mod selector;
+mod server;
+mod store;
+mod table;
+mod watch;
+
+pub use activity::{Activity, ActivitySnapshot};
+pub use discovery::SERVER_VERSION;
+pub use error::{ApiError, Result};
+pub use patch::PatchKind;
+pub use resources::ResourceInfo;
+pub use server::{kubeconfig_yaml, serve, RunningServer};
+pub use store::{Change, Clock, DeleteOptions, EventType, Origin, Store, StoreConfig, WatchStart};

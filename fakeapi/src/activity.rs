@@ -1,0 +1,121 @@
+//! Quiescence probe: is any client request in flight, or any watch event
+//! queued but not yet handed to a client's socket?
+//!
+//! The broker's exact clock policy moves simulated time only when the
+//! scheduler is quiescent; this is the API side of that question.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use tokio::sync::Notify;
+
+/// Shared counters, updated by the store (watch events queued and written)
+/// and the HTTP server (requests started and finished).
+#[derive(Debug, Default)]
+pub struct Activity {
+    in_flight: AtomicUsize,
+    pending: AtomicUsize,
+    served: AtomicU64,
+    events_written: AtomicU64,
+    idle: Notify,
+}
+
+/// A point-in-time copy of [`Activity`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ActivitySnapshot {
+    /// HTTP requests received whose response has not been produced yet
+    /// (a watch counts until its response headers are produced).
+    pub requests_in_flight: usize,
+    /// Watch events queued to watchers and not yet written to their sockets.
+    pub watch_events_pending: usize,
+    /// HTTP requests served since start.
+    pub requests_served: u64,
+    /// Watch events written since start.
+    pub watch_events_written: u64,
+}
+
+impl ActivitySnapshot {
+    pub fn is_idle(&self) -> bool {
+        self.requests_in_flight == 0 && self.watch_events_pending == 0
+    }
+}
+
+impl Activity {
+    pub fn snapshot(&self) -> ActivitySnapshot {
+        ActivitySnapshot {
+            requests_in_flight: self.in_flight.load(Ordering::SeqCst),
+            watch_events_pending: self.pending.load(Ordering::SeqCst),
+            requests_served: self.served.load(Ordering::Relaxed),
+            watch_events_written: self.events_written.load(Ordering::Relaxed),
+        }
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.snapshot().is_idle()
+    }
+
+    /// Resolves once no request is in flight and no watch event is pending.
+    /// Returns at once if that is already the case.
+    pub async fn wait_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_idle() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    fn maybe_notify(&self) {
+        if self.is_idle() {
+            self.idle.notify_waiters();
+        }
+    }
+
+    pub(crate) fn request_started(&self) {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn request_finished(&self) {
+        self.served.fetch_add(1, Ordering::Relaxed);
+        if self.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.maybe_notify();
+        }
+    }
+
+    pub(crate) fn events_queued(&self, n: usize) {
+        if n > 0 {
+            self.pending.fetch_add(n, Ordering::SeqCst);
+        }
+    }
+
+    /// `n` queued events left the queue; `written` says whether they went to
+    /// a client (rather than being dropped with a closed watch).
+    pub(crate) fn events_done(&self, n: usize, written: bool) {
+        if n == 0 {
+            return;
+        }
+        if written {
+            self.events_written.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        if self.pending.fetch_sub(n, Ordering::SeqCst) == n {
+            self.maybe_notify();
+        }
+    }
+}
+
+/// Counts a request as in flight until dropped.
+pub(crate) struct InFlight<'a>(pub(crate) &'a Activity);
+
+impl<'a> InFlight<'a> {
+    pub(crate) fn new(a: &'a Activity) -> Self {
+        a.request_started();
+        InFlight(a)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.request_finished();
+    }
+}

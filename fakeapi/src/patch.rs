@@ -1,0 +1,257 @@
+//! Patch formats: JSON merge patch, JSON patch, strategic merge patch and
+//! (as a strategic merge) server-side apply.
+//!
+//! The strategic merge knows list merge keys by field name rather than from
+//! the OpenAPI schema: that covers the fields clients patch (conditions by
+//! `type`, containers by `name`, ...) without shipping the schema.
+
+use crate::error::ApiError;
+use serde_json::{Map, Value};
+
+/// The patch content types understood.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchKind {
+    Json,
+    Merge,
+    StrategicMerge,
+    Apply,
+}
+
+impl PatchKind {
+    pub fn from_content_type(ct: &str) -> Option<Self> {
+        let ct = ct.split(';').next().unwrap_or("").trim();
+        match ct {
+            "application/json-patch+json" => Some(PatchKind::Json),
+            "application/merge-patch+json" => Some(PatchKind::Merge),
+            "application/strategic-merge-patch+json" => Some(PatchKind::StrategicMerge),
+            "application/apply-patch+yaml" | "application/apply-patch+cbor" => {
+                Some(PatchKind::Apply)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Merge key of a list field, by field name.
+fn merge_key(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "conditions" => "type",
+        "addresses" => "type",
+        "containers" | "initContainers" | "ephemeralContainers" => "name",
+        "env" | "volumes" | "imagePullSecrets" | "resourceClaims" | "readinessGates" => "name",
+        "containerStatuses" | "initContainerStatuses" | "ephemeralContainerStatuses" => "name",
+        "volumeMounts" => "mountPath",
+        "volumeDevices" => "devicePath",
+        "ports" => "containerPort",
+        "ownerReferences" => "uid",
+        "hostAliases" => "ip",
+        "podIPs" | "hostIPs" => "ip",
+        "taints" => "key",
+        _ => return None,
+    })
+}
+
+/// Lists of scalars merged as sets.
+fn is_set_list(field: &str) -> bool {
+    matches!(field, "finalizers")
+}
+
+/// Parses a patch body and applies it to `target`.
+pub fn apply_patch(kind: PatchKind, target: &Value, body: &[u8]) -> Result<Value, ApiError> {
+    match kind {
+        PatchKind::Json => {
+            let p: json_patch::Patch = serde_json::from_slice(body)
+                .map_err(|e| ApiError::BadRequest(format!("invalid JSON patch: {e}")))?;
+            let mut doc = target.clone();
+            json_patch::patch(&mut doc, &p)
+                .map_err(|e| ApiError::Invalid(format!("the JSON patch failed to apply: {e}")))?;
+            Ok(doc)
+        }
+        PatchKind::Merge => {
+            let p = parse_json(body)?;
+            let mut doc = target.clone();
+            json_patch::merge(&mut doc, &p);
+            Ok(doc)
+        }
+        PatchKind::StrategicMerge => {
+            let p = parse_json(body)?;
+            Ok(strategic_merge(target, &p))
+        }
+        PatchKind::Apply => {
+            let p: Value = serde_yaml::from_slice(body).map_err(|e| {
+                ApiError::BadRequest(format!("invalid apply patch (YAML or JSON expected): {e}"))
+            })?;
+            Ok(strategic_merge(target, &p))
+        }
+    }
+}
+
+fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
+    let p: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::BadRequest(format!("invalid patch body (JSON expected): {e}")))?;
+    if !p.is_object() {
+        return Err(ApiError::BadRequest(
+            "a merge patch must be a JSON object".to_string(),
+        ));
+    }
+    Ok(p)
+}
+
+/// Strategic merge patch of `patch` onto `target`.
+pub fn strategic_merge(target: &Value, patch: &Value) -> Value {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => Value::Object(merge_map(t, p)),
+        (_, p) => strip_directives(p),
+    }
+}
+
+fn merge_map(target: &Map<String, Value>, patch: &Map<String, Value>) -> Map<String, Value> {
+    if patch.get("$patch").and_then(Value::as_str) == Some("replace") {
+        return match strip_directives(&Value::Object(patch.clone())) {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+    }
+    let mut out = target.clone();
+    for (k, pv) in patch {
+        if k.starts_with("$setElementOrder/") || k == "$retainKeys" || k == "$patch" {
+            continue;
+        }
+        if let Some(field) = k.strip_prefix("$deleteFromPrimitiveList/") {
+            if let (Some(Value::Array(cur)), Value::Array(del)) = (out.get_mut(field), pv) {
+                cur.retain(|x| !del.contains(x));
+            }
+            continue;
+        }
+        if pv.is_null() {
+            out.remove(k);
+            continue;
+        }
+        let merged = match (out.get(k), pv) {
+            (Some(Value::Object(tv)), Value::Object(pm)) => {
+                if pm.get("$patch").and_then(Value::as_str) == Some("delete") {
+                    out.remove(k);
+                    continue;
+                }
+                Value::Object(merge_map(tv, pm))
+            }
+            (Some(Value::Array(tl)), Value::Array(pl)) => merge_list(k, tl, pl),
+            (None, Value::Array(pl)) => merge_list(k, &[], pl),
+            (_, p) => strip_directives(p),
+        };
+        out.insert(k.clone(), merged);
+    }
+    out
+}
+
+fn merge_list(field: &str, target: &[Value], patch: &[Value]) -> Value {
+    if patch
+        .iter()
+        .any(|p| p.get("$patch").and_then(Value::as_str) == Some("replace"))
+    {
+        return Value::Array(
+            patch
+                .iter()
+                .filter(|p| p.get("$patch").is_none())
+                .map(strip_directives)
+                .collect(),
+        );
+    }
+    if is_set_list(field) {
+        let mut out = target.to_vec();
+        for p in patch {
+            if !out.contains(p) {
+                out.push(p.clone());
+            }
+        }
+        return Value::Array(out);
+    }
+    let Some(key) = merge_key(field) else {
+        return Value::Array(patch.iter().map(strip_directives).collect());
+    };
+    let mut out = target.to_vec();
+    for p in patch {
+        let Some(pk) = p.get(key) else {
+            out.push(strip_directives(p));
+            continue;
+        };
+        let pos = out.iter().position(|t| t.get(key) == Some(pk));
+        let delete = p.get("$patch").and_then(Value::as_str) == Some("delete");
+        match (pos, delete) {
+            (Some(i), true) => {
+                out.remove(i);
+            }
+            (None, true) => {}
+            (Some(i), false) => out[i] = strategic_merge(&out[i], p),
+            (None, false) => out.push(strip_directives(p)),
+        }
+    }
+    Value::Array(out)
+}
+
+fn strip_directives(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| !k.starts_with('$'))
+                .map(|(k, v)| (k.clone(), strip_directives(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(strip_directives).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn conditions_merge_by_type() {
+        let pod = json!({"status": {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False"},
+            {"type": "Ready", "status": "False"}]}});
+        let p = json!({"status": {"conditions": [
+            {"type": "PodScheduled", "status": "True", "reason": null},
+            {"type": "DisruptionTarget", "status": "True"}]}});
+        let out = strategic_merge(&pod, &p);
+        assert_eq!(
+            out,
+            json!({"status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "False"},
+                {"type": "DisruptionTarget", "status": "True"}]}})
+        );
+    }
+
+    #[test]
+    fn directives() {
+        let o = json!({"metadata": {"finalizers": ["a", "b"], "labels": {"x": "1"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}, {"name": "d"}], "tolerations": [{"key": "k"}]}});
+        let p = json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"], "finalizers": ["c"], "labels": {"x": null, "y": "2"}},
+            "spec": {"$setElementOrder/containers": [{"name": "c"}], "containers": [{"name": "d", "$patch": "delete"}, {"name": "c", "image": "j"}], "tolerations": []}});
+        let out = strategic_merge(&o, &p);
+        assert_eq!(
+            out,
+            json!({"metadata": {"finalizers": ["b", "c"], "labels": {"y": "2"}},
+                "spec": {"containers": [{"name": "c", "image": "j"}], "tolerations": []}})
+        );
+    }
+
+    #[test]
+    fn apply_yaml_and_json_patch() {
+        let o = json!({"status": {"conditions": []}});
+        let y = b"status:\n  conditions:\n  - type: DisruptionTarget\n    status: \"True\"\n";
+        let out = apply_patch(PatchKind::Apply, &o, y).unwrap();
+        assert_eq!(out["status"]["conditions"][0]["type"], "DisruptionTarget");
+        let jp = br#"[{"op":"add","path":"/status/phase","value":"Running"}]"#;
+        let out = apply_patch(PatchKind::Json, &o, jp).unwrap();
+        assert_eq!(out["status"]["phase"], "Running");
+        let bad = br#"[{"op":"test","path":"/status/phase","value":"x"}]"#;
+        assert_eq!(
+            apply_patch(PatchKind::Json, &o, bad).unwrap_err().code(),
+            422
+        );
+    }
+}

@@ -1,0 +1,736 @@
+//! The HTTP side: one catch-all handler parses Kubernetes API paths and
+//! dispatches on the resource table, so no resource has its own handler.
+
+use crate::activity::{Activity, InFlight};
+use crate::discovery;
+use crate::error::ApiError;
+use crate::patch::PatchKind;
+use crate::resources::{self, ResourceInfo};
+use crate::selector::Selection;
+use crate::store::{DeleteOptions, Origin, Store, WatchStart};
+use crate::table::{self, IncludeObject};
+use crate::watch::{Render, WatchStream};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::response::Response;
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+type ExtraMetrics = Box<dyn Fn() -> String + Send + Sync>;
+
+#[derive(Default)]
+struct Metrics {
+    requests: Mutex<BTreeMap<(&'static str, String, u16), u64>>,
+    extra: RwLock<Option<ExtraMetrics>>,
+}
+
+struct Ctx {
+    store: Store,
+    metrics: Arc<Metrics>,
+    server_addr: String,
+}
+
+/// A running API server. Dropping it stops accepting connections.
+pub struct RunningServer {
+    addr: SocketAddr,
+    store: Store,
+    metrics: Arc<Metrics>,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for RunningServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Serves `store` over plain HTTP on `addr` (`127.0.0.1:0` picks a port).
+///
+/// ```no_run
+/// # async fn demo() -> std::io::Result<()> {
+/// let store = fakeapi::Store::new();
+/// let server = fakeapi::serve(store.clone(), "127.0.0.1:0".parse().unwrap()).await?;
+/// std::fs::write("kubeconfig", fakeapi::kubeconfig_yaml(server.addr()))?;
+/// server.activity().wait_idle().await;
+/// server.shutdown().await;
+/// # Ok(()) }
+/// ```
+pub async fn serve(store: Store, addr: SocketAddr) -> std::io::Result<RunningServer> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let metrics = Arc::new(Metrics::default());
+    let ctx = Arc::new(Ctx {
+        store: store.clone(),
+        metrics: metrics.clone(),
+        server_addr: addr.to_string(),
+    });
+    let app = axum::Router::new().fallback(handle).with_state(ctx);
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+            let _ = rx.await;
+        });
+        if let Err(e) = server.await {
+            tracing::warn!(error = %e, "fakeapi server stopped with an error");
+        }
+    });
+    tracing::info!(%addr, "fakeapi listening");
+    Ok(RunningServer {
+        addr,
+        store,
+        metrics,
+        shutdown: Some(tx),
+        task: Some(task),
+    })
+}
+
+impl RunningServer {
+    /// The bound address (the real port when asked for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Requests in flight, watch events pending, requests served.
+    pub fn activity(&self) -> Arc<Activity> {
+        self.store.activity()
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Appends the text this returns (Prometheus exposition format) to
+    /// every `/metrics` response.
+    pub fn set_extra_metrics(&self, f: impl Fn() -> String + Send + Sync + 'static) {
+        *self.metrics.extra.write() = Some(Box::new(f));
+    }
+
+    /// Stops accepting connections, ends open watches, and waits (at most
+    /// 5 s) for in-flight requests.
+    pub async fn shutdown(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.store.close_watches();
+        if let Some(task) = self.task.take() {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(5), task)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// A kubeconfig for plain HTTP to `addr` (context `batkube`, namespace `default`).
+pub fn kubeconfig_yaml(addr: SocketAddr) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: batkube\n  cluster:\n    server: http://{addr}\ncontexts:\n- name: batkube\n  context:\n    cluster: batkube\n    user: batkube\n    namespace: default\ncurrent-context: batkube\nusers:\n- name: batkube\n  user: {{}}\n"
+    )
+}
+
+fn json_response(code: u16, body: impl Into<Bytes>) -> Response {
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.into()))
+        .expect("valid response")
+}
+
+fn value_response(code: u16, v: &Value) -> Response {
+    json_response(code, serde_json::to_vec(v).expect("json"))
+}
+
+fn error_response(e: &ApiError) -> Response {
+    value_response(e.code(), &e.to_status())
+}
+
+fn success_status(code: u16) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code})
+}
+
+fn text_response(code: u16, ctype: &str, body: String) -> Response {
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, ctype)
+        .body(Body::from(body))
+        .expect("valid response")
+}
+
+async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
+    let activity = ctx.store.activity();
+    let _in_flight = InFlight::new(&activity);
+    let span = tracing::debug_span!("request", method = %req.method(), uri = %req.uri());
+    let (verb, resource, resp) = route(&ctx, req).instrument(span).await;
+    let code = resp.status().as_u16();
+    tracing::debug!(verb, resource, code, "served");
+    *ctx.metrics
+        .requests
+        .lock()
+        .entry((verb, resource, code))
+        .or_insert(0) += 1;
+    resp
+}
+
+struct Req {
+    method: Method,
+    query: HashMap<String, String>,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Req {
+    fn q(&self, k: &str) -> Option<&str> {
+        self.query.get(k).map(String::as_str)
+    }
+    fn flag(&self, k: &str) -> bool {
+        matches!(self.q(k), Some("true") | Some("1"))
+    }
+    fn header(&self, h: header::HeaderName) -> &str {
+        self.headers
+            .get(h)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+    fn wants_table(&self) -> bool {
+        let accept = self.header(header::ACCEPT);
+        accept
+            .split(',')
+            .next()
+            .is_some_and(|first| first.contains("as=Table"))
+    }
+    /// The version of aggregated discovery asked for, if any.
+    fn wants_aggregated(&self) -> Option<&'static str> {
+        let accept = self.header(header::ACCEPT);
+        for part in accept.split(',') {
+            if part.contains("as=APIGroupDiscoveryList") {
+                return Some(if part.contains("v=v2beta1") {
+                    "v2beta1"
+                } else {
+                    "v2"
+                });
+            }
+        }
+        None
+    }
+    fn body_json(&self) -> Result<Value, ApiError> {
+        let ct = self.header(header::CONTENT_TYPE);
+        if ct.contains("protobuf") || ct.contains("cbor") {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "the body content type {ct:?} is not supported: send application/json (kube-scheduler: --kube-api-content-type=application/json)"
+            )));
+        }
+        if ct.contains("yaml") {
+            return serde_yaml::from_slice(&self.body).map_err(|e| {
+                ApiError::BadRequest(format!("the request body is not valid YAML: {e}"))
+            });
+        }
+        serde_json::from_slice(&self.body)
+            .map_err(|e| ApiError::BadRequest(format!("the request body is not valid JSON: {e}")))
+    }
+}
+
+async fn route(ctx: &Ctx, req: Request) -> (&'static str, String, Response) {
+    let (parts, body) = req.into_parts();
+    let body = match axum::body::to_bytes(body, 256 << 20).await {
+        Ok(b) => b,
+        Err(e) => {
+            let err = ApiError::BadRequest(format!("cannot read the request body: {e}"));
+            return ("unknown", String::new(), error_response(&err));
+        }
+    };
+    let query = parts
+        .uri
+        .query()
+        .map(|q| {
+            form_urlencoded::parse(q.as_bytes())
+                .into_owned()
+                .collect::<HashMap<_, _>>()
+        })
+        .unwrap_or_default();
+    let r = Req {
+        method: parts.method,
+        query,
+        headers: parts.headers,
+        body,
+    };
+    let segs: Vec<&str> = parts
+        .uri
+        .path()
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let get = r.method == Method::GET;
+    let not_found = || {
+        error_response(&ApiError::NotFoundPath(
+            "the server could not find the requested resource".into(),
+        ))
+    };
+    let disc = |v: Option<Value>| match v {
+        Some(v) => value_response(200, &v),
+        None => not_found(),
+    };
+    let aggregated = |core: bool, v: &str| {
+        text_response(
+            200,
+            &format!("application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"),
+            discovery::aggregated(core, &format!("apidiscovery.k8s.io/{v}")).to_string(),
+        )
+    };
+    let resp = match (get, segs.as_slice()) {
+        (true, []) => value_response(
+            200,
+            &json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/readyz", "/version"]}),
+        ),
+        (true, ["version"]) => value_response(200, &discovery::version()),
+        (true, ["healthz" | "livez" | "readyz", ..]) => {
+            text_response(200, "text/plain", "ok".into())
+        }
+        (true, ["metrics"]) => text_response(200, "text/plain; version=0.0.4", render_metrics(ctx)),
+        (true, ["api"]) => match r.wants_aggregated() {
+            Some(v) => aggregated(true, v),
+            None => value_response(200, &discovery::api_versions(&ctx.server_addr)),
+        },
+        (true, ["api", "v1"]) => disc(discovery::resource_list("", "v1")),
+        (true, ["apis"]) => match r.wants_aggregated() {
+            Some(v) => aggregated(false, v),
+            None => value_response(200, &discovery::api_group_list()),
+        },
+        (true, ["apis", g]) => disc(discovery::api_group(g)),
+        (true, ["apis", g, v]) => disc(discovery::resource_list(g, v)),
+        (_, ["api", "v1", rest @ ..]) if !rest.is_empty() => {
+            return resource_request(ctx, &r, "", "v1", rest);
+        }
+        (_, ["apis", g, v, rest @ ..]) if !rest.is_empty() => {
+            return resource_request(ctx, &r, g, v, rest);
+        }
+        _ => not_found(),
+    };
+    ("discovery", String::new(), resp)
+}
+
+struct Target<'a> {
+    info: &'static ResourceInfo,
+    ns: Option<&'a str>,
+    name: Option<&'a str>,
+    sub: Option<&'a str>,
+    watch_path: bool,
+}
+
+fn parse_target<'a>(
+    group: &str,
+    version: &str,
+    mut rest: &'a [&'a str],
+) -> Result<Target<'a>, ApiError> {
+    let not_found =
+        || ApiError::NotFoundPath("the server could not find the requested resource".into());
+    let mut watch_path = false;
+    if rest.first() == Some(&"watch") {
+        watch_path = true;
+        rest = &rest[1..];
+    }
+    let (ns, plural, name, sub, extra) = match rest {
+        ["namespaces", ns, plural, tail @ ..]
+            if resources::lookup(group, version, plural).is_some_and(|i| i.namespaced) =>
+        {
+            (
+                Some(*ns),
+                *plural,
+                tail.first().copied(),
+                tail.get(1).copied(),
+                tail.len() > 2,
+            )
+        }
+        [plural, tail @ ..] => (
+            None,
+            *plural,
+            tail.first().copied(),
+            tail.get(1).copied(),
+            tail.len() > 2,
+        ),
+        [] => return Err(not_found()),
+    };
+    if extra {
+        return Err(not_found());
+    }
+    let info = resources::lookup(group, version, plural).ok_or_else(not_found)?;
+    if ns.is_some() && !info.namespaced {
+        return Err(not_found());
+    }
+    if let Some(s) = sub {
+        if !info.subresources.contains(&s) {
+            return Err(not_found());
+        }
+    }
+    Ok(Target {
+        info,
+        ns,
+        name,
+        sub,
+        watch_path,
+    })
+}
+
+fn resource_request(
+    ctx: &Ctx,
+    r: &Req,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+) -> (&'static str, String, Response) {
+    let t = match parse_target(group, version, rest) {
+        Ok(t) => t,
+        Err(e) => return ("unknown", rest.join("/"), error_response(&e)),
+    };
+    let mut resource = t.info.qualified_name();
+    if let Some(s) = t.sub {
+        resource = format!("{resource}/{s}");
+    }
+    let (verb, result) = dispatch(ctx, r, &t);
+    let resp = result.unwrap_or_else(|e| error_response(&e));
+    (verb, resource, resp)
+}
+
+fn dispatch(ctx: &Ctx, r: &Req, t: &Target) -> (&'static str, Result<Response, ApiError>) {
+    let store = &ctx.store;
+    let info = t.info;
+    let ns = t.ns.unwrap_or("");
+    let watching = t.watch_path || r.flag("watch");
+    match (&r.method, t.name, t.sub) {
+        (&Method::GET, None, None) if watching => ("watch", watch(ctx, r, t, None)),
+        (&Method::GET, Some(name), None) if watching => ("watch", watch(ctx, r, t, Some(name))),
+        (&Method::GET, None, None) => ("list", list(ctx, r, t)),
+        (&Method::GET, Some(name), None | Some("status")) => (
+            "get",
+            store.get_in(info, ns, name).map(|s| {
+                if r.wants_table() {
+                    let tbl = table::table(
+                        info,
+                        &[s.value],
+                        store.now(),
+                        true,
+                        IncludeObject::parse(r.q("includeObject")),
+                    );
+                    value_response(200, &tbl)
+                } else {
+                    json_response(200, s.json)
+                }
+            }),
+        ),
+        (&Method::POST, None, None) => {
+            if info.plural == "bindings" {
+                return ("create", create_binding(ctx, r, ns, None));
+            }
+            let res = r.body_json().and_then(|body| {
+                store
+                    .create_in(info, t.ns, body, Origin::Http)
+                    .map(|s| json_response(201, s.json))
+            });
+            ("create", res)
+        }
+        (&Method::POST, Some(name), Some("binding")) => {
+            ("create", create_binding(ctx, r, ns, Some(name)))
+        }
+        (&Method::POST, Some(name), Some("eviction")) => {
+            let res = r.body_json().and_then(|_| {
+                store
+                    .delete_in(info, ns, name, &DeleteOptions::default(), Origin::Http)
+                    .map(|_| value_response(201, &success_status(201)))
+            });
+            ("create", res)
+        }
+        (&Method::PUT, Some(name), sub) => {
+            let res = r.body_json().and_then(|body| {
+                store
+                    .update_in(info, ns, name, sub, body, Origin::Http)
+                    .map(|s| json_response(200, s.json))
+            });
+            ("update", res)
+        }
+        (&Method::PATCH, Some(name), sub) => {
+            let ct = r.header(header::CONTENT_TYPE);
+            let res = match PatchKind::from_content_type(ct) {
+                None => Err(ApiError::UnsupportedMediaType(format!(
+                    "the patch content type {ct:?} is not supported: use application/merge-patch+json, application/strategic-merge-patch+json, application/json-patch+json or application/apply-patch+yaml"
+                ))),
+                Some(kind) => store
+                    .patch_in(info, ns, name, sub, kind, &r.body, Origin::Http)
+                    .map(|(s, created)| json_response(if created { 201 } else { 200 }, s.json)),
+            };
+            ("patch", res)
+        }
+        (&Method::DELETE, Some(name), None) => {
+            let res = delete_options(r).and_then(|opts| {
+                store
+                    .delete_in(info, ns, name, &opts, Origin::Http)
+                    .map(|s| json_response(200, s.json))
+            });
+            ("delete", res)
+        }
+        (&Method::DELETE, None, None) => ("deletecollection", delete_collection(ctx, r, t)),
+        _ => (
+            "unknown",
+            Err(ApiError::MethodNotAllowed(format!(
+                "the server does not allow this method on the requested resource ({} {})",
+                r.method,
+                info.qualified_name()
+            ))),
+        ),
+    }
+}
+
+fn create_binding(ctx: &Ctx, r: &Req, ns: &str, name: Option<&str>) -> Result<Response, ApiError> {
+    let body = r.body_json()?;
+    let pod = match name {
+        Some(n) => n.to_string(),
+        None => body
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+    };
+    if let Some(body_name) = body.pointer("/metadata/name").and_then(Value::as_str) {
+        if !body_name.is_empty() && body_name != pod {
+            return Err(ApiError::BadRequest(format!(
+                "the name of the Binding ({body_name}) does not match the pod on the URL ({pod})"
+            )));
+        }
+    }
+    ctx.store.bind(ns, &pod, &body, Origin::Http)?;
+    Ok(value_response(201, &success_status(201)))
+}
+
+fn delete_options(r: &Req) -> Result<DeleteOptions, ApiError> {
+    let mut opts = DeleteOptions::default();
+    if !r.body.is_empty() {
+        let body: Value = serde_json::from_slice(&r.body).map_err(|e| {
+            ApiError::BadRequest(format!("the DeleteOptions body is not valid JSON: {e}"))
+        })?;
+        opts.grace_period_seconds = body.get("gracePeriodSeconds").and_then(Value::as_i64);
+        opts.precondition_uid = body
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        opts.precondition_resource_version = body
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+    }
+    if let Some(g) = r.q("gracePeriodSeconds") {
+        opts.grace_period_seconds = Some(g.parse().map_err(|_| {
+            ApiError::BadRequest(format!("gracePeriodSeconds must be an integer, got {g:?}"))
+        })?);
+    }
+    Ok(opts)
+}
+
+fn selection(r: &Req, t: &Target, name: Option<&str>) -> Result<Selection, ApiError> {
+    let mut fields = r.q("fieldSelector").unwrap_or("").to_string();
+    if let Some(n) = name {
+        if !fields.is_empty() {
+            fields.push(',');
+        }
+        fields.push_str(&format!("metadata.name={n}"));
+    }
+    Selection::parse(t.ns, r.q("labelSelector"), Some(&fields))
+}
+
+fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
+    let sel = selection(r, t, None)?;
+    let limit = match r.q("limit") {
+        None | Some("") => None,
+        Some(l) => match l.parse::<usize>() {
+            Ok(0) => None,
+            Ok(n) => Some(n),
+            Err(_) => {
+                return Err(ApiError::BadRequest(format!(
+                    "limit must be a positive integer, got {l:?}"
+                )))
+            }
+        },
+    };
+    let page = ctx.store.list_in(t.info, &sel, limit, r.q("continue"))?;
+    let mut metadata = json!({"resourceVersion": page.rv.to_string()});
+    if let Some(c) = &page.continue_token {
+        metadata["continue"] = json!(c);
+    }
+    if r.wants_table() {
+        let objs: Vec<_> = page.items.iter().map(|s| s.value.clone()).collect();
+        let mut tbl = table::table(
+            t.info,
+            &objs,
+            ctx.store.now(),
+            true,
+            IncludeObject::parse(r.q("includeObject")),
+        );
+        tbl["metadata"] = metadata;
+        return Ok(value_response(200, &tbl));
+    }
+    // Items are concatenated from their stored bytes: a list never
+    // re-serializes an object.
+    let head = json!({
+        "kind": format!("{}List", t.info.kind),
+        "apiVersion": t.info.api_version(),
+        "metadata": metadata,
+    })
+    .to_string();
+    let total: usize = page.items.iter().map(|s| s.json.len() + 1).sum();
+    let mut out = Vec::with_capacity(head.len() + total + 16);
+    out.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
+    out.extend_from_slice(b",\"items\":[");
+    for (i, s) in page.items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&s.json);
+    }
+    out.extend_from_slice(b"]}");
+    Ok(json_response(200, out))
+}
+
+fn watch(ctx: &Ctx, r: &Req, t: &Target, name: Option<&str>) -> Result<Response, ApiError> {
+    let sel = selection(r, t, name)?;
+    let start = if r.flag("sendInitialEvents") {
+        WatchStart::InitialEvents
+    } else {
+        match r.q("resourceVersion") {
+            None | Some("") | Some("0") => WatchStart::Current,
+            Some(v) => WatchStart::After(v.parse().map_err(|_| {
+                ApiError::BadRequest(format!(
+                    "resourceVersion must be a number from a previous response, got {v:?}"
+                ))
+            })?),
+        }
+    };
+    let timeout = match r.q("timeoutSeconds") {
+        None | Some("") => None,
+        Some(s) => Some(Duration::from_secs(s.parse().map_err(|_| {
+            ApiError::BadRequest(format!("timeoutSeconds must be an integer, got {s:?}"))
+        })?)),
+    };
+    let render = if r.wants_table() {
+        Render::Table { first: true }
+    } else {
+        Render::Json
+    };
+    let reg = ctx.store.watch_in(t.info, sel, start);
+    let stream = WatchStream::new(
+        ctx.store.clone(),
+        t.info,
+        reg,
+        timeout,
+        r.flag("allowWatchBookmarks"),
+        render,
+    );
+    Ok(Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CACHE_CONTROL, "no-cache, private")
+        .body(Body::from_stream(stream))
+        .expect("valid response"))
+}
+
+fn delete_collection(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
+    let sel = selection(r, t, None)?;
+    let opts = delete_options(r)?;
+    let page = ctx.store.list_in(t.info, &sel, None, None)?;
+    let mut deleted = Vec::new();
+    for s in page.items {
+        let ns = s
+            .value
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let name = s
+            .value
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        match ctx.store.delete_in(t.info, &ns, &name, &opts, Origin::Http) {
+            Ok(d) => deleted.push((*d.value).clone()),
+            Err(ApiError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(value_response(
+        200,
+        &json!({
+            "kind": format!("{}List", t.info.kind),
+            "apiVersion": t.info.api_version(),
+            "metadata": {"resourceVersion": ctx.store.resource_version().to_string()},
+            "items": deleted,
+        }),
+    ))
+}
+
+fn render_metrics(ctx: &Ctx) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    out.push_str("# HELP fakeapi_requests_total HTTP requests served, by verb, resource and code.\n# TYPE fakeapi_requests_total counter\n");
+    for ((verb, resource, code), n) in ctx.metrics.requests.lock().iter() {
+        let _ = writeln!(
+            out,
+            "fakeapi_requests_total{{verb=\"{verb}\",resource=\"{resource}\",code=\"{code}\"}} {n}"
+        );
+    }
+    let a = ctx.store.activity().snapshot();
+    let _ = writeln!(
+        out,
+        "# TYPE fakeapi_requests_in_flight gauge\nfakeapi_requests_in_flight {}",
+        a.requests_in_flight
+    );
+    let _ = writeln!(
+        out,
+        "# TYPE fakeapi_watch_events_pending gauge\nfakeapi_watch_events_pending {}",
+        a.watch_events_pending
+    );
+    let _ = writeln!(
+        out,
+        "# TYPE fakeapi_watch_events_written_total counter\nfakeapi_watch_events_written_total {}",
+        a.watch_events_written
+    );
+    let _ = writeln!(
+        out,
+        "# TYPE fakeapi_resource_version gauge\nfakeapi_resource_version {}",
+        ctx.store.resource_version()
+    );
+    if let Some(extra) = ctx.metrics.extra.read().as_ref() {
+        out.push_str(&extra());
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out
+}

@@ -1,0 +1,1425 @@
+//! The versioned in-memory object store.
+//!
+//! One lock (`parking_lot::RwLock`) guards every table; writes take it for a
+//! few microseconds (normalize, serialize once, fan out to watchers with
+//! `try_send`), never across an `.await`. Each change gets the next global
+//! resourceVersion, like etcd's revision.
+
+use crate::activity::Activity;
+use crate::error::{ApiError, Result};
+use crate::patch::{apply_patch, PatchKind};
+use crate::resources::{self, ResourceInfo, RESOURCES};
+use crate::selector::Selection;
+use bytes::Bytes;
+use chrono::{DateTime, SecondsFormat, Utc};
+use parking_lot::{Mutex, RwLock};
+use serde::{de::DeserializeOwned, Serialize};
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// The store's source of "now" (creationTimestamp, deletionTimestamp,
+/// condition transition times). The broker passes its simulated clock.
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// Store settings. `StoreConfig::default()` is right for most uses.
+#[derive(Clone)]
+pub struct StoreConfig {
+    /// Source of timestamps; defaults to `Utc::now`.
+    pub clock: Clock,
+    /// Events kept per resource so a watch can resume from an older
+    /// resourceVersion; older versions get 410 Gone.
+    pub watch_history: usize,
+    /// Events queued per watcher; a watcher that falls further behind gets a
+    /// 410 ERROR event and must relist, so it never slows anyone else.
+    pub watch_buffer: usize,
+    /// How often an idle watch that asked for bookmarks gets one.
+    pub bookmark_interval: Duration,
+    /// Namespaces that exist from the start.
+    pub namespaces: Vec<String>,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            clock: Arc::new(Utc::now),
+            watch_history: 100_000,
+            watch_buffer: 100_000,
+            bookmark_interval: Duration::from_secs(30),
+            namespaces: vec![
+                "default".into(),
+                "kube-system".into(),
+                "kube-public".into(),
+                "kube-node-lease".into(),
+            ],
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreConfig")
+            .field("watch_history", &self.watch_history)
+            .field("watch_buffer", &self.watch_buffer)
+            .field("bookmark_interval", &self.bookmark_interval)
+            .field("namespaces", &self.namespaces)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Who made a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The Rust API (the broker).
+    Api,
+    /// An HTTP client (a scheduler, kubectl).
+    Http,
+}
+
+/// Kind of a change, as in a watch event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// One committed change, as seen by [`Store::subscribe`].
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub kind: EventType,
+    pub resource: &'static ResourceInfo,
+    /// Empty for cluster-scoped resources.
+    pub namespace: String,
+    pub name: String,
+    /// The object after the change (for a deletion: the last state, with
+    /// `deletionTimestamp` set).
+    pub object: Arc<Value>,
+    /// The object before the change, for modifications and deletions.
+    pub old: Option<Arc<Value>>,
+    pub resource_version: u64,
+    pub origin: Origin,
+}
+
+/// A stored object and its serialized JSON (serialized once per change).
+#[derive(Debug, Clone)]
+pub(crate) struct Stored {
+    pub value: Arc<Value>,
+    pub json: Bytes,
+    pub rv: u64,
+}
+
+/// A change as sent to watchers: the bytes of each event line are built at
+/// most once and shared by every watcher.
+#[derive(Debug)]
+pub(crate) struct Event {
+    pub ty: EventType,
+    pub rv: u64,
+    pub namespace: String,
+    pub obj: Arc<Value>,
+    pub old: Option<Arc<Value>>,
+    pub json: Bytes,
+    lines: [OnceLock<Bytes>; 3],
+}
+
+impl Event {
+    pub fn line(&self, ty: EventType) -> Bytes {
+        self.lines[ty.index()]
+            .get_or_init(|| event_line(ty.as_str(), &self.json))
+            .clone()
+    }
+}
+
+pub(crate) fn event_line(ty: &str, object_json: &[u8]) -> Bytes {
+    let mut v = Vec::with_capacity(object_json.len() + 32);
+    v.extend_from_slice(b"{\"type\":\"");
+    v.extend_from_slice(ty.as_bytes());
+    v.extend_from_slice(b"\",\"object\":");
+    v.extend_from_slice(object_json);
+    v.extend_from_slice(b"}\n");
+    Bytes::from(v)
+}
+
+/// What a watch stream receives.
+#[derive(Debug)]
+pub(crate) enum WatchItem {
+    Change(EventType, Arc<Event>),
+    Initial(Stored),
+    Bookmark { rv: u64, initial_end: bool },
+}
+
+struct Watcher {
+    selection: Selection,
+    tx: mpsc::Sender<WatchItem>,
+    overflow: Arc<AtomicBool>,
+}
+
+#[derive(Default)]
+struct Table {
+    objects: BTreeMap<(String, String), Stored>,
+    history: VecDeque<Arc<Event>>,
+    /// Highest resourceVersion dropped from `history`.
+    evicted_rv: u64,
+    watchers: Vec<Watcher>,
+}
+
+struct State {
+    rv: u64,
+    tables: Vec<Table>,
+    subscribers: Vec<mpsc::UnboundedSender<Change>>,
+}
+
+struct Inner {
+    state: RwLock<State>,
+    config: StoreConfig,
+    activity: Arc<Activity>,
+    closed_watchers: Mutex<()>,
+}
+
+/// The object store. Cheap to clone; every clone is the same store.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("resource_version", &self.resource_version())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Options of a deletion.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    pub grace_period_seconds: Option<i64>,
+    pub precondition_uid: Option<String>,
+    pub precondition_resource_version: Option<String>,
+}
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchStart {
+    /// Synthetic ADDED events for every current object, then changes
+    /// (resourceVersion unset or "0").
+    Current,
+    /// Changes after this resourceVersion.
+    After(u64),
+    /// `sendInitialEvents=true`: current objects, then a bookmark annotated
+    /// `k8s.io/initial-events-end`, then changes.
+    InitialEvents,
+}
+
+/// A registered watch, handed to the HTTP layer to stream.
+pub(crate) struct WatchRegistration {
+    pub initial: VecDeque<WatchItem>,
+    pub rx: mpsc::Receiver<WatchItem>,
+    pub overflow: Arc<AtomicBool>,
+    pub gone: Option<String>,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone)]
+pub(crate) struct ListPage {
+    pub items: Vec<Stored>,
+    pub rv: u64,
+    pub continue_token: Option<String>,
+}
+
+fn meta(obj: &Value) -> Option<&Map<String, Value>> {
+    obj.get("metadata").and_then(Value::as_object)
+}
+
+fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = json!({});
+    }
+    obj["metadata"]
+        .as_object_mut()
+        .expect("metadata was just made an object")
+}
+
+fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    meta(obj)
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let id = uuid::Uuid::new_v4();
+    id.as_bytes()[..5]
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect()
+}
+
+fn kind_error(info: &ResourceInfo, name: &str) -> ApiError {
+    ApiError::not_found(&info.qualified_name(), name)
+}
+
+fn conflict(info: &ResourceInfo, name: &str) -> ApiError {
+    ApiError::Conflict(format!(
+        "Operation cannot be fulfilled on {} \"{}\": the object has been modified; please apply your changes to the latest version and try again",
+        info.qualified_name(),
+        name
+    ))
+}
+
+fn resolve(resource: &str) -> Result<&'static ResourceInfo> {
+    resources::lookup_qualified(resource).ok_or_else(|| {
+        ApiError::NotFoundPath(format!(
+            "the server doesn't have a resource type \"{resource}\""
+        ))
+    })
+}
+
+fn typed_info<K: k8s_openapi::Resource>() -> Result<&'static ResourceInfo> {
+    resources::lookup(K::GROUP, K::VERSION, K::URL_PATH_SEGMENT).ok_or_else(|| {
+        ApiError::NotFoundPath(format!(
+            "resource {}/{} {} is not served",
+            K::GROUP,
+            K::VERSION,
+            K::URL_PATH_SEGMENT
+        ))
+    })
+}
+
+fn to_value<T: Serialize>(obj: &T) -> Result<Value> {
+    serde_json::to_value(obj).map_err(|e| ApiError::BadRequest(format!("cannot serialize: {e}")))
+}
+
+fn from_value<T: DeserializeOwned>(v: &Value) -> Result<T> {
+    T::deserialize(v).map_err(|e| ApiError::BadRequest(format!("cannot decode object: {e}")))
+}
+
+impl Store {
+    /// A store with the default namespaces and the wall clock.
+    pub fn new() -> Self {
+        Self::with_config(StoreConfig::default())
+    }
+
+    pub fn with_config(config: StoreConfig) -> Self {
+        let state = State {
+            rv: 0,
+            tables: RESOURCES.iter().map(|_| Table::default()).collect(),
+            subscribers: Vec::new(),
+        };
+        let namespaces = config.namespaces.clone();
+        let store = Store {
+            inner: Arc::new(Inner {
+                state: RwLock::new(state),
+                config,
+                activity: Arc::new(Activity::default()),
+                closed_watchers: Mutex::new(()),
+            }),
+        };
+        for ns in namespaces {
+            let _ = store.create(
+                "namespaces",
+                None,
+                json!({"metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]}}),
+            );
+        }
+        store
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.inner.config
+    }
+
+    /// Current time by the configured clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        (self.inner.config.clock)()
+    }
+
+    fn now_str(&self) -> String {
+        self.now().to_rfc3339_opts(SecondsFormat::Secs, true)
+    }
+
+    /// The quiescence counters shared with the HTTP server.
+    pub fn activity(&self) -> Arc<Activity> {
+        self.inner.activity.clone()
+    }
+
+    /// The latest resourceVersion handed out.
+    pub fn resource_version(&self) -> u64 {
+        self.inner.state.read().rv
+    }
+
+    /// Every change from now on, in resourceVersion order, with its origin.
+    /// Unbounded: the store never waits for the subscriber.
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<Change> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.inner.state.write().subscribers.push(tx);
+        rx
+    }
+
+    /// Ends every open watch stream (used on server shutdown).
+    pub fn close_watches(&self) {
+        let _g = self.inner.closed_watchers.lock();
+        let mut st = self.inner.state.write();
+        for t in &mut st.tables {
+            t.watchers.clear();
+        }
+    }
+
+    // ---- generic API, by resource name (`pods`, `leases.coordination.k8s.io`) ----
+
+    /// Creates an object. For namespaced resources the namespace comes from
+    /// `namespace`, else from the object, else `default`.
+    pub fn create(&self, resource: &str, namespace: Option<&str>, obj: Value) -> Result<Value> {
+        let info = resolve(resource)?;
+        self.create_in(info, namespace, obj, Origin::Api)
+            .map(|s| (*s.value).clone())
+    }
+
+    pub fn get(&self, resource: &str, namespace: Option<&str>, name: &str) -> Result<Value> {
+        let info = resolve(resource)?;
+        self.get_in(info, namespace.unwrap_or(""), name)
+            .map(|s| (*s.value).clone())
+    }
+
+    /// Every object matching the selectors (namespace `None` = all).
+    pub fn list(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+        field_selector: Option<&str>,
+    ) -> Result<Vec<Value>> {
+        let info = resolve(resource)?;
+        let sel = Selection::parse(namespace, label_selector, field_selector)?;
+        let page = self.list_in(info, &sel, None, None)?;
+        Ok(page.items.into_iter().map(|s| (*s.value).clone()).collect())
+    }
+
+    /// Replaces an object. If `metadata.resourceVersion` is set it must be
+    /// current (else 409 Conflict).
+    pub fn update(&self, resource: &str, namespace: Option<&str>, obj: Value) -> Result<Value> {
+        let info = resolve(resource)?;
+        let name = meta_str(&obj, "name").unwrap_or("").to_string();
+        let ns = namespace
+            .map(str::to_string)
+            .or_else(|| meta_str(&obj, "namespace").map(str::to_string))
+            .unwrap_or_else(|| "default".to_string());
+        let ns = if info.namespaced { ns } else { String::new() };
+        self.update_in(info, &ns, &name, None, obj, Origin::Api)
+            .map(|s| (*s.value).clone())
+    }
+
+    /// Patches an object (`body` in the format of `kind`).
+    pub fn patch(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+        kind: PatchKind,
+        body: &[u8],
+    ) -> Result<Value> {
+        let info = resolve(resource)?;
+        self.patch_in(
+            info,
+            namespace.unwrap_or(""),
+            name,
+            None,
+            kind,
+            body,
+            Origin::Api,
+        )
+        .map(|(s, _)| (*s.value).clone())
+    }
+
+    /// Deletes an object at once (or marks it if it has finalizers).
+    pub fn delete(&self, resource: &str, namespace: Option<&str>, name: &str) -> Result<Value> {
+        let info = resolve(resource)?;
+        self.delete_in(
+            info,
+            namespace.unwrap_or(""),
+            name,
+            &DeleteOptions::default(),
+            Origin::Api,
+        )
+        .map(|s| (*s.value).clone())
+    }
+
+    // ---- typed API ----
+
+    /// Creates any served k8s-openapi object.
+    pub fn create_typed<K>(&self, obj: &K) -> Result<K>
+    where
+        K: k8s_openapi::Resource + Serialize + DeserializeOwned,
+    {
+        let info = typed_info::<K>()?;
+        let s = self.create_in(info, None, to_value(obj)?, Origin::Api)?;
+        from_value(&s.value)
+    }
+
+    pub fn get_typed<K>(&self, namespace: Option<&str>, name: &str) -> Result<K>
+    where
+        K: k8s_openapi::Resource + DeserializeOwned,
+    {
+        let info = typed_info::<K>()?;
+        from_value(&self.get_in(info, namespace.unwrap_or(""), name)?.value)
+    }
+
+    pub fn list_typed<K>(&self, namespace: Option<&str>) -> Result<Vec<K>>
+    where
+        K: k8s_openapi::Resource + DeserializeOwned,
+    {
+        let info = typed_info::<K>()?;
+        let sel = Selection::parse(namespace, None, None)?;
+        self.list_in(info, &sel, None, None)?
+            .items
+            .iter()
+            .map(|s| from_value(&s.value))
+            .collect()
+    }
+
+    /// Replaces any served object (status included: the Rust API is the
+    /// kubelet and the controllers).
+    pub fn update_typed<K>(&self, obj: &K) -> Result<K>
+    where
+        K: k8s_openapi::Resource + Serialize + DeserializeOwned,
+    {
+        let info = typed_info::<K>()?;
+        let v = to_value(obj)?;
+        let name = meta_str(&v, "name").unwrap_or("").to_string();
+        let ns = if info.namespaced {
+            meta_str(&v, "namespace").unwrap_or("default").to_string()
+        } else {
+            String::new()
+        };
+        from_value(
+            &self
+                .update_in(info, &ns, &name, None, v, Origin::Api)?
+                .value,
+        )
+    }
+
+    pub fn create_node(
+        &self,
+        node: k8s_openapi::api::core::v1::Node,
+    ) -> Result<k8s_openapi::api::core::v1::Node> {
+        self.create_typed(&node)
+    }
+
+    pub fn create_pod(
+        &self,
+        pod: k8s_openapi::api::core::v1::Pod,
+    ) -> Result<k8s_openapi::api::core::v1::Pod> {
+        self.create_typed(&pod)
+    }
+
+    pub fn get_pod(&self, namespace: &str, name: &str) -> Result<k8s_openapi::api::core::v1::Pod> {
+        self.get_typed(Some(namespace), name)
+    }
+
+    /// Pods in `namespace` (`None`: all namespaces).
+    pub fn list_pods(
+        &self,
+        namespace: Option<&str>,
+    ) -> Result<Vec<k8s_openapi::api::core::v1::Pod>> {
+        self.list_typed(namespace)
+    }
+
+    /// Replaces a pod's status (the kubelet's job: Running, Succeeded, ...).
+    pub fn update_pod_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: k8s_openapi::api::core::v1::PodStatus,
+    ) -> Result<k8s_openapi::api::core::v1::Pod> {
+        let info = typed_info::<k8s_openapi::api::core::v1::Pod>()?;
+        let status = to_value(&status)?;
+        let s = self.modify(info, namespace, name, Origin::Api, |pod| {
+            pod["status"] = status;
+            Ok(())
+        })?;
+        from_value(&s.value)
+    }
+
+    pub fn delete_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<k8s_openapi::api::core::v1::Pod> {
+        from_value(&self.delete("pods", Some(namespace), name)?)
+    }
+
+    /// Binds a pod to a node as the binding subresource does.
+    pub fn bind_pod(&self, namespace: &str, name: &str, node: &str) -> Result<()> {
+        let binding = json!({"metadata": {"name": name}, "target": {"kind": "Node", "name": node}});
+        self.bind(namespace, name, &binding, Origin::Api)
+    }
+
+    // ---- internal operations, shared with the HTTP layer ----
+
+    pub(crate) fn get_in(&self, info: &ResourceInfo, ns: &str, name: &str) -> Result<Stored> {
+        let idx = resources::index_of(info);
+        let ns = if info.namespaced { ns } else { "" };
+        let st = self.inner.state.read();
+        st.tables[idx]
+            .objects
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned()
+            .ok_or_else(|| kind_error(info, name))
+    }
+
+    pub(crate) fn list_in(
+        &self,
+        info: &ResourceInfo,
+        sel: &Selection,
+        limit: Option<usize>,
+        continue_token: Option<&str>,
+    ) -> Result<ListPage> {
+        let idx = resources::index_of(info);
+        let (start, list_rv) = match continue_token.filter(|c| !c.is_empty()) {
+            None => (Bound::Unbounded, None),
+            Some(tok) => {
+                let mut parts = tok.splitn(3, '/');
+                let rv = parts.next().and_then(|r| r.parse::<u64>().ok());
+                let (ns, name) = (parts.next(), parts.next());
+                match (rv, ns, name) {
+                    (Some(rv), Some(ns), Some(name)) => (
+                        Bound::Excluded((ns.to_string(), name.to_string())),
+                        Some(rv),
+                    ),
+                    _ => {
+                        return Err(ApiError::BadRequest(format!(
+                            "invalid continue token {tok:?}: pass back the one a list returned"
+                        )))
+                    }
+                }
+            }
+        };
+        let st = self.inner.state.read();
+        let table = &st.tables[idx];
+        if let Some(rv) = list_rv {
+            if rv < table.evicted_rv {
+                return Err(ApiError::Gone(
+                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.".into(),
+                ));
+            }
+        }
+        let mut items = Vec::new();
+        let mut continue_token = None;
+        let rv = list_rv.unwrap_or(st.rv);
+        let range = match &sel.namespace {
+            Some(ns) if info.namespaced && matches!(start, Bound::Unbounded) => (
+                Bound::Included((ns.clone(), String::new())),
+                Bound::Unbounded,
+            ),
+            _ => (start, Bound::Unbounded),
+        };
+        for ((ns, _), s) in table.objects.range(range) {
+            if let Some(want) = &sel.namespace {
+                if info.namespaced && ns > want {
+                    break;
+                }
+            }
+            if !sel.matches(ns, &s.value) {
+                continue;
+            }
+            if limit.is_some_and(|l| items.len() >= l) {
+                let last: &Stored = items.last().expect("limit > 0");
+                continue_token = Some(format!(
+                    "{}/{}/{}",
+                    rv,
+                    meta_str(&last.value, "namespace").unwrap_or(""),
+                    meta_str(&last.value, "name").unwrap_or("")
+                ));
+                break;
+            }
+            items.push(s.clone());
+        }
+        Ok(ListPage {
+            items,
+            rv,
+            continue_token,
+        })
+    }
+
+    fn normalize_new(
+        &self,
+        info: &ResourceInfo,
+        ns: &str,
+        obj: &mut Value,
+        origin: Origin,
+    ) -> Result<String> {
+        if !obj.is_object() {
+            return Err(ApiError::BadRequest(format!(
+                "the body of a {} must be a JSON object",
+                info.kind
+            )));
+        }
+        if let Some(k) = obj.get("kind").and_then(Value::as_str) {
+            if k != info.kind {
+                return Err(ApiError::BadRequest(format!(
+                    "the kind {k:?} does not match the resource {} (kind {})",
+                    info.qualified_name(),
+                    info.kind
+                )));
+            }
+        }
+        obj["kind"] = json!(info.kind);
+        obj["apiVersion"] = json!(info.api_version());
+        let now = self.now_str();
+        let m = meta_mut(obj);
+        let mut name = m
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if name.is_empty() {
+            match m.get("generateName").and_then(Value::as_str) {
+                Some(prefix) if !prefix.is_empty() => {
+                    name = format!("{prefix}{}", random_suffix());
+                }
+                _ => {
+                    return Err(ApiError::Invalid(format!(
+                        "{} \"\" is invalid: metadata.name: Required value: name or generateName is required",
+                        info.kind
+                    )))
+                }
+            }
+        }
+        m.insert("name".into(), json!(name));
+        if info.namespaced {
+            m.insert("namespace".into(), json!(ns));
+        } else {
+            m.remove("namespace");
+        }
+        if origin == Origin::Http || !m.get("uid").is_some_and(|u| u.is_string()) {
+            m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        }
+        if origin == Origin::Http || !m.get("creationTimestamp").is_some_and(|u| u.is_string()) {
+            m.insert("creationTimestamp".into(), json!(now));
+        }
+        if origin == Origin::Http {
+            m.remove("deletionTimestamp");
+            m.remove("deletionGracePeriodSeconds");
+        }
+        m.remove("resourceVersion");
+        m.remove("managedFields");
+        match (info.group, info.kind) {
+            ("", "Pod") => default_pod(obj),
+            ("", "Namespace") => {
+                if obj.pointer("/status/phase").is_none() {
+                    obj["status"] = json!({"phase": "Active"});
+                }
+            }
+            _ => {}
+        }
+        Ok(name)
+    }
+
+    pub(crate) fn create_in(
+        &self,
+        info: &'static ResourceInfo,
+        namespace: Option<&str>,
+        mut obj: Value,
+        origin: Origin,
+    ) -> Result<Stored> {
+        let body_ns = meta_str(&obj, "namespace").map(str::to_string);
+        let ns = if info.namespaced {
+            match (namespace, body_ns) {
+                (Some(p), Some(b)) if p != b => {
+                    return Err(ApiError::BadRequest(format!(
+                        "the namespace of the provided object ({b}) does not match the namespace sent on the request ({p})"
+                    )))
+                }
+                (Some(p), _) => p.to_string(),
+                (None, Some(b)) => b,
+                (None, None) => "default".to_string(),
+            }
+        } else {
+            String::new()
+        };
+        let name = self.normalize_new(info, &ns, &mut obj, origin)?;
+        let idx = resources::index_of(info);
+        let mut st = self.inner.state.write();
+        if info.namespaced {
+            let ns_idx = resources::index_of(
+                resources::lookup("", "v1", "namespaces").expect("namespaces row"),
+            );
+            if !st.tables[ns_idx]
+                .objects
+                .contains_key(&(String::new(), ns.clone()))
+            {
+                return Err(ApiError::not_found("namespaces", &ns));
+            }
+        }
+        let key = (ns, name.clone());
+        if st.tables[idx].objects.contains_key(&key) {
+            return Err(ApiError::AlreadyExists {
+                resource: info.qualified_name(),
+                name,
+            });
+        }
+        Ok(self.commit(&mut st, info, key, obj, None, EventType::Added, origin))
+    }
+
+    /// Assigns the next resourceVersion, stores, records history, fans out.
+    fn commit(
+        &self,
+        st: &mut State,
+        info: &'static ResourceInfo,
+        key: (String, String),
+        mut obj: Value,
+        old: Option<Stored>,
+        ty: EventType,
+        origin: Origin,
+    ) -> Stored {
+        st.rv += 1;
+        let rv = st.rv;
+        meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
+        let json = Bytes::from(serde_json::to_vec(&obj).expect("a Value always serializes"));
+        let value = Arc::new(obj);
+        let stored = Stored {
+            value: value.clone(),
+            json: json.clone(),
+            rv,
+        };
+        let idx = resources::index_of(info);
+        let old_value = old.map(|o| o.value);
+        let event = Arc::new(Event {
+            ty,
+            rv,
+            namespace: key.0.clone(),
+            obj: value.clone(),
+            old: old_value.clone(),
+            json,
+            lines: Default::default(),
+        });
+        let history_cap = self.inner.config.watch_history;
+        let activity = &self.inner.activity;
+        let change = Change {
+            kind: ty,
+            resource: info,
+            namespace: key.0.clone(),
+            name: key.1.clone(),
+            object: value,
+            old: old_value,
+            resource_version: rv,
+            origin,
+        };
+        st.subscribers.retain(|s| s.send(change.clone()).is_ok());
+        let table = &mut st.tables[idx];
+        match ty {
+            EventType::Deleted => {
+                table.objects.remove(&key);
+            }
+            _ => {
+                table.objects.insert(key, stored.clone());
+            }
+        }
+        table.history.push_back(event.clone());
+        while table.history.len() > history_cap {
+            if let Some(e) = table.history.pop_front() {
+                table.evicted_rv = e.rv;
+            }
+        }
+        let mut queued = 0;
+        table.watchers.retain(|w| {
+            let Some(t) = effective_type(&w.selection, &event) else {
+                return true;
+            };
+            match w.tx.try_send(WatchItem::Change(t, event.clone())) {
+                Ok(()) => {
+                    queued += 1;
+                    true
+                }
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    w.overflow.store(true, Ordering::SeqCst);
+                    false
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            }
+        });
+        activity.events_queued(queued);
+        stored
+    }
+
+    pub(crate) fn update_in(
+        &self,
+        info: &'static ResourceInfo,
+        ns: &str,
+        name: &str,
+        subresource: Option<&str>,
+        mut obj: Value,
+        origin: Origin,
+    ) -> Result<Stored> {
+        if !obj.is_object() {
+            return Err(ApiError::BadRequest(
+                "the body must be a JSON object".into(),
+            ));
+        }
+        if let Some(body_name) = meta_str(&obj, "name") {
+            if body_name != name {
+                return Err(ApiError::BadRequest(format!(
+                    "the name of the object ({body_name}) does not match the name on the URL ({name})"
+                )));
+            }
+        }
+        let ns = if info.namespaced { ns } else { "" };
+        let idx = resources::index_of(info);
+        let mut st = self.inner.state.write();
+        let key = (ns.to_string(), name.to_string());
+        let old = st.tables[idx]
+            .objects
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| kind_error(info, name))?;
+        if let Some(rv) = meta_str(&obj, "resourceVersion") {
+            if rv != old.rv.to_string() {
+                return Err(conflict(info, name));
+            }
+        }
+        obj["kind"] = json!(info.kind);
+        obj["apiVersion"] = json!(info.api_version());
+        self.finish_update(&mut st, info, key, old, obj, subresource, origin)
+    }
+
+    /// Applies the status-subresource rules, keeps immutable metadata, skips
+    /// no-op writes, and completes deletions whose finalizers are gone.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_update(
+        &self,
+        st: &mut State,
+        info: &'static ResourceInfo,
+        key: (String, String),
+        old: Stored,
+        mut obj: Value,
+        subresource: Option<&str>,
+        origin: Origin,
+    ) -> Result<Stored> {
+        let old_v = &*old.value;
+        match subresource {
+            Some("status") => {
+                let status = obj.get("status").cloned();
+                obj = old_v.clone();
+                match status {
+                    Some(s) => obj["status"] = s,
+                    None => {
+                        obj.as_object_mut().map(|o| o.remove("status"));
+                    }
+                }
+            }
+            Some(other) => {
+                return Err(ApiError::NotFoundPath(format!(
+                    "subresource {other:?} of {} cannot be updated",
+                    info.qualified_name()
+                )))
+            }
+            None if info.has_status() && origin == Origin::Http => match old_v.get("status") {
+                Some(s) => obj["status"] = s.clone(),
+                None => {
+                    obj.as_object_mut().map(|o| o.remove("status"));
+                }
+            },
+            None => {}
+        }
+        {
+            let m = meta_mut(&mut obj);
+            for f in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generateName",
+            ] {
+                match meta(old_v).and_then(|om| om.get(f)) {
+                    Some(v) => {
+                        m.insert(f.into(), v.clone());
+                    }
+                    None => {
+                        m.remove(f);
+                    }
+                }
+            }
+            m.insert("name".into(), json!(key.1));
+            if info.namespaced {
+                m.insert("namespace".into(), json!(key.0));
+            } else {
+                m.remove("namespace");
+            }
+            m.insert("resourceVersion".into(), json!(old.rv.to_string()));
+            m.remove("managedFields");
+        }
+        if obj == *old_v {
+            return Ok(old);
+        }
+        let deleting = meta(&obj).is_some_and(|m| m.contains_key("deletionTimestamp"));
+        let finalizers_left = meta(&obj)
+            .and_then(|m| m.get("finalizers"))
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        let ty = if deleting && !finalizers_left {
+            EventType::Deleted
+        } else {
+            EventType::Modified
+        };
+        Ok(self.commit(st, info, key, obj, Some(old), ty, origin))
+    }
+
+    /// Read-modify-write under the lock (for the Rust API and bindings).
+    pub(crate) fn modify(
+        &self,
+        info: &'static ResourceInfo,
+        ns: &str,
+        name: &str,
+        origin: Origin,
+        f: impl FnOnce(&mut Value) -> Result<()>,
+    ) -> Result<Stored> {
+        let ns = if info.namespaced { ns } else { "" };
+        let idx = resources::index_of(info);
+        let mut st = self.inner.state.write();
+        let key = (ns.to_string(), name.to_string());
+        let old = st.tables[idx]
+            .objects
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| kind_error(info, name))?;
+        let mut obj = (*old.value).clone();
+        f(&mut obj)?;
+        self.finish_update(&mut st, info, key, old, obj, None, origin)
+    }
+
+    /// Patches; returns the object and whether it was created (apply).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn patch_in(
+        &self,
+        info: &'static ResourceInfo,
+        ns: &str,
+        name: &str,
+        subresource: Option<&str>,
+        kind: PatchKind,
+        body: &[u8],
+        origin: Origin,
+    ) -> Result<(Stored, bool)> {
+        let ns = if info.namespaced { ns } else { "" };
+        let idx = resources::index_of(info);
+        let mut st = self.inner.state.write();
+        let key = (ns.to_string(), name.to_string());
+        let Some(old) = st.tables[idx].objects.get(&key).cloned() else {
+            if kind == PatchKind::Apply && subresource.is_none() {
+                drop(st);
+                let obj = apply_patch(kind, &json!({}), body)?;
+                let mut obj = obj;
+                meta_mut(&mut obj).insert("name".into(), json!(name));
+                let ns = info.namespaced.then_some(ns);
+                return self.create_in(info, ns, obj, origin).map(|s| (s, true));
+            }
+            return Err(kind_error(info, name));
+        };
+        let patched = apply_patch(kind, &old.value, body)?;
+        if let Some(rv) = meta_str(&patched, "resourceVersion") {
+            if rv != old.rv.to_string() {
+                return Err(conflict(info, name));
+            }
+        }
+        let sub = subresource;
+        // Patches through the main resource of an object with a status
+        // subresource cannot change status over HTTP; the status path can
+        // change only status. `finish_update` enforces both.
+        self.finish_update(&mut st, info, key, old, patched, sub, origin)
+            .map(|s| (s, false))
+    }
+
+    pub(crate) fn delete_in(
+        &self,
+        info: &'static ResourceInfo,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOptions,
+        origin: Origin,
+    ) -> Result<Stored> {
+        let ns = if info.namespaced { ns } else { "" };
+        let idx = resources::index_of(info);
+        let now = self.now_str();
+        let mut st = self.inner.state.write();
+        let key = (ns.to_string(), name.to_string());
+        let old = st.tables[idx]
+            .objects
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| kind_error(info, name))?;
+        if let Some(uid) = &opts.precondition_uid {
+            if meta_str(&old.value, "uid") != Some(uid.as_str()) {
+                return Err(ApiError::Conflict(format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    meta_str(&old.value, "uid").unwrap_or("")
+                )));
+            }
+        }
+        if let Some(rv) = &opts.precondition_resource_version {
+            if *rv != old.rv.to_string() {
+                return Err(ApiError::Conflict(format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    old.rv
+                )));
+            }
+        }
+        let mut obj = (*old.value).clone();
+        let has_finalizers = meta(&obj)
+            .and_then(|m| m.get("finalizers"))
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        let m = meta_mut(&mut obj);
+        if !m.contains_key("deletionTimestamp") {
+            m.insert("deletionTimestamp".into(), json!(now));
+            m.insert(
+                "deletionGracePeriodSeconds".into(),
+                json!(opts.grace_period_seconds.unwrap_or(0)),
+            );
+        }
+        let ty = if has_finalizers {
+            if obj == *old.value {
+                return Ok(old);
+            }
+            EventType::Modified
+        } else {
+            EventType::Deleted
+        };
+        Ok(self.commit(&mut st, info, key, obj, Some(old), ty, origin))
+    }
+
+    /// The binding subresource: sets `spec.nodeName` and `PodScheduled=True`.
+    pub(crate) fn bind(&self, ns: &str, pod: &str, binding: &Value, origin: Origin) -> Result<()> {
+        let info = resources::lookup("", "v1", "pods").expect("pods row");
+        let target = binding
+            .pointer("/target/name")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| {
+                ApiError::Invalid(format!(
+                    "Binding \"{pod}\" is invalid: target.name: Required value"
+                ))
+            })?
+            .to_string();
+        if let Some(kind) = binding.pointer("/target/kind").and_then(Value::as_str) {
+            if !kind.is_empty() && kind != "Node" {
+                return Err(ApiError::Invalid(format!(
+                    "Binding \"{pod}\" is invalid: target.kind: Unsupported value: {kind:?}: supported values: \"Node\""
+                )));
+            }
+        }
+        let uid = meta_str(binding, "uid").map(str::to_string);
+        let annotations = binding.pointer("/metadata/annotations").cloned();
+        let now = self.now_str();
+        let idx = resources::index_of(info);
+        let mut st = self.inner.state.write();
+        let key = (ns.to_string(), pod.to_string());
+        let old = st.tables[idx]
+            .objects
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| kind_error(info, pod))?;
+        if let Some(uid) = uid {
+            if meta_str(&old.value, "uid") != Some(uid.as_str()) {
+                return Err(ApiError::Conflict(format!(
+                    "Operation cannot be fulfilled on pods/binding \"{pod}\": Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    meta_str(&old.value, "uid").unwrap_or("")
+                )));
+            }
+        }
+        if meta_str(&old.value, "deletionTimestamp").is_some() {
+            return Err(ApiError::Conflict(format!(
+                "Operation cannot be fulfilled on pods/binding \"{pod}\": pod {pod} is being deleted, cannot be assigned to a host"
+            )));
+        }
+        if let Some(node) = old
+            .value
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        {
+            return Err(ApiError::Conflict(format!(
+                "Operation cannot be fulfilled on pods/binding \"{pod}\": pod {pod} is already assigned to node \"{node}\""
+            )));
+        }
+        let mut obj = (*old.value).clone();
+        obj["spec"]["nodeName"] = json!(target);
+        if let Some(Value::Object(a)) = annotations {
+            let m = meta_mut(&mut obj);
+            let anns = m.entry("annotations").or_insert_with(|| json!({}));
+            if let Some(anns) = anns.as_object_mut() {
+                anns.extend(a);
+            }
+        }
+        let cond = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now});
+        if !obj.get("status").is_some_and(Value::is_object) {
+            obj["status"] = json!({});
+        }
+        let status = obj["status"].as_object_mut().expect("status is an object");
+        let conds = status.entry("conditions").or_insert_with(|| json!([]));
+        if !conds.is_array() {
+            *conds = json!([]);
+        }
+        let list = conds.as_array_mut().expect("conditions is an array");
+        match list
+            .iter_mut()
+            .find(|c| c.get("type").and_then(Value::as_str) == Some("PodScheduled"))
+        {
+            Some(c) => *c = cond,
+            None => list.push(cond),
+        }
+        self.commit(
+            &mut st,
+            info,
+            key,
+            obj,
+            Some(old),
+            EventType::Modified,
+            origin,
+        );
+        Ok(())
+    }
+
+    /// Registers a watch; initial events and history replay are computed
+    /// under the same lock as the registration, so nothing is missed.
+    pub(crate) fn watch_in(
+        &self,
+        info: &ResourceInfo,
+        selection: Selection,
+        start: WatchStart,
+    ) -> WatchRegistration {
+        let idx = resources::index_of(info);
+        let (tx, rx) = mpsc::channel(self.inner.config.watch_buffer.max(1));
+        let overflow = Arc::new(AtomicBool::new(false));
+        let mut initial = VecDeque::new();
+        let mut gone = None;
+        let _g = self.inner.closed_watchers.lock();
+        let mut st = self.inner.state.write();
+        let current_rv = st.rv;
+        let table = &mut st.tables[idx];
+        match start {
+            WatchStart::Current | WatchStart::InitialEvents => {
+                for ((ns, _), s) in &table.objects {
+                    if selection.matches(ns, &s.value) {
+                        initial.push_back(WatchItem::Initial(s.clone()));
+                    }
+                }
+                if start == WatchStart::InitialEvents {
+                    initial.push_back(WatchItem::Bookmark {
+                        rv: current_rv,
+                        initial_end: true,
+                    });
+                }
+            }
+            WatchStart::After(rv) => {
+                if rv < table.evicted_rv {
+                    gone = Some(format!(
+                        "too old resource version: {rv} ({})",
+                        table.evicted_rv
+                    ));
+                } else {
+                    let first = table.history.partition_point(|e| e.rv <= rv);
+                    for e in table.history.iter().skip(first) {
+                        if let Some(t) = effective_type(&selection, e) {
+                            initial.push_back(WatchItem::Change(t, e.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        if gone.is_none() {
+            table.watchers.push(Watcher {
+                selection,
+                tx,
+                overflow: overflow.clone(),
+            });
+        }
+        self.inner.activity.events_queued(initial.len());
+        WatchRegistration {
+            initial,
+            rx,
+            overflow,
+            gone,
+        }
+    }
+
+    /// The current resourceVersion if `rx` holds nothing (so a bookmark at
+    /// that version cannot overtake a queued event).
+    pub(crate) fn bookmark_rv(&self, rx: &mpsc::Receiver<WatchItem>) -> Option<u64> {
+        let st = self.inner.state.read();
+        rx.is_empty().then_some(st.rv)
+    }
+}
+
+/// Which event a watcher with this selection sees for a change, if any:
+/// an object leaving the selection is DELETED for it, one entering is ADDED.
+fn effective_type(sel: &Selection, e: &Event) -> Option<EventType> {
+    if sel.is_everything() {
+        return Some(e.ty);
+    }
+    let now = sel.matches(&e.namespace, &e.obj);
+    match e.ty {
+        EventType::Added => now.then_some(EventType::Added),
+        EventType::Deleted => {
+            let before = e.old.as_ref().is_none_or(|o| sel.matches(&e.namespace, o));
+            (now || before).then_some(EventType::Deleted)
+        }
+        EventType::Modified => {
+            let before = e.old.as_ref().is_some_and(|o| sel.matches(&e.namespace, o));
+            match (before, now) {
+                (true, true) => Some(EventType::Modified),
+                (false, true) => Some(EventType::Added),
+                (true, false) => Some(EventType::Deleted),
+                (false, false) => None,
+            }
+        }
+    }
+}
+
+/// The defaults the real API server fills in for a new pod.
+fn default_pod(obj: &mut Value) {
+    if !obj.get("spec").is_some_and(Value::is_object) {
+        obj["spec"] = json!({});
+    }
+    let spec = obj["spec"].as_object_mut().expect("spec is an object");
+    let defaults = [
+        ("schedulerName", json!("default-scheduler")),
+        ("restartPolicy", json!("Always")),
+        ("terminationGracePeriodSeconds", json!(30)),
+        ("dnsPolicy", json!("ClusterFirst")),
+        ("securityContext", json!({})),
+        ("priority", json!(0)),
+        ("enableServiceLinks", json!(true)),
+        ("preemptionPolicy", json!("PreemptLowerPriority")),
+    ];
+    for (k, v) in defaults {
+        spec.entry(k).or_insert(v);
+    }
+    if !obj.get("status").is_some_and(Value::is_object) {
+        obj["status"] = json!({});
+    }
+    let status = obj["status"].as_object_mut().expect("status is an object");
+    status.entry("phase").or_insert(json!("Pending"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_get_update_conflict_delete() {
+        let s = Store::new();
+        let p = s
+            .create(
+                "pods",
+                Some("default"),
+                json!({"metadata": {"generateName": "p-"}, "spec": {"containers": []}}),
+            )
+            .unwrap();
+        let name = p["metadata"]["name"].as_str().unwrap().to_string();
+        assert!(name.starts_with("p-") && name.len() == 7);
+        assert_eq!(p["spec"]["schedulerName"], "default-scheduler");
+        assert_eq!(p["status"]["phase"], "Pending");
+        let mut stale = p.clone();
+        let mut upd = p.clone();
+        upd["metadata"]["labels"] = json!({"a": "b"});
+        let upd = s.update("pods", Some("default"), upd).unwrap();
+        assert!(
+            upd["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+                > p["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
+        );
+        stale["metadata"]["labels"] = json!({"a": "c"});
+        assert_eq!(
+            s.update("pods", Some("default"), stale).unwrap_err().code(),
+            409
+        );
+        assert_eq!(s.list("pods", None, Some("a=b"), None).unwrap().len(), 1);
+        assert_eq!(s.list("pods", None, Some("a=c"), None).unwrap().len(), 0);
+        s.delete("pods", Some("default"), &name).unwrap();
+        assert_eq!(
+            s.get("pods", Some("default"), &name).unwrap_err().code(),
+            404
+        );
+        assert_eq!(
+            s.create("pods", Some("nope"), json!({"metadata": {"name": "x"}}))
+                .unwrap_err()
+                .code(),
+            404
+        );
+    }
+
+    #[test]
+    fn binding_and_subscribe() {
+        let s = Store::new();
+        let mut rx = s.subscribe();
+        s.create("pods", None, json!({"metadata": {"name": "a"}}))
+            .unwrap();
+        s.bind_pod("default", "a", "n1").unwrap();
+        assert_eq!(s.bind_pod("default", "a", "n2").unwrap_err().code(), 409);
+        let pod = s.get_pod("default", "a").unwrap();
+        assert_eq!(pod.spec.unwrap().node_name.as_deref(), Some("n1"));
+        let conds = pod.status.unwrap().conditions.unwrap();
+        assert_eq!(conds[0].type_, "PodScheduled");
+        assert_eq!(rx.try_recv().unwrap().kind, EventType::Added);
+        let c = rx.try_recv().unwrap();
+        assert_eq!(c.kind, EventType::Modified);
+        assert_eq!(c.object["spec"]["nodeName"], "n1");
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn list_pages() {
+        let s = Store::new();
+        for i in 0..25 {
+            s.create(
+                "pods",
+                None,
+                json!({"metadata": {"name": format!("p{i:02}")}}),
+            )
+            .unwrap();
+        }
+        let info = resources::lookup_qualified("pods").unwrap();
+        let sel = Selection::default();
+        let mut tok: Option<String> = None;
+        let mut seen = 0;
+        loop {
+            let page = s.list_in(info, &sel, Some(10), tok.as_deref()).unwrap();
+            seen += page.items.len();
+            match page.continue_token {
+                Some(t) => tok = Some(t),
+                None => break,
+            }
+        }
+        assert_eq!(seen, 25);
+    }
+}
