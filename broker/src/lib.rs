@@ -10,3 +10,4 @@
 pub mod batsim;
 pub mod standin;
 pub mod tools;
+pub mod translate;

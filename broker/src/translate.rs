@@ -1,0 +1,661 @@
+//! Translation between Batsim's world and Kubernetes objects.
+//!
+//! - A compute host becomes a Node: its name made DNS-1123 safe
+//!   deterministically (the original kept in an annotation, so the mapping
+//!   is reversible), allocatable from its `<prop>`s (`cpu` or `core`,
+//!   `memory` as a quantity or plain bytes, `pods` default 110, props whose
+//!   key looks like `domain/name` with a numeric value as extended
+//!   resources, every other prop as a label when it can be one), and Ready.
+//! - A job becomes a Pod: its name from the job id, requests from the job's
+//!   fields or else its profile's (`cpu`, `memory`/`mem`, extended
+//!   resources), `schedulerName` from `scheduler` (the 2020 files' `default`
+//!   means `default-scheduler`), `priority`, `nodeSelector`, `labels`; the
+//!   Batsim id kept in an annotation.
+//! - A job that cannot be a pod (`res` other than 1, an unknown profile
+//!   type, an unreadable request) is refused with the reason, for the broker
+//!   to answer REJECT_JOB and log it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Container, Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Pod, PodSpec,
+    ResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use serde_json::{Map, Value};
+
+use crate::batsim::protocol::{value_as_f64, Job, Resource};
+
+/// Annotation holding a pod's Batsim job id (`workload!id`).
+pub const JOB_ID_ANNOTATION: &str = "batkube.io/job-id";
+/// Annotation holding a node's Batsim host name.
+pub const HOST_NAME_ANNOTATION: &str = "batkube.io/host-name";
+/// Annotation holding a node's Batsim resource id.
+pub const RESOURCE_ID_ANNOTATION: &str = "batkube.io/resource-id";
+/// Label naming the workload a pod came from.
+pub const WORKLOAD_LABEL: &str = "batkube.io/workload";
+/// The namespace pods are created in.
+pub const NAMESPACE: &str = "default";
+
+/// Resource amounts in integral units: cpu in millicores, everything else
+/// (memory bytes, pods, extended resources) in units.
+pub type Amounts = BTreeMap<String, i64>;
+
+/// Makes a DNS-1123 subdomain from any text, deterministically. Valid names
+/// stay as they are; others are lowercased, invalid characters become `-`,
+/// and a hash of the original is appended so that distinct inputs never
+/// collide.
+pub fn dns1123(name: &str) -> String {
+    if is_dns1123_subdomain(name) {
+        return name.to_string();
+    }
+    // Fallback: one DNS-1123 label (dots become dashes too), with a hash.
+    let mut s = String::with_capacity(name.len());
+    for c in name.chars() {
+        let c = c.to_ascii_lowercase();
+        let c = if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            c
+        } else {
+            '-'
+        };
+        if !(c == '-' && s.ends_with('-')) {
+            s.push(c);
+        }
+    }
+    let mut s = s.trim_matches('-').to_string();
+    s.truncate(50);
+    let s = s.trim_end_matches('-');
+    let hash = fnv1a(name.as_bytes()) as u32;
+    if s.is_empty() {
+        format!("x-{hash:08x}")
+    } else {
+        format!("{s}-{hash:08x}")
+    }
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+/// A pod name for a Batsim job id: `w0!17` -> `w0-17`.
+pub fn pod_name(job_id: &str) -> String {
+    let plain = job_id.replacen('!', "-", 1);
+    if is_dns1123_subdomain(&plain) && !plain.contains('.') {
+        plain
+    } else {
+        dns1123(job_id)
+    }
+}
+
+/// Parses a Kubernetes quantity (`"4"`, `"500m"`, `"1.5"`, `"4Gi"`, `"1e3"`)
+/// or a JSON number, into the integral unit of `resource` (millicores for
+/// cpu, rounding up as Kubernetes does).
+pub fn parse_quantity(resource: &str, v: &Value) -> Result<i64, String> {
+    let value = match v {
+        Value::Number(_) => value_as_f64(v).ok_or_else(|| format!("{v} is not a finite number"))?,
+        Value::String(s) => quantity_value(s)?,
+        other => return Err(format!("{other} is not a quantity")),
+    };
+    if value < 0.0 {
+        return Err(format!("{v} is negative"));
+    }
+    let scaled = if resource == "cpu" {
+        value * 1000.0
+    } else {
+        value
+    };
+    if scaled > 9.0e18 {
+        return Err(format!("{v} is too large"));
+    }
+    // Round up, tolerating binary noise (0.1 cpu is 100m, not 101m).
+    let r = scaled.round();
+    Ok(if (scaled - r).abs() < 1e-6 {
+        r as i64
+    } else {
+        scaled.ceil() as i64
+    })
+}
+
+fn quantity_value(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
+        .unwrap_or(t.len());
+    let (num, suffix) = t.split_at(split);
+    let base: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a Kubernetes quantity"))?;
+    let factor = match suffix {
+        "" => 1.0,
+        "n" => 1e-9,
+        "u" => 1e-6,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        _ => return Err(format!("{s:?} has an unknown suffix {suffix:?}")),
+    };
+    let v = base * factor;
+    if v.is_finite() {
+        Ok(v)
+    } else {
+        Err(format!("{s:?} is not finite"))
+    }
+}
+
+/// Formats an amount back as a quantity.
+pub fn format_quantity(resource: &str, amount: i64) -> Quantity {
+    if resource == "cpu" {
+        if amount % 1000 == 0 {
+            Quantity((amount / 1000).to_string())
+        } else {
+            Quantity(format!("{amount}m"))
+        }
+    } else {
+        Quantity(amount.to_string())
+    }
+}
+
+fn is_extended_resource(key: &str) -> bool {
+    // `domain/name`, not in the kubernetes.io namespace (those are labels).
+    match key.split_once('/') {
+        Some((domain, name)) => {
+            domain.contains('.')
+                && !domain.ends_with("kubernetes.io")
+                && !name.is_empty()
+                && !key.starts_with("batkube.io/")
+        }
+        None => false,
+    }
+}
+
+fn is_label_key(key: &str) -> bool {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    prefix.is_none_or(is_dns1123_subdomain) && is_label_value(name) && !name.is_empty()
+}
+
+fn is_label_value(v: &str) -> bool {
+    v.len() <= 63
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+        && v.chars().next().is_none_or(|c| c.is_ascii_alphanumeric())
+        && v.chars().last().is_none_or(|c| c.is_ascii_alphanumeric())
+}
+
+/// A node's allocatable resources from host properties.
+pub fn node_allocatable(res: &Resource) -> Result<Amounts, String> {
+    let mut a = Amounts::new();
+    let prop = |k: &str| res.properties.get(k);
+    match prop("cpu").or_else(|| prop("core")) {
+        Some(v) => {
+            a.insert(
+                "cpu".into(),
+                parse_quantity("cpu", v).map_err(|e| format!("cpu: {e}"))?,
+            );
+        }
+        None => {
+            tracing::warn!(host = %res.name, "host has no cpu or core property: 1 cpu assumed");
+            a.insert("cpu".into(), 1000);
+        }
+    }
+    if let Some(v) = prop("memory").or_else(|| prop("mem")) {
+        a.insert(
+            "memory".into(),
+            parse_quantity("memory", v).map_err(|e| format!("memory: {e}"))?,
+        );
+    }
+    let pods = match prop("pods") {
+        Some(v) => parse_quantity("pods", v).map_err(|e| format!("pods: {e}"))?,
+        None => 110,
+    };
+    a.insert("pods".into(), pods);
+    for (k, v) in &res.properties {
+        if is_extended_resource(k) {
+            if let Ok(n) = parse_quantity(k, v) {
+                a.insert(k.clone(), n);
+            }
+        }
+    }
+    Ok(a)
+}
+
+/// A Node for a Batsim compute resource.
+pub fn node_from_host(res: &Resource, created: Time) -> Result<Node, String> {
+    let allocatable = node_allocatable(res).map_err(|e| format!("host {:?}: {e}", res.name))?;
+    let name = dns1123(&res.name);
+    let mut labels = BTreeMap::new();
+    labels.insert("kubernetes.io/hostname".to_string(), name.clone());
+    labels.insert("kubernetes.io/os".to_string(), "linux".to_string());
+    labels.insert("kubernetes.io/arch".to_string(), "amd64".to_string());
+    for (k, v) in &res.properties {
+        if matches!(
+            k.as_str(),
+            "cpu" | "core" | "memory" | "mem" | "pods" | "role" | "speed"
+        ) || is_extended_resource(k)
+        {
+            continue;
+        }
+        let v = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        if is_label_key(k) && is_label_value(&v) {
+            labels.insert(k.clone(), v);
+        }
+    }
+    let mut annotations = BTreeMap::new();
+    annotations.insert(HOST_NAME_ANNOTATION.to_string(), res.name.clone());
+    annotations.insert(RESOURCE_ID_ANNOTATION.to_string(), res.id.to_string());
+    let quantities: BTreeMap<String, Quantity> = allocatable
+        .iter()
+        .map(|(k, v)| (k.clone(), format_quantity(k, *v)))
+        .collect();
+    Ok(Node {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec::default()),
+        status: Some(NodeStatus {
+            capacity: Some(quantities.clone()),
+            allocatable: Some(quantities),
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                reason: Some("KubeletReady".into()),
+                message: Some("simulated by batkube".into()),
+                last_heartbeat_time: Some(created.clone()),
+                last_transition_time: Some(created),
+            }]),
+            addresses: Some(vec![NodeAddress {
+                type_: "Hostname".into(),
+                address: name,
+            }]),
+            ..Default::default()
+        }),
+    })
+}
+
+/// Profile types Batsim 4 knows; a pod can stand for any of them as long
+/// as the job runs on one host.
+const KNOWN_PROFILE_TYPES: &[&str] = &[
+    "delay",
+    "parallel",
+    "parallel_homogeneous",
+    "parallel_homogeneous_total",
+    "parallel_homogeneous_pfs",
+    "data_staging",
+    "composed",
+    "sequence",
+    "usage_trace",
+    "trace_replay",
+    "smpi",
+    "msg_par",
+    "msg_par_hg",
+    "msg_par_hg_tot",
+    "send",
+    "receive",
+    "scheduler_send",
+    "scheduler_recv",
+];
+
+/// A job field, or else the same field of its profile.
+fn field<'a>(job: &'a Job, profile: Option<&'a Value>, key: &str) -> Option<&'a Value> {
+    job.extra
+        .get(key)
+        .or_else(|| profile.and_then(|p| p.get(key)))
+}
+
+/// The requests a job asks for.
+pub fn job_requests(job: &Job, profile: Option<&Value>) -> Result<Amounts, String> {
+    let mut a = Amounts::new();
+    if let Some(v) = field(job, profile, "cpu") {
+        a.insert(
+            "cpu".into(),
+            parse_quantity("cpu", v).map_err(|e| format!("cpu: {e}"))?,
+        );
+    }
+    if let Some(v) = field(job, profile, "memory").or_else(|| field(job, profile, "mem")) {
+        a.insert(
+            "memory".into(),
+            parse_quantity("memory", v).map_err(|e| format!("memory: {e}"))?,
+        );
+    }
+    let mut keys: Vec<&String> = job.extra.keys().collect();
+    if let Some(Value::Object(p)) = profile {
+        keys.extend(p.keys());
+    }
+    for k in keys {
+        if is_extended_resource(k) && !a.contains_key(k) {
+            if let Some(v) = field(job, profile, k) {
+                a.insert(
+                    k.clone(),
+                    parse_quantity(k, v).map_err(|e| format!("{k}: {e}"))?,
+                );
+            }
+        }
+    }
+    Ok(a)
+}
+
+/// Builds the pod for a submitted job, or says why the job cannot be one.
+pub fn pod_from_job(
+    job_id: &str,
+    job: &Job,
+    profile: Option<&Value>,
+    created: Time,
+) -> Result<Pod, String> {
+    if job.res != 1 {
+        return Err(format!(
+            "it asks for {} resources; a pod runs on exactly one node",
+            job.res
+        ));
+    }
+    let kind = profile.and_then(|p| p.get("type")).and_then(Value::as_str);
+    if let Some(kind) = kind {
+        if !KNOWN_PROFILE_TYPES.contains(&kind) {
+            return Err(format!("its profile type {kind:?} is unknown"));
+        }
+    }
+    let requests = job_requests(job, profile)?;
+    let scheduler = match field(job, profile, "scheduler").and_then(Value::as_str) {
+        None | Some("default") | Some("") => "default-scheduler".to_string(),
+        Some(s) => s.to_string(),
+    };
+    let priority = match field(job, profile, "priority") {
+        None => None,
+        Some(v) => Some(
+            value_as_f64(v)
+                .filter(|p| p.fract() == 0.0 && p.abs() <= 2e9)
+                .ok_or_else(|| format!("priority {v} is not an integer"))? as i32,
+        ),
+    };
+    let node_selector = match field(job, profile, "nodeSelector")
+        .or_else(|| field(job, profile, "node_selector"))
+    {
+        None => None,
+        Some(Value::Object(m)) => Some(string_map(m, "nodeSelector")?),
+        Some(other) => return Err(format!("nodeSelector {other} is not an object")),
+    };
+    let mut labels = match field(job, profile, "labels") {
+        None => BTreeMap::new(),
+        Some(Value::Object(m)) => string_map(m, "labels")?,
+        Some(other) => return Err(format!("labels {other} is not an object")),
+    };
+    let workload = job_id.split_once('!').map(|(w, _)| w).unwrap_or("");
+    if is_label_value(workload) {
+        labels.insert(WORKLOAD_LABEL.into(), workload.to_string());
+    }
+    let delay = profile
+        .and_then(|p| p.get("delay"))
+        .and_then(value_as_f64)
+        .unwrap_or(0.0);
+    let mut annotations = BTreeMap::new();
+    annotations.insert(JOB_ID_ANNOTATION.to_string(), job_id.to_string());
+    let requests_q: BTreeMap<String, Quantity> = requests
+        .iter()
+        .map(|(k, v)| (k.clone(), format_quantity(k, *v)))
+        .collect();
+    Ok(Pod {
+        metadata: ObjectMeta {
+            name: Some(pod_name(job_id)),
+            namespace: Some(NAMESPACE.into()),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            creation_timestamp: Some(created),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            scheduler_name: Some(scheduler),
+            priority,
+            node_selector,
+            restart_policy: Some("Never".into()),
+            containers: vec![Container {
+                name: "job".into(),
+                image: Some("busybox".into()),
+                command: Some(vec!["sleep".into(), format_seconds(delay)]),
+                resources: Some(ResourceRequirements {
+                    requests: (!requests_q.is_empty()).then_some(requests_q),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: Some(k8s_openapi::api::core::v1::PodStatus {
+            phase: Some("Pending".into()),
+            ..Default::default()
+        }),
+    })
+}
+
+fn format_seconds(s: f64) -> String {
+    if s.fract() == 0.0 {
+        format!("{}", s as i64)
+    } else {
+        format!("{s}")
+    }
+}
+
+fn string_map(m: &Map<String, Value>, what: &str) -> Result<BTreeMap<String, String>, String> {
+    m.iter()
+        .map(|(k, v)| match v {
+            Value::String(s) => Ok((k.clone(), s.clone())),
+            Value::Number(n) => Ok((k.clone(), n.to_string())),
+            Value::Bool(b) => Ok((k.clone(), b.to_string())),
+            other => Err(format!("{what}: {k} = {other} is not a string")),
+        })
+        .collect()
+}
+
+/// Requests of a pod (sum of containers, or the largest init container,
+/// whichever is larger, plus overhead), in integral units.
+pub fn pod_requests(pod: &Pod) -> Amounts {
+    let mut sum = Amounts::new();
+    let Some(spec) = &pod.spec else { return sum };
+    let add = |acc: &mut Amounts, rr: &Option<ResourceRequirements>| {
+        if let Some(req) = rr.as_ref().and_then(|r| r.requests.as_ref()) {
+            for (k, q) in req {
+                if let Ok(v) = parse_quantity(k, &Value::String(q.0.clone())) {
+                    *acc.entry(k.clone()).or_default() += v;
+                }
+            }
+        }
+    };
+    for c in &spec.containers {
+        add(&mut sum, &c.resources);
+    }
+    for c in spec.init_containers.iter().flatten() {
+        let mut one = Amounts::new();
+        add(&mut one, &c.resources);
+        for (k, v) in one {
+            let e = sum.entry(k).or_default();
+            *e = (*e).max(v);
+        }
+    }
+    for (k, q) in spec.overhead.iter().flatten() {
+        if let Ok(v) = parse_quantity(k, &Value::String(q.0.clone())) {
+            *sum.entry(k.clone()).or_default() += v;
+        }
+    }
+    sum
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn t0() -> Time {
+        Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+    }
+
+    fn resource(props: Value) -> Resource {
+        serde_json::from_value(json!({"id": 3, "name": "graphene-4.nancy.grid5000.fr",
+            "state": "idle", "properties": props}))
+        .unwrap()
+    }
+
+    #[test]
+    fn quantities() {
+        assert_eq!(parse_quantity("cpu", &json!("4000m")).unwrap(), 4000);
+        assert_eq!(parse_quantity("cpu", &json!("1")).unwrap(), 1000);
+        assert_eq!(parse_quantity("cpu", &json!(3.516)).unwrap(), 3516);
+        assert_eq!(parse_quantity("cpu", &json!(0.1)).unwrap(), 100);
+        assert_eq!(parse_quantity("memory", &json!("4Gi")).unwrap(), 4 << 30);
+        assert_eq!(parse_quantity("memory", &json!("8192")).unwrap(), 8192);
+        assert_eq!(parse_quantity("memory", &json!("1e3")).unwrap(), 1000);
+        assert!(parse_quantity("cpu", &json!("four")).is_err());
+        assert!(parse_quantity("cpu", &json!("-1")).is_err());
+        assert!(parse_quantity("cpu", &json!("1e400")).is_err());
+        assert_eq!(format_quantity("cpu", 1500).0, "1500m");
+        assert_eq!(format_quantity("cpu", 2000).0, "2");
+    }
+
+    #[test]
+    fn hosts_become_ready_nodes() {
+        let n = node_from_host(
+            &resource(
+                json!({"role": "", "core": "1", "memory": "4Gi", "gpu_model": "none",
+                "nvidia.com/gpu": "2", "speed": "16.673E9f"}),
+            ),
+            t0(),
+        )
+        .unwrap();
+        assert_eq!(
+            n.metadata.name.as_deref(),
+            Some("graphene-4.nancy.grid5000.fr")
+        );
+        let st = n.status.unwrap();
+        let alloc = st.allocatable.unwrap();
+        assert_eq!(alloc["cpu"].0, "1");
+        assert_eq!(alloc["memory"].0, (4u64 << 30).to_string());
+        assert_eq!(alloc["pods"].0, "110");
+        assert_eq!(alloc["nvidia.com/gpu"].0, "2");
+        assert_eq!(n.metadata.labels.unwrap()["gpu_model"], "none");
+        assert_eq!(st.conditions.unwrap()[0].type_, "Ready");
+    }
+
+    #[test]
+    fn names_are_dns1123_and_distinct() {
+        assert_eq!(dns1123("node0"), "node0");
+        let a = dns1123("master_host");
+        assert!(is_dns1123_subdomain(&a), "{a}");
+        assert_ne!(dns1123("Node_A"), dns1123("node-a"));
+        assert_eq!(pod_name("w0!17"), "w0-17");
+        assert!(is_dns1123_subdomain(&pod_name("w0!Job_17")));
+        assert_ne!(pod_name("w0!a_b"), pod_name("w0!a-b"));
+    }
+
+    fn job(v: Value) -> Job {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn jobs_become_pods() {
+        let j = job(
+            json!({"id": "w0!1", "subtime": 0, "res": 1, "profile": "delay",
+            "priority": 5, "nodeSelector": {"disk": "ssd"}}),
+        );
+        let p = json!({"type": "delay", "delay": 170, "scheduler": "default", "cpu": "1"});
+        let pod = pod_from_job("w0!1", &j, Some(&p), t0()).unwrap();
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(spec.scheduler_name.as_deref(), Some("default-scheduler"));
+        assert_eq!(spec.priority, Some(5));
+        assert_eq!(spec.node_selector.as_ref().unwrap()["disk"], "ssd");
+        assert_eq!(pod_requests(&pod)["cpu"], 1000);
+        assert_eq!(
+            pod.metadata.annotations.as_ref().unwrap()[JOB_ID_ANNOTATION],
+            "w0!1"
+        );
+        // The job's own field wins over the profile's.
+        let j = job(
+            json!({"id": "w0!2", "subtime": 0, "res": 1, "profile": "delay", "cpu": 2, "mem": "1Gi"}),
+        );
+        let pod = pod_from_job("w0!2", &j, Some(&p), t0()).unwrap();
+        assert_eq!(pod_requests(&pod)["cpu"], 2000);
+        assert_eq!(pod_requests(&pod)["memory"], 1 << 30);
+    }
+
+    #[test]
+    fn jobs_that_cannot_be_pods() {
+        let p = json!({"type": "delay", "delay": 1});
+        let e = pod_from_job(
+            "w0!7",
+            &job(json!({"id": "w0!7", "subtime": 0, "res": 8, "profile": "d"})),
+            Some(&p),
+            t0(),
+        )
+        .unwrap_err();
+        assert!(e.contains("8 resources"), "{e}");
+        let q = json!({"type": "quantum_annealing"});
+        let e = pod_from_job(
+            "w0!8",
+            &job(json!({"id": "w0!8", "subtime": 0, "res": 1, "profile": "q"})),
+            Some(&q),
+            t0(),
+        )
+        .unwrap_err();
+        assert!(e.contains("quantum_annealing"), "{e}");
+        let e = pod_from_job(
+            "w0!9",
+            &job(json!({"id": "w0!9", "subtime": 0, "res": 1, "profile": "d", "cpu": "lots"})),
+            Some(&p),
+            t0(),
+        )
+        .unwrap_err();
+        assert!(e.contains("cpu"), "{e}");
+    }
+
+    proptest! {
+        #[test]
+        fn any_name_maps_to_a_valid_distinct_name(a in ".{1,80}", b in ".{1,80}") {
+            let (na, nb) = (dns1123(&a), dns1123(&b));
+            prop_assert!(is_dns1123_subdomain(&na), "{:?} -> {:?}", a, na);
+            if a != b { prop_assert_ne!(na, nb); }
+            let pa = pod_name(&format!("w0!{a}"));
+            prop_assert!(is_dns1123_subdomain(&pa));
+        }
+
+        #[test]
+        fn cpu_quantities_round_trip(m in 0i64..10_000_000) {
+            let q = format_quantity("cpu", m);
+            prop_assert_eq!(parse_quantity("cpu", &Value::String(q.0)).unwrap(), m);
+        }
+    }
+}
