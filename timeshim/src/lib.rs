@@ -1,1 +1,73 @@
-//! timeshim: simulated clocks and timers for scheduler processes.
+//! timeshim: simulated clocks and timers for scheduler processes, and the
+//! policies that decide when simulated time may move on.
+//!
+//! Two sides share one memory page (a file mapped `MAP_SHARED`, named by the
+//! `TIMESHIM_PAGE` environment variable):
+//!
+//! - **Scheduler side** ([`install`], and the `libtimeshim.so` cdylib for
+//!   `LD_PRELOAD`): the process's `clock_gettime`, `gettimeofday`, `time`,
+//!   `nanosleep`, `clock_nanosleep`, `epoll_wait`/`epoll_pwait`/`epoll_pwait2`
+//!   and futex waits made through `syscall()` are replaced. A clock read is a
+//!   seqlock read of the page (a few loads, no syscall, no message). A timed
+//!   wait becomes a simulated deadline: the thread blocks until the controller
+//!   moves the clock past it, or until what it waits for happens (futex wake,
+//!   real I/O). Waiters are woken by the controller through two channels,
+//!   chosen so no helper thread is needed:
+//!   a futex word in the page (`futex_waitv` waits on it and on the caller's
+//!   futex at once) and an eventfd the child inherits, which the shim adds,
+//!   edge-triggered and tagged, to every epoll set it waits on (the tag is
+//!   stripped from the results). Each thread also publishes on the page
+//!   whether it is in such a wait and its deadline, so the controller knows
+//!   the earliest pending deadline and whether every thread is parked.
+//!   CPU-time clocks and every other syscall pass through untouched. Without
+//!   `TIMESHIM_PAGE` the process runs on real time, unchanged.
+//! - **Control side** ([`Controller`]): used by the broker to start a scheduler
+//!   under the shim, move the clock (never backwards), read the earliest
+//!   deadline and wait for quiescence with a wall-clock bound.
+//! - **Policies** ([`policy`]): pure logic deciding how long a window lasts
+//!   and when to ask for the next wake-up; usable with or without the shim.
+//!
+//! `timeshim` knows nothing of Kubernetes or Batsim.
+
+pub mod control;
+mod page;
+pub mod patch;
+pub mod policy;
+mod shim;
+mod time;
+
+pub use control::{ControlError, Controller, Probe, Quiescence, ShimMode};
+pub use page::{ENV_EVENTFD, ENV_PAGE};
+pub use time::SimTime;
+
+/// Puts this process on simulated time when it runs under a controller.
+///
+/// Call it first thing in `main` of a scheduler that links this crate (the
+/// call also makes sure the linker keeps the shim's symbols). The shim also
+/// initialises itself at load time and on the first clock read, so calling it
+/// after a runtime was built (e.g. inside `#[tokio::main]`) is fine.
+/// Returns whether a controller page was found; without one the process
+/// keeps running on real time.
+///
+/// ```
+/// fn main() {
+///     timeshim::install();
+///     // ... the scheduler, unchanged
+/// }
+/// ```
+pub fn install() -> bool {
+    std::hint::black_box(shim::symbols());
+    shim::attached()
+}
+
+/// Clock behaviour during a window (see [`policy`] and [`Controller::set_clock_mode`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ClockMode {
+    /// Simulated time stands still while the scheduler works: decisions take
+    /// no simulated time and runs are reproducible.
+    #[default]
+    Frozen,
+    /// Simulated time advances with wall time while the scheduler works,
+    /// charging its decision latency.
+    Realtime,
+}

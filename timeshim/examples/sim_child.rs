@@ -1,0 +1,8 @@
+//! Test child, linked mode: calls `timeshim::install()` first.
+#[path = "common/scenario.rs"]
+mod scenario;
+
+fn main() {
+    timeshim::install();
+    scenario::run();
+}

@@ -1,0 +1,463 @@
+//! Control side: owns the shared page, moves simulated time, and tells when
+//! the scheduler is done reacting (quiescence).
+//!
+//! Quiescence is "every thread of the process is asleep in a shim-controlled
+//! wait": the shim counts threads inside its waits, the kernel says how many
+//! threads exist (`/proc/<pid>/task`) and whether each is asleep (`stat`
+//! state `S`). The state check closes the race where a thread was just woken
+//! (futex wake, I/O) but has not yet left its wait: it is runnable (`R`).
+
+use crate::page::{
+    Page, ENV_EVENTFD, ENV_PAGE, MAGIC, MODE_FROZEN, MODE_REALTIME, PAGE_BYTES, VERSION,
+};
+use crate::{ClockMode, SimTime};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Simulated `CLOCK_MONOTONIC` at the start of a simulation (a machine booted
+/// 1000 s ago); the realtime clock is whatever [`Controller::new`] is given.
+const MONO_AT_START_NS: u64 = 1_000 * 1_000_000_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("cannot create the shared clock page in {dir}: {source}")]
+    CreatePage { dir: PathBuf, source: io::Error },
+    #[error("cannot create the clock eventfd: {0}")]
+    Eventfd(io::Error),
+    #[error("simulated time cannot go backwards: now {now}, asked {asked}")]
+    Backwards { now: SimTime, asked: SimTime },
+    #[error("no process is attached to the clock page yet (was it started with Controller::command/configure, and is it dynamically linked or patched?)")]
+    NotAttached,
+    #[error("cannot inspect process {pid}: {source}")]
+    Proc { pid: u32, source: io::Error },
+}
+
+/// How the scheduler process gets the shim.
+#[derive(Clone, Debug)]
+pub enum ShimMode {
+    /// The binary links this crate and calls [`crate::install`].
+    Linked,
+    /// An unmodified dynamically linked binary; the given `libtimeshim.so` is
+    /// put in `LD_PRELOAD`.
+    Preloaded(PathBuf),
+}
+
+/// One look at the scheduler process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Probe {
+    /// Threads alive (`/proc/<pid>/task`).
+    pub threads: u32,
+    /// Threads inside a shim-controlled wait.
+    pub waiting: u32,
+    /// Every thread is asleep according to the kernel.
+    pub all_sleeping: bool,
+    /// The process has exited (or is a zombie).
+    pub exited: bool,
+    /// Earliest deadline among the waiting threads.
+    pub earliest_deadline: Option<SimTime>,
+}
+
+impl Probe {
+    /// Every thread is asleep in a shim wait: nothing will happen until the
+    /// clock moves or I/O arrives.
+    pub fn quiescent(&self) -> bool {
+        !self.exited && self.threads > 0 && self.waiting >= self.threads && self.all_sleeping
+    }
+}
+
+/// Outcome of [`Controller::wait_quiescent`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Quiescence {
+    /// The scheduler is idle; it next wants to run at `earliest_deadline`.
+    Quiescent {
+        earliest_deadline: Option<SimTime>,
+        waited: Duration,
+    },
+    /// Still busy when the wall-clock bound ran out.
+    TimedOut { last: Probe },
+    /// The process is gone.
+    Exited,
+}
+
+/// Owner of a simulated clock and of the page a scheduler process reads it from.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use timeshim::{Controller, ShimMode, SimTime};
+/// let clock = Controller::new(SimTime::from_secs_f64(1.7e9))?;
+/// let mut cmd = std::process::Command::new("my-scheduler");
+/// clock.configure(&mut cmd, &ShimMode::Linked);
+/// let _child = cmd.spawn()?;
+/// if let timeshim::Quiescence::Quiescent { earliest_deadline: Some(t), .. } =
+///     clock.wait_quiescent(Duration::from_secs(10))?
+/// {
+///     clock.advance_to(t)?;
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Controller {
+    page: *const Page,
+    path: PathBuf,
+    eventfd: OwnedFd,
+}
+
+// SAFETY: the page is only accessed through atomics.
+unsafe impl Send for Controller {}
+unsafe impl Sync for Controller {}
+
+static PAGE_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn real_mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out pointer. In this process (no page) the shim, if
+    // linked in, passes the call through to the real clock.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl Controller {
+    /// Creates a clock page whose simulated wall clock (`SystemTime::now` in
+    /// the scheduler) reads `start`, frozen.
+    pub fn new(start: SimTime) -> Result<Self, ControlError> {
+        let dir = if Path::new("/dev/shm").is_dir() {
+            PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let name = format!(
+            "timeshim-{}-{}-{}",
+            std::process::id(),
+            PAGE_COUNTER.fetch_add(1, Ordering::Relaxed),
+            real_mono_ns()
+        );
+        let path = dir.join(name);
+        let err = |source| ControlError::CreatePage {
+            dir: dir.clone(),
+            source,
+        };
+        let file: File = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(err)?;
+        file.set_len(PAGE_BYTES as u64).map_err(err)?;
+        // SAFETY: fresh shared mapping of a file we own, never unmapped before Drop.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                PAGE_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            let e = io::Error::last_os_error();
+            let _ = std::fs::remove_file(&path);
+            return Err(err(e));
+        }
+        // SAFETY: plain syscall.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if efd < 0 {
+            let e = io::Error::last_os_error();
+            // SAFETY: unmapping what we mapped above.
+            unsafe { libc::munmap(addr, PAGE_BYTES) };
+            let _ = std::fs::remove_file(&path);
+            return Err(ControlError::Eventfd(e));
+        }
+        let page = addr as *const Page;
+        // SAFETY: the zeroed mapping is a valid Page (all atomics).
+        let p = unsafe { &*page };
+        p.mono_offset_ns.store(
+            start.as_nanos().wrapping_sub(MONO_AT_START_NS),
+            Ordering::Relaxed,
+        );
+        p.write_clock(start.as_nanos(), real_mono_ns(), MODE_FROZEN);
+        for slot in p.slots.iter() {
+            slot.deadline_ns.store(u64::MAX, Ordering::Relaxed);
+        }
+        p.version.store(VERSION, Ordering::Release);
+        p.magic.store(MAGIC, Ordering::Release);
+        // SAFETY: efd is a fresh descriptor we own.
+        let eventfd = unsafe { OwnedFd::from_raw_fd(efd) };
+        tracing::debug!(page = %path.display(), %start, "clock page created");
+        Ok(Controller {
+            page,
+            path,
+            eventfd,
+        })
+    }
+
+    fn page(&self) -> &Page {
+        // SAFETY: mapped for the lifetime of self.
+        unsafe { &*self.page }
+    }
+
+    /// Path of the page file (the value of `TIMESHIM_PAGE`).
+    pub fn page_path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Sets up `cmd` to run under this clock: `TIMESHIM_PAGE`, the inherited
+    /// eventfd (`TIMESHIM_EVENTFD`), and `LD_PRELOAD` in preloaded mode.
+    pub fn configure(&self, cmd: &mut Command, mode: &ShimMode) {
+        let efd = self.eventfd.as_raw_fd();
+        cmd.env(ENV_PAGE, &self.path)
+            .env(ENV_EVENTFD, efd.to_string());
+        if let ShimMode::Preloaded(lib) = mode {
+            let mut preload = lib.as_os_str().to_owned();
+            if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+                preload.push(" ");
+                preload.push(old);
+            }
+            cmd.env("LD_PRELOAD", preload);
+        }
+        // SAFETY: fcntl is async-signal-safe; it only clears FD_CLOEXEC on
+        // the eventfd in the child so it survives exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::fcntl(efd, libc::F_SETFD, 0) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+
+    /// Convenience: [`configure`](Self::configure) then spawn.
+    pub fn spawn(&self, mut cmd: Command, mode: &ShimMode) -> io::Result<Child> {
+        self.configure(&mut cmd, mode);
+        cmd.spawn()
+    }
+
+    /// Pid of the process that attached to the page, once it has.
+    pub fn attached_pid(&self) -> Option<u32> {
+        match self.page().owner_pid.load(Ordering::Acquire) {
+            0 => None,
+            pid => Some(pid),
+        }
+    }
+
+    /// Current simulated time (wall clock of the scheduler).
+    pub fn now(&self) -> SimTime {
+        SimTime::from_nanos(self.page().snapshot().sim_realtime_ns(real_mono_ns))
+    }
+
+    /// Current clock mode.
+    pub fn clock_mode(&self) -> ClockMode {
+        if self.page().snapshot().mode == MODE_REALTIME {
+            ClockMode::Realtime
+        } else {
+            ClockMode::Frozen
+        }
+    }
+
+    /// Freezes the clock at its current value, or lets it run with wall time from now on.
+    pub fn set_clock_mode(&self, mode: ClockMode) {
+        let now = self.now();
+        let m = if mode == ClockMode::Realtime {
+            MODE_REALTIME
+        } else {
+            MODE_FROZEN
+        };
+        self.page().write_clock(now.as_nanos(), real_mono_ns(), m);
+        self.wake();
+    }
+
+    /// Moves simulated time to `t` and wakes every waiter whose deadline passed.
+    /// Moving to the current time is allowed (and wakes nobody for nothing).
+    pub fn advance_to(&self, t: SimTime) -> Result<SimTime, ControlError> {
+        let now = self.now();
+        if t < now {
+            return Err(ControlError::Backwards { now, asked: t });
+        }
+        let p = self.page();
+        p.write_clock(t.as_nanos(), real_mono_ns(), p.snapshot().mode);
+        self.wake();
+        tracing::trace!(%t, "clock advanced");
+        Ok(t)
+    }
+
+    /// Moves simulated time forward by `d`.
+    pub fn advance_by(&self, d: Duration) -> SimTime {
+        let p = self.page();
+        let t = self.now() + d;
+        p.write_clock(t.as_nanos(), real_mono_ns(), p.snapshot().mode);
+        self.wake();
+        t
+    }
+
+    fn wake(&self) {
+        let p = self.page();
+        p.advance_futex.fetch_add(1, Ordering::AcqRel);
+        // SAFETY: FUTEX_WAKE on a word of our shared mapping (not private:
+        // the waiters are in another process); eventfd write of 8 bytes.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                p.advance_futex.as_ptr(),
+                libc::FUTEX_WAKE,
+                i32::MAX,
+                0,
+                0,
+                0,
+            );
+            let one: u64 = 1;
+            libc::write(
+                self.eventfd.as_raw_fd(),
+                &one as *const u64 as *const libc::c_void,
+                8,
+            );
+        }
+    }
+
+    /// Earliest deadline among the scheduler's threads currently waiting
+    /// (the instant its next timer fires if nothing else happens).
+    pub fn earliest_deadline(&self) -> Option<SimTime> {
+        self.page().earliest_deadline().map(SimTime::from_nanos)
+    }
+
+    /// Looks at the attached process once.
+    pub fn probe(&self) -> Result<Probe, ControlError> {
+        let pid = self.attached_pid().ok_or(ControlError::NotAttached)?;
+        let p = self.page();
+        let waiting_before = p.waiting_threads.load(Ordering::Acquire);
+        let task_dir = format!("/proc/{pid}/task");
+        let entries = match std::fs::read_dir(&task_dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(Probe {
+                    threads: 0,
+                    waiting: 0,
+                    all_sleeping: false,
+                    exited: true,
+                    earliest_deadline: None,
+                })
+            }
+            Err(source) => return Err(ControlError::Proc { pid, source }),
+        };
+        let mut threads = 0;
+        let mut all_sleeping = true;
+        let mut exited = false;
+        for entry in entries.flatten() {
+            threads += 1;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            // "tid (comm) S ..."; comm may contain ')' so take the last one.
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].trim_start().chars().next());
+            match state {
+                Some('S') => {}
+                Some('Z') | Some('X') => {
+                    exited = true;
+                    all_sleeping = false;
+                }
+                None => {} // thread vanished while we looked
+                _ => all_sleeping = false,
+            }
+        }
+        let waiting = p.waiting_threads.load(Ordering::Acquire);
+        if waiting != waiting_before {
+            all_sleeping = false; // something moved while we looked
+        }
+        Ok(Probe {
+            threads,
+            waiting,
+            all_sleeping,
+            exited,
+            earliest_deadline: self.earliest_deadline(),
+        })
+    }
+
+    /// Waits, at most `bound` of wall time, until the scheduler is quiescent.
+    ///
+    /// Sleeps on the page's activity futex, which the shim wakes whenever a
+    /// thread enters a wait, with a short poll as a safety net for changes
+    /// that do not go through a wait (a thread exiting, a thread becoming
+    /// asleep just after its count was published).
+    pub fn wait_quiescent(&self, bound: Duration) -> Result<Quiescence, ControlError> {
+        let start = Instant::now();
+        let p = self.page();
+        p.controller_waiting.fetch_add(1, Ordering::AcqRel);
+        let _done = ControllerWaiting(p);
+        let mut poll = Duration::from_micros(20);
+        loop {
+            let activity = p.activity_futex.load(Ordering::Acquire);
+            let probe = match self.probe() {
+                Ok(probe) => probe,
+                Err(ControlError::NotAttached) if start.elapsed() < bound => Probe {
+                    threads: 0,
+                    waiting: 0,
+                    all_sleeping: false,
+                    exited: false,
+                    earliest_deadline: None,
+                },
+                Err(e) => return Err(e),
+            };
+            if probe.exited {
+                return Ok(Quiescence::Exited);
+            }
+            if probe.quiescent() {
+                return Ok(Quiescence::Quiescent {
+                    earliest_deadline: probe.earliest_deadline,
+                    waited: start.elapsed(),
+                });
+            }
+            let elapsed = start.elapsed();
+            if elapsed >= bound {
+                return Ok(Quiescence::TimedOut { last: probe });
+            }
+            let wait = poll.min(bound - elapsed);
+            let ts = libc::timespec {
+                tv_sec: wait.as_secs() as _,
+                tv_nsec: wait.subsec_nanos() as _,
+            };
+            // SAFETY: FUTEX_WAIT on a word of our shared mapping with a relative timeout.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    p.activity_futex.as_ptr(),
+                    libc::FUTEX_WAIT,
+                    activity,
+                    &ts,
+                    0,
+                    0,
+                )
+            };
+            if r == 0 || p.activity_futex.load(Ordering::Acquire) != activity {
+                poll = Duration::from_micros(20);
+            } else {
+                poll = (poll * 2).min(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+struct ControllerWaiting<'a>(&'a Page);
+
+impl Drop for ControllerWaiting<'_> {
+    fn drop(&mut self) {
+        self.0.controller_waiting.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        // SAFETY: unmapping our own mapping; nothing borrows it past self.
+        unsafe { libc::munmap(self.page as *mut libc::c_void, PAGE_BYTES) };
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
