@@ -380,6 +380,18 @@ impl Store {
         rx
     }
 
+    /// Open watches (a closed one is counted until the next change of its
+    /// resource notices it).
+    pub fn watcher_count(&self) -> usize {
+        self.inner
+            .state
+            .read()
+            .tables
+            .iter()
+            .map(|t| t.watchers.len())
+            .sum()
+    }
+
     /// Ends every open watch stream (used on server shutdown).
     pub fn close_watches(&self) {
         let _g = self.inner.closed_watchers.lock();
