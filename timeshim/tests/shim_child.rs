@@ -138,8 +138,10 @@ fn scenario(program: std::path::PathBuf, mode: ShimMode) {
     let deadline = earliest_deadline.expect("a deadline");
     assert!(deadline <= day, "{deadline:?}");
     eprintln!("end of computation to quiescence detected: {detected:?} of wall time");
+    // Loose on purpose (shared CI machines): the precise figure is in the
+    // README (benches/clock.rs). This includes the child's own reaction.
     assert!(
-        detected < Duration::from_millis(50),
+        detected < Duration::from_millis(250),
         "quiescence took {detected:?}"
     );
     // Let the keep-alive expire; then exactly the one-day sleep remains.
