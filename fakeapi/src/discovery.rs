@@ -166,3 +166,74 @@ pub(crate) fn aggregated(core: bool, api_version: &str) -> Value {
         "items": items,
     })
 }
+
+/// `/openapi/v3`: one document per group/version.
+pub(crate) fn openapi_v3_root() -> Value {
+    let mut paths = serde_json::Map::new();
+    paths.insert(
+        "api/v1".into(),
+        json!({"serverRelativeURL": "/openapi/v3/api/v1?hash=fakeapi"}),
+    );
+    for (g, v) in resources::groups() {
+        paths.insert(
+            format!("apis/{g}/{v}"),
+            json!({"serverRelativeURL": format!("/openapi/v3/apis/{g}/{v}?hash=fakeapi")}),
+        );
+    }
+    json!({ "paths": paths })
+}
+
+/// A minimal OpenAPI v3 document for a group/version: its paths with the
+/// operations' group-version-kind and the `fieldValidation` parameter, which
+/// is what kubectl checks before leaving validation to the server (this
+/// server accepts unknown fields). Schemas are not served.
+pub(crate) fn openapi_v3_group_version(group: &str, version: &str) -> Option<Value> {
+    let mut paths = serde_json::Map::new();
+    let prefix = if group.is_empty() {
+        format!("/api/{version}")
+    } else {
+        format!("/apis/{group}/{version}")
+    };
+    for r in in_group(group, version) {
+        let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
+        let params = json!([
+            {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+        ]);
+        let op = |action: &str| {
+            json!({
+                "operationId": format!("{action}{}", r.kind),
+                "parameters": params,
+                "responses": {"200": {"description": "OK"}},
+                "x-kubernetes-action": action,
+                "x-kubernetes-group-version-kind": gvk,
+            })
+        };
+        let (collection, item) = if r.namespaced {
+            (
+                format!("{prefix}/namespaces/{{namespace}}/{}", r.plural),
+                format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", r.plural),
+            )
+        } else {
+            (
+                format!("{prefix}/{}", r.plural),
+                format!("{prefix}/{}/{{name}}", r.plural),
+            )
+        };
+        paths.insert(collection, json!({"post": op("post")}));
+        paths.insert(
+            item,
+            json!({"patch": op("patch"), "put": op("put"), "get": op("get")}),
+        );
+    }
+    if paths.is_empty() {
+        return None;
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": format!("v{}.{}.0", SERVER_VERSION.0, SERVER_VERSION.1)},
+        "paths": paths,
+        "components": {"schemas": {}},
+    }))
+}

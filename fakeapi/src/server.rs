@@ -327,6 +327,9 @@ async fn route(ctx: &Ctx, req: Request) -> (&'static str, String, Response) {
             None => value_response(200, &discovery::api_group_list()),
         },
         (true, ["apis", g]) => disc(discovery::api_group(g)),
+        (true, ["openapi", "v3"]) => value_response(200, &discovery::openapi_v3_root()),
+        (true, ["openapi", "v3", "api", v]) => disc(discovery::openapi_v3_group_version("", v)),
+        (true, ["openapi", "v3", "apis", g, v]) => disc(discovery::openapi_v3_group_version(g, v)),
         (true, ["apis", g, v]) => disc(discovery::resource_list(g, v)),
         (_, ["api", "v1", rest @ ..]) if !rest.is_empty() => {
             return resource_request(ctx, &r, "", "v1", rest);
