@@ -8,6 +8,8 @@
 //! - [`tools`]: `batkube workload …` and `batkube platform …`.
 
 pub mod batsim;
+pub mod broker;
+pub mod run;
 pub mod standin;
 pub mod tools;
 pub mod translate;

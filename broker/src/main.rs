@@ -31,6 +31,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a whole simulation: API, broker, the scheduler under the time
+    /// shim, and Batsim (real if installed, else the built-in stand-in).
+    Run(batkube::run::RunArgs),
+    /// Run only the API and the broker; start Batsim and the scheduler yourself.
+    Serve(batkube::run::ServeArgs),
     /// The built-in Batsim stand-in (Batsim v4.2 protocol; delay and
     /// parallel_homogeneous profiles). Same option names as Batsim.
     Batsim(BatsimArgs),
@@ -40,6 +45,9 @@ enum Command {
     /// Platform tools: validate, generate, convert.
     #[command(subcommand)]
     Platform(batkube::tools::platform::Command),
+    /// Replay a workload on a real cluster in real time (one pod per job) and
+    /// record it in Batsim's jobs.csv layout.
+    Replay(batkube::tools::replay::ReplayArgs),
 }
 
 #[derive(Args)]
@@ -100,11 +108,15 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let result = match cli.command {
+        Command::Run(args) => batkube::run::run(args).map(|s| print_summary(&s)),
+        Command::Serve(args) => batkube::run::serve(args).map(|s| print_summary(&s)),
         Command::Batsim(args) => run_standin(args),
         Command::Workload(cmd) => batkube::tools::workload::run(cmd),
         Command::Platform(cmd) => batkube::tools::platform::run(cmd),
+        Command::Replay(args) => batkube::tools::replay::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -113,6 +125,25 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn print_summary(s: &batkube::broker::record::Summary) {
+    eprintln!(
+        "batkube: simulation complete: {} jobs ({} succeeded, {} failed, {} rejected), makespan \
+         {:.6} s, mean wait {:.6} s, max wait {:.6} s, utilisation {:.3}, {} overcommit(s), \
+         {:.3} s of wall time ({:.0}x faster than real time)",
+        s.jobs,
+        s.jobs_succeeded,
+        s.jobs_failed,
+        s.jobs_rejected,
+        s.makespan,
+        s.mean_wait,
+        s.max_wait,
+        s.utilisation,
+        s.overcommit_count,
+        s.wall_seconds,
+        s.simulated_to_wall_ratio
+    );
 }
 
 fn run_standin(args: BatsimArgs) -> anyhow::Result<()> {

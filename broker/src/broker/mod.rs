@@ -1,0 +1,941 @@
+//! The broker proper: applies Batsim's events to the Kubernetes API, lets
+//! the scheduler react within a clock window, and turns what it decided
+//! into the reply.
+//!
+//! Per Batsim message at simulated time `t`:
+//! 1. the simulated clock moves to `t` (never backwards): the API's
+//!    timestamps and the scheduler's clock (through the shim page) follow;
+//! 2. events are applied: hosts become nodes, jobs become pods (or are
+//!    rejected), completions set pod phases, wake-ups fire kubelet timers;
+//! 3. a window opens under the clock policy (exact: until the scheduler is
+//!    quiescent; timeout: until the first decision or T of wall time);
+//!    bindings become EXECUTE_JOB, deletions of running pods KILL_JOB;
+//! 4. the reply asks for a wake-up (CALL_ME_LATER) at the scheduler's
+//!    earliest timer or the next kubelet event, unless one is already
+//!    pending at or before it.
+//!
+//! The overcommit invariant (requests on a node never above its
+//! allocatable) is checked on every binding.
+
+pub mod kubelet;
+pub mod record;
+pub mod sync;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use fakeapi::{Change, EventType, Origin, Store};
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus, PodCondition,
+    PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::Value;
+use timeshim::policy::{Policy, PolicyConfig, Situation, Step};
+use timeshim::SimTime;
+
+use crate::batsim::protocol::{build, EventData, JobState, Message};
+use crate::batsim::IntervalSet;
+use crate::translate::{self, Amounts};
+use kubelet::KubeletModel;
+use record::{NodeSample, PodRecord, Summary};
+use sync::{Quiet, ShimSide};
+
+/// Simulated second 0 is this Unix time (2026-01-01T00:00:00Z), so that the
+/// scheduler's wall clock reads plausible dates, identically in every run.
+pub const SIM_EPOCH_SECS: f64 = 1_767_225_600.0;
+
+/// The simulated clock shared by the broker, the API's timestamps and the
+/// shim page: Batsim seconds as f64 bits.
+#[derive(Clone, Default)]
+pub struct SimClock(Arc<AtomicU64>);
+
+impl SimClock {
+    pub fn now(&self) -> f64 {
+        f64::from_bits(self.0.load(Ordering::Acquire))
+    }
+    fn set(&self, t: f64) {
+        self.0.store(t.to_bits(), Ordering::Release);
+    }
+    /// A timestamp source for the API store.
+    pub fn store_clock(&self) -> fakeapi::Clock {
+        let c = self.clone();
+        Arc::new(move || to_datetime(c.now()))
+    }
+}
+
+pub fn to_datetime(t: f64) -> DateTime<Utc> {
+    let total = SIM_EPOCH_SECS + t;
+    let secs = total.floor();
+    let nanos = ((total - secs) * 1e9).round().min(999_999_999.0) as u32;
+    DateTime::from_timestamp(secs as i64, nanos).unwrap_or_default()
+}
+
+fn to_time(t: f64) -> Time {
+    let dt = to_datetime(t);
+    Time(
+        k8s_openapi::jiff::Timestamp::new(dt.timestamp(), dt.timestamp_subsec_nanos() as i32)
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+    )
+}
+
+pub fn sim_time(t: f64) -> SimTime {
+    SimTime::from_secs_f64(SIM_EPOCH_SECS + t)
+}
+
+pub fn batsim_time(t: SimTime) -> f64 {
+    t.as_secs_f64() - SIM_EPOCH_SECS
+}
+
+/// Rounds up to Batsim's microsecond so that a wake-up is never before the
+/// timer it serves.
+fn ceil_us(t: f64) -> f64 {
+    (t * 1e6 - 1e-3).ceil() / 1e6
+}
+
+/// How the scheduler is synchronised with.
+pub enum SchedulerSide {
+    /// Under the shim: quiescence is observable, the clock is ours.
+    Shim(ShimSide),
+    /// Not under the shim: only wall time and decisions are observable.
+    External,
+}
+
+/// Broker settings.
+pub struct BrokerConfig {
+    pub policy: PolicyConfig,
+    /// An overcommit fails the run.
+    pub strict: bool,
+    pub kubelet: KubeletModel,
+    /// With no submission left and nothing running, pods the scheduler has
+    /// left pending for this many simulated seconds without any decision are
+    /// rejected, so that the simulation can end.
+    pub give_up_after: f64,
+    /// Show a progress line.
+    pub progress: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    Pending,
+    /// Bound; EXECUTE_JOB sent (or scheduled by the kubelet model).
+    Bound {
+        node: usize,
+    },
+    Running {
+        node: usize,
+    },
+    /// Batsim reported the end; the pod still holds its node until the
+    /// kubelet reports it.
+    Completing {
+        node: usize,
+    },
+    Done,
+}
+
+struct JobRt {
+    record: PodRecord,
+    phase: Phase,
+    image: String,
+}
+
+struct NodeRt {
+    name: String,
+    resource_id: u32,
+    allocatable: Amounts,
+    used: Amounts,
+    pods: u32,
+}
+
+/// A kubelet-model event due at a simulated time.
+#[derive(Debug, Clone)]
+enum Timer {
+    Start { job: usize },
+    Report { job: usize, state: JobState },
+}
+
+/// The broker's state for one simulation.
+pub struct Broker {
+    store: Store,
+    changes: tokio::sync::mpsc::UnboundedReceiver<Change>,
+    rt: tokio::runtime::Handle,
+    clock: SimClock,
+    side: SchedulerSide,
+    policy: Policy,
+    cfg: BrokerConfig,
+    jobs: Vec<JobRt>,
+    job_by_id: HashMap<String, usize>,
+    job_by_pod: HashMap<String, usize>,
+    nodes: Vec<NodeRt>,
+    node_by_name: HashMap<String, usize>,
+    profiles: HashMap<String, serde_json::Map<String, Value>>,
+    pending_wakeups: BTreeSet<u64>,
+    timers: BTreeMap<(u64, u64), Timer>,
+    timer_seq: u64,
+    samples: Vec<NodeSample>,
+    overcommits: u64,
+    no_more_static: bool,
+    last_decision_at: f64,
+    scheduler_wakeup: Option<f64>,
+    windows: u64,
+    windows_bound_hit: u64,
+    wakeups: u64,
+    messages: u64,
+    started: Instant,
+    last_progress: Instant,
+    ended: bool,
+}
+
+/// A run-stopping problem, in the user's terms.
+#[derive(Debug, thiserror::Error)]
+#[error("at simulated time {time:.6}: {message}")]
+pub struct BrokerError {
+    pub time: f64,
+    pub message: String,
+}
+
+impl Broker {
+    pub fn new(
+        store: Store,
+        rt: tokio::runtime::Handle,
+        clock: SimClock,
+        side: SchedulerSide,
+        cfg: BrokerConfig,
+    ) -> Self {
+        let changes = store.subscribe();
+        Broker {
+            store,
+            changes,
+            rt,
+            clock,
+            side,
+            policy: Policy::new(cfg.policy),
+            cfg,
+            jobs: Vec::new(),
+            job_by_id: HashMap::new(),
+            job_by_pod: HashMap::new(),
+            nodes: Vec::new(),
+            node_by_name: HashMap::new(),
+            profiles: HashMap::new(),
+            pending_wakeups: BTreeSet::new(),
+            timers: BTreeMap::new(),
+            timer_seq: 0,
+            samples: Vec::new(),
+            overcommits: 0,
+            no_more_static: false,
+            last_decision_at: 0.0,
+            scheduler_wakeup: None,
+            windows: 0,
+            windows_bound_hit: 0,
+            wakeups: 0,
+            messages: 0,
+            started: Instant::now(),
+            last_progress: Instant::now(),
+            ended: false,
+        }
+    }
+
+    fn fail<T>(&self, message: impl Into<String>) -> anyhow::Result<T> {
+        Err(BrokerError {
+            time: self.clock.now(),
+            message: message.into(),
+        }
+        .into())
+    }
+
+    /// Whether SIMULATION_ENDS was seen.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    pub fn overcommits(&self) -> u64 {
+        self.overcommits
+    }
+
+    /// Handles one Batsim message and returns the reply.
+    pub fn handle(&mut self, msg: Message) -> anyhow::Result<Message> {
+        self.messages += 2;
+        let t = msg.now.max(self.clock.now());
+        self.advance(t)?;
+        let mut out: Vec<EventData> = Vec::new();
+        for ev in msg.events {
+            self.apply(ev.data, &mut out)?;
+        }
+        if self.ended {
+            self.drain_changes(&mut out)?;
+            return Ok(Message::empty(t));
+        }
+        self.pending_wakeups
+            .retain(|&w| (w as f64) / 1e6 > t + 1e-9);
+        self.fire_timers(t, &mut out)?;
+        let reply_now = self.window(t, &mut out)?;
+        self.give_up_if_stuck(reply_now, &mut out)?;
+        let mut reply = Message::new(reply_now);
+        for ev in out {
+            reply.push(reply_now, ev);
+        }
+        self.request_wakeups(reply_now, &mut reply);
+        self.progress();
+        Ok(reply)
+    }
+
+    fn advance(&mut self, t: f64) -> anyhow::Result<()> {
+        if t < self.clock.now() {
+            return Ok(());
+        }
+        self.clock.set(t);
+        if let SchedulerSide::Shim(s) = &self.side {
+            s.controller
+                .advance_to(sim_time(t))
+                .map_err(|e| anyhow::anyhow!("moving the scheduler's clock: {e}"))?;
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, ev: EventData, out: &mut Vec<EventData>) -> anyhow::Result<()> {
+        let now = self.clock.now();
+        match ev {
+            EventData::SimulationBegins(b) => {
+                if !b.allow_compute_sharing {
+                    return self.fail(
+                        "Batsim runs without compute sharing, so it would abort as soon as two \
+                         pods share a node: start Batsim with --enable-compute-sharing",
+                    );
+                }
+                if let Some(p) = &b.profiles {
+                    for (w, profs) in p {
+                        if let Value::Object(m) = profs {
+                            self.profiles.insert(w.clone(), m.clone());
+                        }
+                    }
+                }
+                for r in &b.compute_resources {
+                    let node = translate::node_from_host(r, to_time(now))
+                        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    let allocatable = translate::node_allocatable(r)
+                        .map_err(|e| anyhow::anyhow!("host {:?}: {e}", r.name))?;
+                    let name = node.metadata.name.clone().unwrap_or_default();
+                    if self.node_by_name.contains_key(&name) {
+                        return self.fail(format!("two hosts map to node name {name:?}"));
+                    }
+                    self.store
+                        .create_node(node)
+                        .map_err(|e| anyhow::anyhow!("creating node {name}: {e}"))?;
+                    self.node_by_name.insert(name.clone(), self.nodes.len());
+                    self.nodes.push(NodeRt {
+                        name,
+                        resource_id: r.id,
+                        allocatable,
+                        used: Amounts::new(),
+                        pods: 0,
+                    });
+                }
+                for i in 0..self.nodes.len() {
+                    self.sample(i);
+                }
+            }
+            EventData::JobSubmitted(s) => {
+                let workload = s.job_id.split_once('!').map(|(w, _)| w).unwrap_or("");
+                let profile = s.profile.clone().or_else(|| {
+                    self.profiles
+                        .get(workload)
+                        .and_then(|m| m.get(&s.job.profile))
+                        .cloned()
+                });
+                let mut record = PodRecord {
+                    job_id: s.job_id.clone(),
+                    pod: translate::pod_name(&s.job_id),
+                    created: now,
+                    ..Default::default()
+                };
+                match translate::pod_from_job(&s.job_id, &s.job, profile.as_ref(), to_time(now)) {
+                    Ok(pod) => {
+                        record.requests = translate::pod_requests(&pod);
+                        let image = pod
+                            .spec
+                            .as_ref()
+                            .and_then(|s| s.containers.first())
+                            .and_then(|c| c.image.clone())
+                            .unwrap_or_default();
+                        if self.job_by_pod.contains_key(&record.pod) {
+                            return self.fail(format!(
+                                "jobs {:?} and {:?} map to the same pod name",
+                                s.job_id, self.jobs[self.job_by_pod[&record.pod]].record.job_id
+                            ));
+                        }
+                        self.store
+                            .create_pod(pod)
+                            .map_err(|e| anyhow::anyhow!("creating pod for {}: {e}", s.job_id))?;
+                        let idx = self.jobs.len();
+                        self.job_by_pod.insert(record.pod.clone(), idx);
+                        self.job_by_id.insert(s.job_id.clone(), idx);
+                        self.jobs.push(JobRt {
+                            record,
+                            phase: Phase::Pending,
+                            image,
+                        });
+                    }
+                    Err(why) => {
+                        tracing::warn!(job = %s.job_id, %why, "job rejected: it cannot be a pod");
+                        out.push(build::reject_job(&s.job_id));
+                        record.outcome = format!("REJECTED: {why}");
+                        let idx = self.jobs.len();
+                        self.job_by_id.insert(s.job_id.clone(), idx);
+                        self.jobs.push(JobRt {
+                            record,
+                            phase: Phase::Done,
+                            image: String::new(),
+                        });
+                    }
+                }
+            }
+            EventData::JobCompleted(c) => {
+                let Some(&i) = self.job_by_id.get(&c.job_id) else {
+                    return self.fail(format!("JOB_COMPLETED for unknown job {:?}", c.job_id));
+                };
+                let node = match self.jobs[i].phase {
+                    Phase::Running { node } | Phase::Bound { node } => node,
+                    // Killed after the scheduler deleted its pod: already done.
+                    _ => return Ok(()),
+                };
+                self.jobs[i].phase = Phase::Completing { node };
+                self.jobs[i].record.outcome = c.job_state.as_str().to_string();
+                let delay = self.cfg.kubelet.report_delay();
+                if delay > 0.0 {
+                    self.add_timer(
+                        now + delay,
+                        Timer::Report {
+                            job: i,
+                            state: c.job_state,
+                        },
+                    );
+                } else {
+                    self.report_finished(i, &c.job_state)?;
+                }
+            }
+            EventData::JobKilled(_)
+            | EventData::RequestedCall
+            | EventData::ResourceStateChanged(_) => {}
+            EventData::Notify(n) => {
+                if n.kind == crate::batsim::protocol::notify::NO_MORE_STATIC_JOB_TO_SUBMIT {
+                    self.no_more_static = true;
+                }
+            }
+            EventData::SimulationEnds => self.ended = true,
+            EventData::Unknown { kind, .. } => {
+                tracing::warn!(%kind, "unknown Batsim event ignored");
+            }
+            other => {
+                tracing::warn!(kind = other.kind(), "unexpected event from Batsim ignored");
+            }
+        }
+        Ok(())
+    }
+
+    fn add_timer(&mut self, at: f64, timer: Timer) {
+        self.timer_seq += 1;
+        self.timers
+            .insert(((ceil_us(at) * 1e6).round() as u64, self.timer_seq), timer);
+    }
+
+    fn fire_timers(&mut self, t: f64, out: &mut Vec<EventData>) -> anyhow::Result<()> {
+        let due_key = ((t + 1e-9) * 1e6).floor() as u64;
+        while let Some((&key, _)) = self.timers.first_key_value() {
+            if key.0 > due_key {
+                break;
+            }
+            let timer = self.timers.remove(&key).expect("present");
+            match timer {
+                Timer::Start { job } => self.start_job(job, out)?,
+                Timer::Report { job, state } => self.report_finished(job, &state)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// The kubelet's report: the pod leaves its node in the API.
+    fn report_finished(&mut self, i: usize, state: &JobState) -> anyhow::Result<()> {
+        let now = self.clock.now();
+        let Phase::Completing { node } = self.jobs[i].phase else {
+            return Ok(());
+        };
+        self.jobs[i].phase = Phase::Done;
+        self.jobs[i].record.finished = Some(now);
+        self.release(i, node);
+        let (phase, reason, code) = match state {
+            JobState::CompletedSuccessfully => ("Succeeded", "Completed", 0),
+            JobState::CompletedWalltimeReached => ("Failed", "DeadlineExceeded", 137),
+            JobState::CompletedKilled => ("Failed", "Killed", 137),
+            _ => ("Failed", "Error", 1),
+        };
+        let started = self.jobs[i].record.started.unwrap_or(now);
+        let status = PodStatus {
+            phase: Some(phase.into()),
+            reason: (phase == "Failed").then(|| reason.to_string()),
+            start_time: Some(to_time(started)),
+            conditions: Some(vec![
+                condition("PodScheduled", "True", None, started),
+                condition("Ready", "False", Some("PodCompleted"), now),
+            ]),
+            container_statuses: Some(vec![ContainerStatus {
+                name: "job".into(),
+                image: self.jobs[i].image.clone(),
+                image_id: String::new(),
+                ready: false,
+                restart_count: 0,
+                state: Some(ContainerState {
+                    terminated: Some(ContainerStateTerminated {
+                        exit_code: code,
+                        reason: Some(reason.into()),
+                        started_at: Some(to_time(started)),
+                        finished_at: Some(to_time(now)),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let pod = self.jobs[i].record.pod.clone();
+        if let Err(e) = self
+            .store
+            .update_pod_status(translate::NAMESPACE, &pod, status)
+        {
+            // The scheduler may have deleted it meanwhile.
+            tracing::debug!(%pod, error = %e, "final pod status not written");
+        }
+        Ok(())
+    }
+
+    fn release(&mut self, i: usize, node: usize) {
+        let req = self.jobs[i].record.requests.clone();
+        let n = &mut self.nodes[node];
+        for (k, v) in req {
+            *n.used.entry(k).or_default() -= v;
+        }
+        n.pods = n.pods.saturating_sub(1);
+        self.sample(node);
+    }
+
+    fn sample(&mut self, node: usize) {
+        let n = &self.nodes[node];
+        self.samples.push(NodeSample {
+            time: self.clock.now(),
+            node: n.name.clone(),
+            used: n.used.clone(),
+            allocatable: n.allocatable.clone(),
+            pods: n.pods,
+        });
+    }
+
+    /// Lets the scheduler react; returns the reply's `now`.
+    fn window(&mut self, t: f64, out: &mut Vec<EventData>) -> anyhow::Result<f64> {
+        self.windows += 1;
+        let pending = self
+            .jobs
+            .iter()
+            .filter(|j| j.phase == Phase::Pending)
+            .count();
+        let running = self
+            .jobs
+            .iter()
+            .filter(|j| !matches!(j.phase, Phase::Pending | Phase::Done))
+            .count();
+        let mut w = self
+            .policy
+            .open(sim_time(t), Situation { pending, running });
+        let opened = Instant::now();
+        loop {
+            match w.step() {
+                Step::Close => break,
+                Step::Wait { at_most } => {
+                    let decided = match &self.side {
+                        SchedulerSide::Shim(s) => {
+                            let slice = at_most.min(Duration::from_millis(20));
+                            let q = s
+                                .wait(slice)
+                                .map_err(|e| anyhow::anyhow!("watching the scheduler: {e}"))?;
+                            let decided = self.drain_changes(out)?;
+                            match q {
+                                Quiet::Exited => {
+                                    return self
+                                        .fail("the scheduler process exited during the simulation")
+                                }
+                                // Changes drained after the check may have
+                                // woken it again: look once more.
+                                Quiet::Yes { earliest_deadline } if decided == 0 => {
+                                    w.quiescent(earliest_deadline)
+                                }
+                                _ => {}
+                            }
+                            decided
+                        }
+                        SchedulerSide::External => {
+                            let got = self.rt.block_on(async {
+                                tokio::time::timeout(at_most, self.changes.recv()).await
+                            });
+                            let mut decided = 0;
+                            if let Ok(Some(ch)) = got {
+                                decided += self.on_change(ch, out)?;
+                            }
+                            decided += self.drain_changes(out)?;
+                            decided
+                        }
+                    };
+                    for _ in 0..decided {
+                        w.decision();
+                    }
+                    w.wall_elapsed(opened.elapsed());
+                }
+            }
+        }
+        let outcome = self.policy.close(w);
+        if outcome.bound_hit {
+            self.windows_bound_hit += 1;
+            tracing::warn!(
+                time = t,
+                "the scheduler was still busy when the window's wall-clock bound ran out"
+            );
+        }
+        if let Some(f) = outcome.failure {
+            return self.fail(f.to_string());
+        }
+        let reply_now = batsim_time(outcome.reply_at).max(t);
+        if let Some(at) = outcome.wake_up_at {
+            let at = batsim_time(at);
+            if at > reply_now {
+                self.scheduler_wakeup = Some(at);
+            }
+        }
+        // Decisions become Batsim events stamped with the reply's time.
+        if reply_now > t {
+            self.advance(reply_now)?;
+        }
+        Ok(reply_now)
+    }
+}
+
+fn condition(kind: &str, status: &str, reason: Option<&str>, at: f64) -> PodCondition {
+    PodCondition {
+        type_: kind.into(),
+        status: status.into(),
+        reason: reason.map(str::to_string),
+        last_transition_time: Some(to_time(at)),
+        ..Default::default()
+    }
+}
+
+impl Broker {
+    /// Applies every change already queued; returns the number of decisions.
+    fn drain_changes(&mut self, out: &mut Vec<EventData>) -> anyhow::Result<usize> {
+        let mut decided = 0;
+        while let Ok(ch) = self.changes.try_recv() {
+            decided += self.on_change(ch, out)?;
+        }
+        Ok(decided)
+    }
+
+    /// Reads one change made through the API; returns 1 for a decision.
+    fn on_change(&mut self, ch: Change, out: &mut Vec<EventData>) -> anyhow::Result<usize> {
+        if ch.origin != Origin::Http || ch.resource.plural != "pods" {
+            return Ok(0);
+        }
+        let Some(&i) = self.job_by_pod.get(&ch.name) else {
+            return Ok(0);
+        };
+        let now = self.clock.now();
+        match ch.kind {
+            EventType::Deleted => {
+                let job_id = self.jobs[i].record.job_id.clone();
+                match self.jobs[i].phase.clone() {
+                    Phase::Pending => {
+                        out.push(build::reject_job(&job_id));
+                        self.jobs[i].phase = Phase::Done;
+                        self.jobs[i].record.outcome = "REJECTED: pod deleted before binding".into();
+                    }
+                    Phase::Bound { node } | Phase::Running { node } => {
+                        // Preemption: the job is killed, its node freed now.
+                        if matches!(self.jobs[i].phase, Phase::Running { .. }) {
+                            out.push(build::kill_jobs([job_id.as_str()]));
+                        } else {
+                            self.cancel_start(i);
+                            out.push(build::reject_job(&job_id));
+                        }
+                        self.jobs[i].phase = Phase::Done;
+                        self.jobs[i].record.finished = Some(now);
+                        self.jobs[i].record.outcome = "PREEMPTED".into();
+                        self.release(i, node);
+                    }
+                    Phase::Completing { node } => {
+                        self.jobs[i].phase = Phase::Done;
+                        self.jobs[i].record.finished = Some(now);
+                        self.release(i, node);
+                    }
+                    Phase::Done => {}
+                }
+                self.last_decision_at = now;
+                Ok(1)
+            }
+            EventType::Modified | EventType::Added => {
+                let node_name = ch.object["spec"]["nodeName"].as_str().unwrap_or("");
+                let was = ch
+                    .old
+                    .as_ref()
+                    .and_then(|o| o["spec"]["nodeName"].as_str())
+                    .unwrap_or("");
+                if !node_name.is_empty() && was.is_empty() && self.jobs[i].phase == Phase::Pending {
+                    return self.bind(i, node_name, out).map(|_| 1);
+                }
+                // A scheduling failure written into the pod's status.
+                if let Some(conds) = ch.object["status"]["conditions"].as_array() {
+                    for c in conds {
+                        if c["type"] == "PodScheduled" && c["status"] == "False" {
+                            let msg = c["message"].as_str().unwrap_or("").to_string();
+                            let old_msg = ch.old.as_ref().and_then(|o| {
+                                o["status"]["conditions"].as_array().and_then(|cs| {
+                                    cs.iter().find(|c| c["type"] == "PodScheduled").map(|c| {
+                                        (c["message"].clone(), c["lastTransitionTime"].clone())
+                                    })
+                                })
+                            });
+                            let new_key = (c["message"].clone(), c["lastTransitionTime"].clone());
+                            if old_msg.as_ref() != Some(&new_key) || msg.is_empty() {
+                                self.jobs[i].record.attempts += 1;
+                            }
+                            self.jobs[i].record.last_unschedulable_reason = Some(msg);
+                        }
+                    }
+                }
+                Ok(0)
+            }
+        }
+    }
+
+    fn bind(&mut self, i: usize, node_name: &str, out: &mut Vec<EventData>) -> anyhow::Result<()> {
+        let now = self.clock.now();
+        let Some(&node) = self.node_by_name.get(node_name) else {
+            return self.fail(format!(
+                "the scheduler bound pod {} to {node_name:?}, which is not a node of the platform",
+                self.jobs[i].record.pod
+            ));
+        };
+        self.jobs[i].record.attempts += 1;
+        self.jobs[i].record.bound = Some(now);
+        self.jobs[i].record.node = Some(node_name.to_string());
+        self.jobs[i].phase = Phase::Bound { node };
+        self.last_decision_at = now;
+        // The overcommit invariant, checked at the moment of binding.
+        let req = self.jobs[i].record.requests.clone();
+        let n = &mut self.nodes[node];
+        let mut over = Vec::new();
+        for (k, v) in &req {
+            let used = n.used.entry(k.clone()).or_default();
+            *used += v;
+            let cap = n.allocatable.get(k).copied().unwrap_or(0);
+            if *used > cap {
+                over.push(format!("{k} {used} > {cap}"));
+            }
+        }
+        n.pods += 1;
+        if i64::from(n.pods) > n.allocatable.get("pods").copied().unwrap_or(110) {
+            over.push(format!("pods {} > {}", n.pods, n.allocatable["pods"]));
+        }
+        self.sample(node);
+        if !over.is_empty() {
+            self.overcommits += 1;
+            let msg = format!(
+                "overcommit: pod {} bound to {node_name} makes {}",
+                self.jobs[i].record.pod,
+                over.join(", ")
+            );
+            tracing::error!("{msg}");
+            if self.cfg.strict {
+                return self.fail(format!("{msg} (--strict)"));
+            }
+        }
+        let image = self.jobs[i].image.clone();
+        let delay = self.cfg.kubelet.start_delay(node_name, &image);
+        if delay > 0.0 {
+            self.add_timer(now + delay, Timer::Start { job: i });
+            Ok(())
+        } else {
+            self.start_job(i, out)
+        }
+    }
+
+    fn cancel_start(&mut self, i: usize) {
+        self.timers
+            .retain(|_, t| !matches!(t, Timer::Start { job } if *job == i));
+    }
+
+    /// The container starts: EXECUTE_JOB, and the pod shows Running.
+    fn start_job(&mut self, i: usize, out: &mut Vec<EventData>) -> anyhow::Result<()> {
+        let Phase::Bound { node } = self.jobs[i].phase else {
+            return Ok(());
+        };
+        let now = self.clock.now();
+        self.jobs[i].phase = Phase::Running { node };
+        self.jobs[i].record.started = Some(now);
+        let rid = self.nodes[node].resource_id;
+        out.push(build::execute_job(
+            &self.jobs[i].record.job_id,
+            IntervalSet::single(rid),
+        ));
+        let status = PodStatus {
+            phase: Some("Running".into()),
+            start_time: Some(to_time(now)),
+            conditions: Some(vec![
+                condition("PodScheduled", "True", None, now),
+                condition("Initialized", "True", None, now),
+                condition("ContainersReady", "True", None, now),
+                condition("Ready", "True", None, now),
+            ]),
+            container_statuses: Some(vec![ContainerStatus {
+                name: "job".into(),
+                image: self.jobs[i].image.clone(),
+                image_id: String::new(),
+                ready: true,
+                started: Some(true),
+                restart_count: 0,
+                state: Some(ContainerState {
+                    running: Some(ContainerStateRunning {
+                        started_at: Some(to_time(now)),
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let pod = self.jobs[i].record.pod.clone();
+        if let Err(e) = self
+            .store
+            .update_pod_status(translate::NAMESPACE, &pod, status)
+        {
+            tracing::debug!(%pod, error = %e, "running status not written");
+        }
+        Ok(())
+    }
+
+    /// With nothing left to happen but pods the scheduler will not place,
+    /// rejects them so that Batsim can end, saying why.
+    fn give_up_if_stuck(&mut self, now: f64, out: &mut Vec<EventData>) -> anyhow::Result<()> {
+        if !self.no_more_static || !self.timers.is_empty() {
+            return Ok(());
+        }
+        let busy = self.jobs.iter().any(|j| {
+            matches!(
+                j.phase,
+                Phase::Bound { .. } | Phase::Running { .. } | Phase::Completing { .. }
+            )
+        });
+        if busy || now - self.last_decision_at < self.cfg.give_up_after {
+            return Ok(());
+        }
+        if out.iter().any(|e| matches!(e, EventData::ExecuteJob(_))) {
+            return Ok(());
+        }
+        for j in self.jobs.iter_mut().filter(|j| j.phase == Phase::Pending) {
+            let why = j
+                .record
+                .last_unschedulable_reason
+                .clone()
+                .unwrap_or_else(|| "never scheduled".into());
+            tracing::warn!(job = %j.record.job_id, %why, "rejected: still pending with nothing else left to happen");
+            out.push(build::reject_job(&j.record.job_id));
+            j.phase = Phase::Done;
+            j.record.outcome =
+                format!("REJECTED: unschedulable at the end of the simulation: {why}");
+        }
+        Ok(())
+    }
+
+    /// Asks Batsim for a wake-up at the next instant something is due (the
+    /// scheduler's timer, a kubelet event), unless one is already pending
+    /// at or before it.
+    fn request_wakeups(&mut self, now: f64, reply: &mut Message) {
+        let mut want: Vec<f64> = Vec::new();
+        if let Some(t) = self.scheduler_wakeup.take() {
+            // Nothing to wake up for when nothing can change any more.
+            let pending = self.jobs.iter().any(|j| j.phase != Phase::Done);
+            if pending || !self.no_more_static {
+                want.push(t);
+            }
+        }
+        if let Some((&(key, _), _)) = self.timers.first_key_value() {
+            want.push(key as f64 / 1e6);
+        }
+        for t in want {
+            let t = ceil_us(t).max(ceil_us(now + 1e-6));
+            let key = (t * 1e6).round() as u64;
+            if self.pending_wakeups.range(..=key).next().is_some() {
+                continue;
+            }
+            self.pending_wakeups.insert(key);
+            self.wakeups += 1;
+            reply.push(now, build::call_me_later(t));
+        }
+    }
+
+    fn progress(&mut self) {
+        if !self.cfg.progress || self.last_progress.elapsed() < Duration::from_millis(500) {
+            return;
+        }
+        self.last_progress = Instant::now();
+        let done = self.jobs.iter().filter(|j| j.phase == Phase::Done).count();
+        eprint!(
+            "\r[batkube] simulated time {:.1} s, jobs done {done}/{}, {} message(s), {:.1} s of wall time   ",
+            self.clock.now(),
+            self.jobs.len(),
+            self.messages,
+            self.started.elapsed().as_secs_f64()
+        );
+    }
+
+    /// The records and summary of the run so far.
+    pub fn report(&self) -> (Vec<PodRecord>, Vec<NodeSample>, Summary) {
+        let pods: Vec<PodRecord> = self.jobs.iter().map(|j| j.record.clone()).collect();
+        let cpu: i64 = self
+            .nodes
+            .iter()
+            .map(|n| n.allocatable.get("cpu").copied().unwrap_or(0))
+            .sum();
+        let mut s = Summary::from_pods(&pods, cpu);
+        s.completed = self.ended;
+        s.overcommit_count = self.overcommits;
+        s.wall_seconds = self.started.elapsed().as_secs_f64();
+        s.messages_exchanged = self.messages;
+        s.simulated_to_wall_ratio = if s.wall_seconds > 0.0 {
+            self.clock.now() / s.wall_seconds
+        } else {
+            0.0
+        };
+        s.windows = self.windows;
+        s.windows_bound_hit = self.windows_bound_hit;
+        s.wake_ups_requested = self.wakeups;
+        if self.cfg.progress {
+            eprintln!();
+        }
+        (pods, self.samples.clone(), s)
+    }
+
+    /// Prometheus text for the broker's own figures.
+    pub fn metrics_text(&self) -> String {
+        let done = self.jobs.iter().filter(|j| j.phase == Phase::Done).count();
+        format!(
+            "# HELP batkube_simulated_seconds Simulated time.\n# TYPE batkube_simulated_seconds gauge\nbatkube_simulated_seconds {}\n\
+             # HELP batkube_jobs Jobs seen.\n# TYPE batkube_jobs gauge\nbatkube_jobs {}\n\
+             # HELP batkube_jobs_done Jobs finished or rejected.\n# TYPE batkube_jobs_done gauge\nbatkube_jobs_done {done}\n\
+             # HELP batkube_overcommits_total Bindings that put a node over its allocatable.\n# TYPE batkube_overcommits_total counter\nbatkube_overcommits_total {}\n\
+             # HELP batkube_messages_total Batsim messages exchanged.\n# TYPE batkube_messages_total counter\nbatkube_messages_total {}\n",
+            self.clock.now(),
+            self.jobs.len(),
+            self.overcommits,
+            self.messages
+        )
+    }
+}

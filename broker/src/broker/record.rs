@@ -1,0 +1,161 @@
+//! What the broker records for researchers: one row per pod (`pods.csv`),
+//! the allocation of every node over time (`nodes.csv`) and a run summary
+//! (`summary.json`).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::translate::Amounts;
+
+/// One pod's life.
+#[derive(Debug, Clone, Default)]
+pub struct PodRecord {
+    pub job_id: String,
+    pub pod: String,
+    pub node: Option<String>,
+    pub created: f64,
+    pub bound: Option<f64>,
+    pub started: Option<f64>,
+    pub finished: Option<f64>,
+    /// Scheduling attempts seen (failed ones plus the binding).
+    pub attempts: u32,
+    pub last_unschedulable_reason: Option<String>,
+    /// Batsim's final state, or why the job was rejected.
+    pub outcome: String,
+    pub requests: Amounts,
+}
+
+fn opt(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:.6}")).unwrap_or_default()
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+pub fn write_pods_csv(path: &Path, pods: &[PodRecord]) -> std::io::Result<()> {
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(
+        w,
+        "job_id,pod,node,created,bound,started,finished,attempts,last_unschedulable_reason,outcome,cpu_request_m,memory_request"
+    )?;
+    for p in pods {
+        writeln!(
+            w,
+            "{},{},{},{:.6},{},{},{},{},{},{},{},{}",
+            csv_field(&p.job_id),
+            p.pod,
+            p.node.as_deref().unwrap_or(""),
+            p.created,
+            opt(p.bound),
+            opt(p.started),
+            opt(p.finished),
+            p.attempts,
+            csv_field(p.last_unschedulable_reason.as_deref().unwrap_or("")),
+            csv_field(&p.outcome),
+            p.requests.get("cpu").copied().unwrap_or(0),
+            p.requests.get("memory").copied().unwrap_or(0),
+        )?;
+    }
+    w.flush()
+}
+
+/// One allocation change on a node.
+#[derive(Debug, Clone)]
+pub struct NodeSample {
+    pub time: f64,
+    pub node: String,
+    pub used: Amounts,
+    pub allocatable: Amounts,
+    pub pods: u32,
+}
+
+pub fn write_nodes_csv(path: &Path, samples: &[NodeSample]) -> std::io::Result<()> {
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(
+        w,
+        "time,node,cpu_used_m,cpu_allocatable_m,memory_used,memory_allocatable,pods"
+    )?;
+    for s in samples {
+        writeln!(
+            w,
+            "{:.6},{},{},{},{},{},{}",
+            s.time,
+            s.node,
+            s.used.get("cpu").copied().unwrap_or(0),
+            s.allocatable.get("cpu").copied().unwrap_or(0),
+            s.used.get("memory").copied().unwrap_or(0),
+            s.allocatable.get("memory").copied().unwrap_or(0),
+            s.pods,
+        )?;
+    }
+    w.flush()
+}
+
+/// `summary.json`.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Summary {
+    pub completed: bool,
+    pub makespan: f64,
+    pub mean_wait: f64,
+    pub max_wait: f64,
+    /// Busy cpu time over allocatable cpu time up to the makespan.
+    pub utilisation: f64,
+    pub overcommit_count: u64,
+    pub jobs: usize,
+    pub jobs_succeeded: usize,
+    pub jobs_failed: usize,
+    pub jobs_rejected: usize,
+    pub wall_seconds: f64,
+    pub messages_exchanged: u64,
+    pub simulated_to_wall_ratio: f64,
+    pub windows: u64,
+    pub wake_ups_requested: u64,
+    pub windows_bound_hit: u64,
+    pub batkube_version: String,
+    pub flags: BTreeMap<String, String>,
+    pub error: Option<String>,
+}
+
+impl Summary {
+    /// Fills the job statistics from the pod records.
+    pub fn from_pods(pods: &[PodRecord], allocatable_cpu_m: i64) -> Self {
+        let mut s = Summary {
+            jobs: pods.len(),
+            batkube_version: env!("CARGO_PKG_VERSION").to_string(),
+            ..Default::default()
+        };
+        let mut waits = Vec::new();
+        let mut busy_cpu = 0.0;
+        for p in pods {
+            match p.outcome.as_str() {
+                "COMPLETED_SUCCESSFULLY" => s.jobs_succeeded += 1,
+                o if o.starts_with("REJECTED") => s.jobs_rejected += 1,
+                _ if p.finished.is_some() => s.jobs_failed += 1,
+                _ => {}
+            }
+            if let Some(start) = p.started {
+                waits.push(start - p.created);
+                if let Some(f) = p.finished {
+                    s.makespan = s.makespan.max(f);
+                    busy_cpu += (f - start) * p.requests.get("cpu").copied().unwrap_or(0) as f64;
+                }
+            }
+        }
+        if !waits.is_empty() {
+            s.mean_wait = waits.iter().sum::<f64>() / waits.len() as f64;
+            s.max_wait = waits.iter().copied().fold(0.0, f64::max);
+        }
+        if s.makespan > 0.0 && allocatable_cpu_m > 0 {
+            s.utilisation = busy_cpu / (allocatable_cpu_m as f64 * s.makespan);
+        }
+        s
+    }
+}

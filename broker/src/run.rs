@@ -1,0 +1,589 @@
+//! `batkube run` and `batkube serve`: putting the pieces together.
+//!
+//! `run` starts the API, the scheduler under the shim (with a generated
+//! kubeconfig), Batsim (the real one when given or on PATH, else the
+//! built-in stand-in, in-process) and the broker; waits for the end; writes
+//! the outputs; tears everything down whatever happened. `serve` runs only
+//! the API and the broker, for users who start Batsim and their scheduler
+//! themselves.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use parking_lot::Mutex;
+use timeshim::policy::{Backoff, PolicyConfig, WindowEnd};
+use timeshim::{ClockMode, Controller, ShimMode};
+
+use crate::batsim::link::{BatsimLink, DEFAULT_ENDPOINT};
+use crate::broker::kubelet::{KubeletModel, Latency};
+use crate::broker::sync::ShimSide;
+use crate::broker::{record, sim_time, Broker, BrokerConfig, SchedulerSide, SimClock};
+use crate::standin::platform::Platform;
+use crate::standin::workload::Workload;
+use crate::standin::{Options, StandIn};
+
+/// How simulated time moves: the policies of timeshim, as flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClockArgs {
+    /// `exact` (the default under the shim): a window ends when the
+    /// scheduler is quiescent. `timeout`: at the first decision or after
+    /// --timeout of wall time.
+    #[arg(long = "sync", value_parser = ["exact", "timeout"])]
+    pub sync: Option<String>,
+    /// Wall time to wait for the scheduler in each window (timeout policy).
+    #[arg(long = "timeout", default_value = "50ms", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Never close a window before this much wall time.
+    #[arg(long = "min-delay", default_value = "0s", value_parser = parse_duration)]
+    pub min_delay: Duration,
+    /// Backoff wake-ups: first timestep (simulated seconds); enables backoff.
+    #[arg(long = "base-timestep")]
+    pub base_timestep: Option<f64>,
+    /// Backoff wake-ups: largest timestep (simulated seconds).
+    #[arg(long = "max-timestep", default_value_t = 1000.0)]
+    pub max_timestep: f64,
+    /// Backoff wake-ups: growth factor while nothing is decided.
+    #[arg(long = "backoff-multiplier", default_value_t = 2.0)]
+    pub backoff_multiplier: f64,
+    /// With no pending pod, let Batsim jump to its next event.
+    #[arg(long = "fast-forward", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub fast_forward: bool,
+    /// Fail when pods are pending, nothing runs and nothing was decided for
+    /// this many simulated seconds.
+    #[arg(long = "scheduler-crash-timeout")]
+    pub crash_timeout: Option<f64>,
+    /// `frozen` (default): decisions take no simulated time. `realtime`:
+    /// simulated time runs with wall time during a window.
+    #[arg(long = "clock", value_parser = ["frozen", "realtime"])]
+    pub clock: Option<String>,
+    /// Exact policy: wall-clock safety bound of one window.
+    #[arg(long = "window-bound", default_value = "60s", value_parser = parse_duration)]
+    pub window_bound: Duration,
+}
+
+impl ClockArgs {
+    /// The policy, given whether the scheduler runs under the shim.
+    pub fn policy(&self, shim: bool) -> anyhow::Result<PolicyConfig> {
+        let sync = self
+            .sync
+            .clone()
+            .unwrap_or_else(|| if shim { "exact" } else { "timeout" }.into());
+        let mut p = match sync.as_str() {
+            "exact" => {
+                if !shim {
+                    bail!(
+                        "--sync exact needs the scheduler under the time shim (batkube run with \
+                         --shim linked or preload); use --sync timeout for other schedulers"
+                    );
+                }
+                PolicyConfig::exact(self.window_bound)
+            }
+            _ => PolicyConfig::timeout(self.timeout),
+        };
+        if let WindowEnd::Timeout { .. } = p.end {
+            p.end = WindowEnd::Timeout {
+                timeout: self.timeout,
+            };
+        }
+        // Batkube's model polls with growing timesteps while pods wait;
+        // under the exact policy the scheduler's own timers say when.
+        let base = match (self.base_timestep, sync.as_str()) {
+            (Some(b), _) => Some(b),
+            (None, "timeout") => Some(1.0_f64.min(self.max_timestep)),
+            (None, _) => None,
+        };
+        p.min_delay = self.min_delay;
+        p.fast_forward = self.fast_forward;
+        if let Some(base) = base {
+            if !(base > 0.0 && self.max_timestep >= base && self.backoff_multiplier >= 1.0) {
+                bail!("backoff needs 0 < --base-timestep <= --max-timestep and --backoff-multiplier >= 1");
+            }
+            p.backoff = Some(Backoff {
+                base: Duration::from_secs_f64(base),
+                max: Duration::from_secs_f64(self.max_timestep),
+                multiplier: self.backoff_multiplier,
+            });
+        }
+        p.crash_after = self.crash_timeout.map(Duration::from_secs_f64);
+        p.clock = match self.clock.as_deref() {
+            Some("realtime") => ClockMode::Realtime,
+            Some(_) => ClockMode::Frozen,
+            None if sync == "exact" => ClockMode::Frozen,
+            None => ClockMode::Realtime,
+        };
+        Ok(p)
+    }
+}
+
+/// `50ms`, `2s`, `1.5` (seconds), `100us`, `1m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, factor) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (examples: 50ms, 2s, 0.5)"))?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(format!("{s:?} must be a non-negative duration"));
+    }
+    Ok(Duration::from_secs_f64(v * factor))
+}
+
+/// The kubelet model's flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct KubeletArgs {
+    /// Image pull latency (seconds or a file of samples), once per node and image.
+    #[arg(long = "kubelet-pull")]
+    pub pull: Option<String>,
+    /// Container start latency (seconds or a file of samples).
+    #[arg(long = "kubelet-start")]
+    pub start: Option<String>,
+    /// Completion-report latency (seconds or a file of samples).
+    #[arg(long = "kubelet-report")]
+    pub report: Option<String>,
+    /// Seed for drawing from sample files.
+    #[arg(long = "kubelet-seed", default_value_t = 1)]
+    pub seed: u64,
+}
+
+impl KubeletArgs {
+    fn model(&self) -> anyhow::Result<KubeletModel> {
+        let parse = |s: &Option<String>| -> anyhow::Result<Option<Latency>> {
+            s.as_deref()
+                .map(Latency::parse)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!(e))
+        };
+        Ok(KubeletModel::new(
+            parse(&self.pull)?,
+            parse(&self.start)?,
+            parse(&self.report)?,
+            self.seed,
+        ))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ShimChoice {
+    /// The scheduler links timeshim (`timeshim::install()` in main).
+    Linked,
+    /// LD_PRELOAD the shim library into an unmodified binary (--shim-lib).
+    Preload,
+    /// No shim: the scheduler runs on real time (timeout policy only).
+    None,
+}
+
+/// `batkube run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// SimGrid platform file.
+    #[arg(long, short = 'p')]
+    pub platform: PathBuf,
+    /// Batsim workload (repeat for several).
+    #[arg(long = "workload", short = 'w', required = true)]
+    pub workloads: Vec<PathBuf>,
+    /// The scheduler command line (run through `sh -c`), for example
+    /// 'batkube-scheduler --config sched.yaml'. It gets KUBECONFIG.
+    #[arg(long)]
+    pub scheduler: String,
+    /// Output directory (created if needed).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Real Batsim binary; without it, `batsim` on PATH, else the built-in stand-in.
+    #[arg(long)]
+    pub batsim: Option<PathBuf>,
+    /// Use the built-in stand-in even if Batsim is installed.
+    #[arg(long = "standin")]
+    pub standin: bool,
+    /// How the scheduler gets simulated time.
+    #[arg(long, value_enum, default_value_t = ShimChoice::Linked)]
+    pub shim: ShimChoice,
+    /// The preloadable shim library (libtimeshim.so) for --shim preload.
+    #[arg(long = "shim-lib")]
+    pub shim_lib: Option<PathBuf>,
+    /// A binding that overcommits a node fails the run.
+    #[arg(long)]
+    pub strict: bool,
+    /// Pods still pending when nothing else can happen are rejected after
+    /// this many simulated seconds without a decision.
+    #[arg(long = "give-up-after", default_value_t = 600.0)]
+    pub give_up_after: f64,
+    /// ZeroMQ endpoint for real Batsim.
+    #[arg(long = "socket-endpoint", default_value = DEFAULT_ENDPOINT)]
+    pub socket: String,
+    #[command(flatten)]
+    pub clock: ClockArgs,
+    #[command(flatten)]
+    pub kubelet: KubeletArgs,
+}
+
+/// `batkube serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Where Batsim connects.
+    #[arg(long = "socket-endpoint", short = 's', default_value = DEFAULT_ENDPOINT)]
+    pub socket: String,
+    /// API address.
+    #[arg(long = "api", default_value = "127.0.0.1:8001")]
+    pub api: std::net::SocketAddr,
+    /// Output directory (kubeconfig, pods.csv, nodes.csv, summary.json).
+    #[arg(long)]
+    pub out: PathBuf,
+    #[arg(long)]
+    pub strict: bool,
+    #[arg(long = "give-up-after", default_value_t = 600.0)]
+    pub give_up_after: f64,
+    #[command(flatten)]
+    pub clock: ClockArgs,
+    #[command(flatten)]
+    pub kubelet: KubeletArgs,
+}
+
+/// Children killed on drop, whatever happens.
+struct Reaper(Arc<Mutex<Vec<Child>>>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for c in self.0.lock().iter_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn find_batsim(args: &RunArgs) -> Option<PathBuf> {
+    if args.standin {
+        return None;
+    }
+    if let Some(p) = &args.batsim {
+        return Some(p.clone());
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("batsim"))
+            .find(|p| p.is_file())
+    })
+}
+
+fn flags() -> std::collections::BTreeMap<String, String> {
+    let args: Vec<String> = std::env::args().collect();
+    let mut m = std::collections::BTreeMap::new();
+    m.insert("command_line".into(), args.join(" "));
+    m
+}
+
+/// Runs a whole simulation; `Ok(summary)` only if it completed and no
+/// invariant failed.
+pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating the output directory {}", args.out.display()))?;
+    let out = args.out.clone();
+    // Inputs are checked before anything starts.
+    let platform = Platform::from_file(&args.platform)?;
+    let mut workloads = Vec::new();
+    for (i, p) in args.workloads.iter().enumerate() {
+        workloads.push(Workload::from_file(p, &format!("w{i}"))?);
+    }
+    let shim = args.shim != ShimChoice::None;
+    let policy = args.clock.policy(shim)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let clock = SimClock::default();
+    let store = fakeapi::Store::with_config(fakeapi::StoreConfig {
+        clock: clock.store_clock(),
+        ..Default::default()
+    });
+    let server = rt
+        .block_on(fakeapi::serve(store.clone(), "127.0.0.1:0".parse()?))
+        .context("starting the API server")?;
+    let kubeconfig = out.join("kubeconfig.yaml");
+    std::fs::write(&kubeconfig, fakeapi::kubeconfig_yaml(server.addr()))?;
+    let children = Arc::new(Mutex::new(Vec::new()));
+    let _reaper = Reaper(children.clone());
+    install_interrupt(children.clone());
+
+    // The scheduler, under the shim.
+    let controller = if shim {
+        let c = Controller::new(sim_time(0.0)).context("creating the shim clock page")?;
+        c.set_clock_mode(policy.clock);
+        Some(Arc::new(c))
+    } else {
+        None
+    };
+    let log = std::fs::File::create(out.join("scheduler.log"))?;
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("exec {}", args.scheduler))
+        .env("KUBECONFIG", &kubeconfig)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    if let Some(c) = &controller {
+        let mode = match args.shim {
+            ShimChoice::Preload => ShimMode::Preloaded(args.shim_lib.clone().ok_or_else(|| {
+                anyhow::anyhow!("--shim preload needs --shim-lib PATH/libtimeshim.so")
+            })?),
+            _ => ShimMode::Linked,
+        };
+        c.configure(&mut cmd, &mode);
+    }
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("starting the scheduler: {}", args.scheduler))?;
+    children.lock().push(child);
+    let side = match &controller {
+        Some(c) => SchedulerSide::Shim(ShimSide {
+            controller: c.clone(),
+            activity: server.activity(),
+            api_port: server.addr().port(),
+        }),
+        None => SchedulerSide::External,
+    };
+    let mut broker = Broker::new(
+        store.clone(),
+        rt.handle().clone(),
+        clock,
+        side,
+        BrokerConfig {
+            policy,
+            strict: args.strict,
+            kubelet: args.kubelet.model()?,
+            give_up_after: args.give_up_after,
+            progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        },
+    );
+    let metrics = Arc::new(Mutex::new(String::new()));
+    {
+        let m = metrics.clone();
+        server.set_extra_metrics(move || m.lock().clone());
+    }
+
+    // Batsim: real when available, else the stand-in in-process.
+    let (mut link, standin) = match find_batsim(&args) {
+        Some(batsim) => {
+            let link = BatsimLink::bind(&args.socket)?;
+            let mut c = Command::new(&batsim);
+            c.arg("-p").arg(&args.platform);
+            for w in &args.workloads {
+                c.arg("-w").arg(w);
+            }
+            c.arg("-e")
+                .arg(format!("{}/", out.display()))
+                .arg("-s")
+                .arg(&args.socket)
+                .arg("--enable-compute-sharing")
+                .stdin(Stdio::null())
+                .stdout(std::fs::File::create(out.join("batsim.log"))?)
+                .stderr(std::fs::File::create(out.join("batsim.err.log"))?);
+            let child = c
+                .spawn()
+                .with_context(|| format!("starting Batsim: {}", batsim.display()))?;
+            children.lock().push(child);
+            (link, None)
+        }
+        None => {
+            let (link, mut batsim_side) = BatsimLink::in_process();
+            let opts = Options {
+                compute_sharing: true,
+                export_prefix: Some(PathBuf::from(format!("{}/", out.display()))),
+                ..Options::default()
+            };
+            let sim = StandIn::new(platform, workloads, opts)?;
+            let handle = std::thread::Builder::new()
+                .name("batsim-standin".into())
+                .spawn(move || sim.run(&mut batsim_side))?;
+            (link, Some(handle))
+        }
+    };
+
+    let result = wait_for_scheduler(&store, &children, args.clock.window_bound, &out)
+        .and_then(|()| drive(&mut broker, &mut link, &metrics));
+    drop(link);
+    let standin_result = standin.map(|h| h.join());
+    let (pods, samples, mut summary) = broker.report();
+    summary.flags = flags();
+    let mut error = result.err().map(|e| format!("{e:#}"));
+    if let Some(Ok(Err(e))) = &standin_result {
+        if error.is_none() {
+            error = Some(format!("Batsim stand-in: {e:#}"));
+        }
+    }
+    if error.is_none() && !summary.completed {
+        error = Some("Batsim ended the exchange before SIMULATION_ENDS".into());
+    }
+    summary.error = error.clone();
+    write_outputs(&out, &pods, &samples, &summary)?;
+    rt.block_on(server.shutdown());
+    if let Some(e) = error {
+        bail!("{e} (outputs so far in {})", out.display());
+    }
+    if summary.overcommit_count > 0 {
+        bail!(
+            "{} overcommit(s): a node ran pods whose requests exceed its allocatable (see \
+             nodes.csv in {})",
+            summary.overcommit_count,
+            out.display()
+        );
+    }
+    Ok(summary)
+}
+
+/// Waits until the scheduler watches the API (it has started and listed),
+/// or says why it did not.
+fn wait_for_scheduler(
+    store: &fakeapi::Store,
+    children: &Mutex<Vec<Child>>,
+    bound: Duration,
+    out: &Path,
+) -> anyhow::Result<()> {
+    let start = std::time::Instant::now();
+    loop {
+        if store.watcher_count() > 0 {
+            return Ok(());
+        }
+        if let Some(c) = children.lock().first_mut() {
+            if let Ok(Some(status)) = c.try_wait() {
+                let log = std::fs::read_to_string(out.join("scheduler.log")).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(15).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                bail!(
+                    "the scheduler exited ({status}) before watching the API; the end of its \
+                     log:\n{}",
+                    tail.join("\n")
+                );
+            }
+        }
+        if start.elapsed() > bound {
+            bail!(
+                "the scheduler did not watch the API within {:?}; see {}",
+                bound,
+                out.join("scheduler.log").display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn drive(
+    broker: &mut Broker,
+    link: &mut BatsimLink,
+    metrics: &Mutex<String>,
+) -> anyhow::Result<()> {
+    while let Some(msg) = link.recv_blocking() {
+        let msg = msg?;
+        let reply = broker.handle(msg)?;
+        link.reply(reply)?;
+        *metrics.lock() = broker.metrics_text();
+        if broker.ended() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+fn write_outputs(
+    out: &Path,
+    pods: &[record::PodRecord],
+    samples: &[record::NodeSample],
+    summary: &record::Summary,
+) -> anyhow::Result<()> {
+    record::write_pods_csv(&out.join("pods.csv"), pods)?;
+    record::write_nodes_csv(&out.join("nodes.csv"), samples)?;
+    std::fs::write(
+        out.join("summary.json"),
+        serde_json::to_string_pretty(summary)? + "\n",
+    )?;
+    Ok(())
+}
+
+/// Ctrl-C: stop the children and leave with 130; the outputs written so
+/// far stay.
+fn install_interrupt(children: Arc<Mutex<Vec<Child>>>) {
+    let _ = std::thread::Builder::new()
+        .name("interrupt".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(_) => return,
+            };
+            if rt.block_on(tokio::signal::ctrl_c()).is_ok() {
+                eprintln!("\nbatkube: interrupted; stopping the scheduler and Batsim");
+                for c in children.lock().iter_mut() {
+                    let _ = c.kill();
+                }
+                std::process::exit(130);
+            }
+        });
+}
+
+/// `batkube serve`: the API and the broker; Batsim and the scheduler are
+/// the user's.
+pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
+    std::fs::create_dir_all(&args.out)?;
+    let policy = args.clock.policy(false)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let clock = SimClock::default();
+    let store = fakeapi::Store::with_config(fakeapi::StoreConfig {
+        clock: clock.store_clock(),
+        ..Default::default()
+    });
+    let server = rt
+        .block_on(fakeapi::serve(store.clone(), args.api))
+        .with_context(|| format!("starting the API server on {}", args.api))?;
+    let kubeconfig = args.out.join("kubeconfig.yaml");
+    std::fs::write(&kubeconfig, fakeapi::kubeconfig_yaml(server.addr()))?;
+    let mut link = BatsimLink::bind(&args.socket)?;
+    eprintln!(
+        "batkube serve: API on http://{} (kubeconfig {}), waiting for Batsim on {}",
+        server.addr(),
+        kubeconfig.display(),
+        args.socket
+    );
+    let mut broker = Broker::new(
+        store,
+        rt.handle().clone(),
+        clock,
+        SchedulerSide::External,
+        BrokerConfig {
+            policy,
+            strict: args.strict,
+            kubelet: args.kubelet.model()?,
+            give_up_after: args.give_up_after,
+            progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        },
+    );
+    let metrics = Arc::new(Mutex::new(String::new()));
+    {
+        let m = metrics.clone();
+        server.set_extra_metrics(move || m.lock().clone());
+    }
+    let result = drive(&mut broker, &mut link, &metrics);
+    let (pods, samples, mut summary) = broker.report();
+    summary.flags = flags();
+    summary.error = result.as_ref().err().map(|e| format!("{e:#}"));
+    write_outputs(&args.out, &pods, &samples, &summary)?;
+    rt.block_on(server.shutdown());
+    result?;
+    Ok(summary)
+}
