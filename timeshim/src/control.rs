@@ -277,8 +277,9 @@ impl Controller {
         self.wake();
     }
 
-    /// Moves simulated time to `t` and wakes every waiter whose deadline passed.
-    /// Moving to the current time is allowed (and wakes nobody for nothing).
+    /// Moves simulated time to `t` and wakes the scheduler's waiters (those
+    /// whose deadline has not passed go back to sleep). Moving to the current
+    /// time is allowed; moving backwards is an error.
     pub fn advance_to(&self, t: SimTime) -> Result<SimTime, ControlError> {
         let now = self.now();
         if t < now {

@@ -148,6 +148,11 @@ fn patched_fixture_runs_on_simulated_time() {
     let dir = copy_fixture("run");
     let out = timeshim(&["patch", dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    // Reuse the workspace's resolved versions so the build needs no index update.
+    let lock = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock");
+    if lock.is_file() {
+        std::fs::copy(&lock, dir.join("Cargo.lock")).expect("copy Cargo.lock");
+    }
 
     // Its own target dir (kept between runs, so only the first run compiles tokio).
     let target = support::profile_dir().join("timeshim-fixture-target");
