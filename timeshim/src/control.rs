@@ -62,13 +62,19 @@ pub struct Probe {
     pub exited: bool,
     /// Earliest deadline among the waiting threads.
     pub earliest_deadline: Option<SimTime>,
+    /// A waiting thread's deadline has passed: it is about to wake up.
+    pub overdue: bool,
 }
 
 impl Probe {
     /// Every thread is asleep in a shim wait: nothing will happen until the
     /// clock moves or I/O arrives.
     pub fn quiescent(&self) -> bool {
-        !self.exited && self.threads > 0 && self.waiting >= self.threads && self.all_sleeping
+        !self.exited
+            && !self.overdue
+            && self.threads > 0
+            && self.waiting >= self.threads
+            && self.all_sleeping
     }
 }
 
@@ -346,6 +352,7 @@ impl Controller {
                     all_sleeping: false,
                     exited: true,
                     earliest_deadline: None,
+                    overdue: false,
                 })
             }
             Err(source) => return Err(ControlError::Proc { pid, source }),
@@ -374,12 +381,14 @@ impl Controller {
         if waiting != waiting_before {
             all_sleeping = false; // something moved while we looked
         }
+        let earliest_deadline = self.earliest_deadline();
         Ok(Probe {
             threads,
             waiting,
             all_sleeping,
             exited,
-            earliest_deadline: self.earliest_deadline(),
+            earliest_deadline,
+            overdue: earliest_deadline.is_some_and(|d| d <= self.now()),
         })
     }
 
@@ -388,7 +397,9 @@ impl Controller {
     /// Sleeps on the page's activity futex, which the shim wakes whenever a
     /// thread enters a wait, with a short poll as a safety net for changes
     /// that do not go through a wait (a thread exiting, a thread becoming
-    /// asleep just after its count was published).
+    /// asleep just after its count was published). A probe counts only if
+    /// no futex wake happened in the process while it ran, no waiting thread
+    /// is past its deadline, and a second probe agrees.
     pub fn wait_quiescent(&self, bound: Duration) -> Result<Quiescence, ControlError> {
         let start = Instant::now();
         let p = self.page();
@@ -405,13 +416,19 @@ impl Controller {
                     all_sleeping: false,
                     exited: false,
                     earliest_deadline: None,
+                    overdue: false,
                 },
                 Err(e) => return Err(e),
             };
             if probe.exited {
                 return Ok(Quiescence::Exited);
             }
-            if probe.quiescent() {
+            // Quiescent twice in a row with no wake-up in between: a thread
+            // woken just before the first look is runnable by the second.
+            let settled = |probe: &Probe| {
+                probe.quiescent() && p.activity_futex.load(Ordering::Acquire) == activity
+            };
+            if settled(&probe) && self.probe().is_ok_and(|again| settled(&again)) {
                 return Ok(Quiescence::Quiescent {
                     earliest_deadline: probe.earliest_deadline,
                     waited: start.elapsed(),

@@ -849,6 +849,28 @@ unsafe fn futex_hook(uaddr: usize, op: c_int, val: u32, timeout: usize) -> Optio
     Some(r)
 }
 
+/// A futex wake that woke a thread while the controller waits for
+/// quiescence bumps the activity word, so a probe that raced with the wake-up
+/// (the woken thread not yet marked runnable) is discarded.
+fn note_wake(op: c_int) {
+    let cmd = op & !(libc::FUTEX_PRIVATE_FLAG | libc::FUTEX_CLOCK_REALTIME);
+    if !matches!(
+        cmd,
+        libc::FUTEX_WAKE
+            | libc::FUTEX_WAKE_BITSET
+            | libc::FUTEX_WAKE_OP
+            | libc::FUTEX_REQUEUE
+            | libc::FUTEX_CMP_REQUEUE
+    ) {
+        return;
+    }
+    if let Some(page) = page() {
+        if page.controller_waiting.load(Ordering::Relaxed) != 0 {
+            page.activity_futex.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+}
+
 /// `syscall(2)`: futex waits are simulated, everything else passes through.
 ///
 /// Declared with six fixed arguments: on x86_64 and aarch64 Linux, variadic
@@ -871,7 +893,7 @@ pub unsafe extern "C" fn syscall(
             return r;
         }
     }
-    ret_errno(sys(
+    let r = sys(
         n,
         [
             a1 as usize,
@@ -881,7 +903,11 @@ pub unsafe extern "C" fn syscall(
             a5 as usize,
             a6 as usize,
         ],
-    ))
+    );
+    if n == libc::SYS_futex && r > 0 {
+        note_wake(a2 as c_int);
+    }
+    ret_errno(r)
 }
 
 /// Every interposed symbol, referenced from [`crate::install`] so the linker
