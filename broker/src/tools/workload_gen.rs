@@ -1,0 +1,758 @@
+//! Making workloads: `generate` (synthetic, seeded), `convert swf` (Parallel
+//! Workloads Archive traces, the way the 2020 Batkube study made
+//! KIT_10h_80.json) and `convert volcano` (Volcano simulator `pods.csv`).
+//!
+//! Every job is one pod: `res` 1 and a `delay` profile carrying the requests
+//! (`cpu` in cores, `memory` as a quantity), as the 2020 files do. Files are
+//! written one job per line so `batkube workload validate` can point at lines.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde_json::{json, Map, Value};
+
+use super::quantity;
+
+/// The seeded generator (SplitMix64): tiny, and its output never changes
+/// with a dependency upgrade, so a seed names a workload forever.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Standard normal (Box–Muller).
+    pub fn normal(&mut self) -> f64 {
+        let u1 = 1.0 - self.unit();
+        let u2 = self.unit();
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+}
+
+/// A distribution of non-negative values, written on the command line as
+/// `V` or `const:V`, `uniform:A:B`, `exp:MEAN`, `normal:MEAN:SD`,
+/// `lognormal:MU:SIGMA` (of the log), `choice:A,B,C`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Dist {
+    Const(f64),
+    Uniform(f64, f64),
+    Exp(f64),
+    Normal(f64, f64),
+    LogNormal(f64, f64),
+    Choice(Vec<f64>),
+}
+
+impl Dist {
+    /// Parses a spec; `unit` reads one value (seconds, cpu or memory).
+    pub fn parse(spec: &str, unit: &dyn Fn(&str) -> Result<f64, String>) -> Result<Dist, String> {
+        let parts: Vec<&str> = spec.split(':').collect();
+        let bad = || {
+            format!(
+                "distribution {spec:?}: expected V, const:V, uniform:A:B, exp:MEAN, \
+                 normal:MEAN:SD, lognormal:MU:SIGMA or choice:A,B,…"
+            )
+        };
+        let plain = |s: &str| s.parse::<f64>().map_err(|_| bad());
+        Ok(match parts.as_slice() {
+            [v] => Dist::Const(unit(v)?),
+            ["const", v] => Dist::Const(unit(v)?),
+            ["uniform", a, b] => {
+                let (a, b) = (unit(a)?, unit(b)?);
+                if b < a {
+                    return Err(format!("distribution {spec:?}: B must not be below A"));
+                }
+                Dist::Uniform(a, b)
+            }
+            ["exp", m] => Dist::Exp(unit(m)?),
+            ["normal", m, s] => Dist::Normal(unit(m)?, unit(s)?),
+            ["lognormal", m, s] => Dist::LogNormal(plain(m)?, plain(s)?),
+            ["choice", list] => Dist::Choice(
+                list.split(',')
+                    .map(|v| unit(v.trim()))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            _ => return Err(bad()),
+        })
+    }
+
+    pub fn sample(&self, rng: &mut SplitMix64) -> f64 {
+        let v = match self {
+            Dist::Const(v) => *v,
+            Dist::Uniform(a, b) => a + (b - a) * rng.unit(),
+            Dist::Exp(m) => -m * (1.0 - rng.unit()).ln(),
+            Dist::Normal(m, s) => m + s * rng.normal(),
+            Dist::LogNormal(m, s) => (m + s * rng.normal()).exp(),
+            Dist::Choice(v) => v[(rng.next_u64() % v.len() as u64) as usize],
+        };
+        v.max(0.0)
+    }
+}
+
+/// When jobs arrive: `burst` (all at 0), `interval:S` (one every S
+/// seconds), `poisson:MEAN` (exponential gaps of mean MEAN seconds).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arrival {
+    Burst,
+    Interval(f64),
+    Poisson(f64),
+}
+
+impl std::str::FromStr for Arrival {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let num = |v: &str| {
+            v.parse::<f64>()
+                .ok()
+                .filter(|x| *x >= 0.0 && x.is_finite())
+                .ok_or_else(|| format!("arrival {s:?}: {v:?} is not a non-negative number"))
+        };
+        match s.split_once(':') {
+            None if s == "burst" => Ok(Arrival::Burst),
+            Some(("interval", v)) => Ok(Arrival::Interval(num(v)?)),
+            Some(("poisson", v)) => Ok(Arrival::Poisson(num(v)?)),
+            _ => Err(format!(
+                "arrival {s:?}: expected burst, interval:SECONDS or poisson:MEAN_SECONDS"
+            )),
+        }
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn num(x: f64) -> Value {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        json!(x as i64)
+    } else {
+        json!(x)
+    }
+}
+
+/// Jobs and profiles on their way to a file; profiles are shared between
+/// jobs with the same delay and requests.
+#[derive(Debug, Default)]
+pub struct WorkloadBuilder {
+    jobs: Vec<Map<String, Value>>,
+    profiles: BTreeMap<String, Map<String, Value>>,
+    /// Profile names in first-use order.
+    order: Vec<String>,
+}
+
+/// What one job asks for.
+#[derive(Debug, Clone, Default)]
+pub struct JobSpec {
+    pub id: String,
+    pub subtime: f64,
+    pub delay: f64,
+    /// Cores (rounded to millicores, at least 1m when given).
+    pub cpu: Option<f64>,
+    /// Bytes.
+    pub memory: Option<f64>,
+    pub walltime: Option<f64>,
+    /// Extra job fields (priority, nodeSelector, labels, …).
+    pub extra: Map<String, Value>,
+}
+
+impl WorkloadBuilder {
+    pub fn push(&mut self, spec: JobSpec) {
+        let delay = round3(spec.delay);
+        let cpu = spec.cpu.map(|c| round3(c).max(0.001));
+        let memory = spec.memory.map(|m| quantity::format_memory(m));
+        let mut name = format!("delay{}", num(delay));
+        if let Some(c) = cpu {
+            let _ = write!(name, "_cpu{}", quantity::format_cpu(c));
+        }
+        if let Some(m) = &memory {
+            let _ = write!(name, "_mem{m}");
+        }
+        if !self.profiles.contains_key(&name) {
+            let mut p = Map::new();
+            p.insert("type".into(), json!("delay"));
+            p.insert("delay".into(), num(delay));
+            if let Some(c) = cpu {
+                p.insert("cpu".into(), num(c));
+            }
+            if let Some(m) = memory {
+                p.insert("memory".into(), json!(m));
+            }
+            self.profiles.insert(name.clone(), p);
+            self.order.push(name.clone());
+        }
+        let mut j = Map::new();
+        j.insert("id".into(), json!(spec.id));
+        j.insert("subtime".into(), num(round3(spec.subtime)));
+        if let Some(w) = spec.walltime {
+            j.insert("walltime".into(), num(round3(w)));
+        }
+        j.insert("res".into(), json!(1));
+        j.insert("profile".into(), json!(name));
+        for (k, v) in spec.extra {
+            j.insert(k, v);
+        }
+        self.jobs.push(j);
+    }
+
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// The workload as Batsim JSON, one job and one profile per line.
+    pub fn to_json(&self, description: &str) -> String {
+        let mut s = String::from("{\n");
+        let _ = writeln!(s, "  \"description\": {},", json!(description));
+        s.push_str("  \"nb_res\": 1,\n  \"jobs\": [\n");
+        for (i, j) in self.jobs.iter().enumerate() {
+            let comma = if i + 1 < self.jobs.len() { "," } else { "" };
+            let _ = writeln!(s, "    {}{comma}", Value::Object(j.clone()));
+        }
+        s.push_str("  ],\n  \"profiles\": {\n");
+        for (i, name) in self.order.iter().enumerate() {
+            let comma = if i + 1 < self.order.len() { "," } else { "" };
+            let _ = writeln!(
+                s,
+                "    {}: {}{comma}",
+                json!(name),
+                Value::Object(self.profiles[name].clone())
+            );
+        }
+        s.push_str("  }\n}\n");
+        s
+    }
+}
+
+/// Options of `batkube workload generate`.
+#[derive(Debug, Clone)]
+pub struct GenerateSpec {
+    pub jobs: usize,
+    pub arrival: Arrival,
+    pub duration: Dist,
+    pub cpu: Option<Dist>,
+    pub memory: Option<Dist>,
+    pub walltime: Option<f64>,
+    pub seed: u64,
+}
+
+/// A synthetic workload; the same spec always gives the same file.
+pub fn generate(spec: &GenerateSpec) -> WorkloadBuilder {
+    // Separate streams so changing one distribution leaves the others alone.
+    let mut arrivals = SplitMix64::new(spec.seed);
+    let mut durations = SplitMix64::new(spec.seed ^ 0xD0D0_D0D0);
+    let mut cpus = SplitMix64::new(spec.seed ^ 0xC9C9_C9C9);
+    let mut mems = SplitMix64::new(spec.seed ^ 0x3E3E_3E3E);
+    let mut b = WorkloadBuilder::default();
+    let mut t = 0.0;
+    for i in 0..spec.jobs {
+        let subtime = match spec.arrival {
+            Arrival::Burst => 0.0,
+            Arrival::Interval(s) => s * i as f64,
+            Arrival::Poisson(mean) => {
+                if i > 0 {
+                    t += -mean * (1.0 - arrivals.unit()).ln();
+                }
+                t
+            }
+        };
+        b.push(JobSpec {
+            id: (i + 1).to_string(),
+            subtime,
+            delay: spec.duration.sample(&mut durations),
+            cpu: spec.cpu.as_ref().map(|d| d.sample(&mut cpus)),
+            memory: spec.memory.as_ref().map(|d| d.sample(&mut mems).round()),
+            walltime: spec.walltime,
+            extra: Map::new(),
+        });
+    }
+    b
+}
+
+/// One job of a Standard Workload Format trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SwfJob {
+    pub id: String,
+    pub submit: f64,
+    pub wait: f64,
+    pub run: f64,
+    pub procs: f64,
+    /// Used memory per processor, KB (-1: unknown).
+    pub memory_kb: f64,
+    /// The line in the trace.
+    pub line: usize,
+}
+
+/// A parsed SWF trace.
+#[derive(Debug, Clone)]
+pub struct SwfTrace {
+    pub jobs: Vec<SwfJob>,
+    /// `; MaxProcs:` from the header.
+    pub max_procs: Option<f64>,
+    /// Lines skipped (no run time or no processors), with the reason.
+    pub skipped: usize,
+}
+
+pub fn parse_swf(text: &str) -> Result<SwfTrace, String> {
+    let mut jobs = Vec::new();
+    let mut max_procs = None;
+    let mut skipped = 0;
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if let Some(h) = l.strip_prefix(';') {
+            if let Some((k, v)) = h.split_once(':') {
+                if k.trim() == "MaxProcs" {
+                    max_procs = v.trim().parse::<f64>().ok();
+                }
+            }
+            continue;
+        }
+        if l.is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() < 8 {
+            return Err(format!(
+                "line {}: an SWF job line has 18 fields, found {}",
+                i + 1,
+                f.len()
+            ));
+        }
+        let n = |k: usize| {
+            f[k].parse::<f64>().map_err(|_| {
+                format!(
+                    "line {}: field {} ({:?}) is not a number",
+                    i + 1,
+                    k + 1,
+                    f[k]
+                )
+            })
+        };
+        let (submit, wait, run) = (n(1)?, n(2)?, n(3)?);
+        // Allocated processors, else requested ones.
+        let mut procs = n(4)?;
+        if procs <= 0.0 {
+            procs = n(7)?;
+        }
+        if run < 0.0 || procs <= 0.0 || submit < 0.0 {
+            skipped += 1;
+            continue;
+        }
+        jobs.push(SwfJob {
+            id: f[0].to_string(),
+            submit,
+            wait: wait.max(0.0),
+            run,
+            procs,
+            memory_kb: n(6)?,
+            line: i + 1,
+        });
+    }
+    jobs.sort_by(|a, b| a.submit.total_cmp(&b.submit));
+    Ok(SwfTrace {
+        jobs,
+        max_procs,
+        skipped,
+    })
+}
+
+/// Utilisation of `[start, start+len)` as the trace ran it: processor-seconds
+/// used in the window over the machine's processor-seconds.
+pub fn window_utilisation(trace: &SwfTrace, machine_procs: f64, start: f64, len: f64) -> f64 {
+    let end = start + len;
+    let used: f64 = trace
+        .jobs
+        .iter()
+        .map(|j| {
+            let s = j.submit + j.wait;
+            let e = s + j.run;
+            let overlap = (e.min(end) - s.max(start)).max(0.0);
+            overlap * j.procs
+        })
+        .sum();
+    used / (machine_procs * len)
+}
+
+/// Options of `batkube workload convert swf`.
+#[derive(Debug, Clone)]
+pub struct SwfSpec {
+    /// Window start, seconds of trace time (submit field); `None`: the first job.
+    pub start: Option<f64>,
+    /// Window length in seconds; `None`: to the end.
+    pub length: Option<f64>,
+    /// Pick the first window of `length` whose utilisation is within
+    /// `tolerance` of this (as evalys' extract_periods_with_given_utilisation).
+    pub utilisation: Option<f64>,
+    pub tolerance: f64,
+    /// Cap on job duration (the 2020 study used 3600 s).
+    pub trim: Option<f64>,
+    /// Cpu of the node the whole job is squeezed onto.
+    pub node_cpu: f64,
+    /// Largest request written (2020: 5.9 on a 6-cpu node).
+    pub cpu_cap: Option<f64>,
+    /// Processors that map to `node_cpu`; `None`: the largest job of the
+    /// selection (what the 2020 conversion did).
+    pub procs_reference: Option<f64>,
+    /// Memory per job when the trace gives none.
+    pub memory: Option<f64>,
+}
+
+/// What a conversion selected, for the report printed to the user.
+#[derive(Debug, Clone)]
+pub struct SwfSelection {
+    pub start: f64,
+    pub utilisation: Option<f64>,
+    pub procs_reference: f64,
+    pub trimmed: usize,
+}
+
+pub fn convert_swf(
+    trace: &SwfTrace,
+    spec: &SwfSpec,
+) -> Result<(WorkloadBuilder, SwfSelection), String> {
+    if trace.jobs.is_empty() {
+        return Err("the trace has no usable job".into());
+    }
+    let machine = trace
+        .max_procs
+        .unwrap_or_else(|| trace.jobs.iter().map(|j| j.procs).fold(0.0, f64::max));
+    let mut start = spec.start.unwrap_or(trace.jobs[0].submit);
+    let mut achieved = None;
+    if let Some(target) = spec.utilisation {
+        let len = spec
+            .length
+            .ok_or("--utilisation needs --window-length (the window to search for)")?;
+        let mut best: Option<(f64, f64)> = None;
+        for j in trace.jobs.iter().filter(|j| j.submit >= start) {
+            let u = window_utilisation(trace, machine, j.submit, len);
+            if best.map_or(true, |(_, bu)| (u - target).abs() < (bu - target).abs()) {
+                best = Some((j.submit, u));
+            }
+            if (u - target).abs() <= spec.tolerance {
+                break;
+            }
+        }
+        let (s, u) = best.ok_or("no job after the window start")?;
+        if (u - target).abs() > spec.tolerance {
+            return Err(format!(
+                "no window of {len} s reaches utilisation {target} ± {} (closest: {u:.3} at {s})",
+                spec.tolerance
+            ));
+        }
+        start = s;
+        achieved = Some(u);
+    }
+    let end = spec.length.map_or(f64::INFINITY, |l| start + l);
+    let selected: Vec<&SwfJob> = trace
+        .jobs
+        .iter()
+        .filter(|j| j.submit >= start && j.submit < end)
+        .collect();
+    if selected.is_empty() {
+        return Err(format!(
+            "no job is submitted in the window [{start}, {end})"
+        ));
+    }
+    let reference = spec
+        .procs_reference
+        .unwrap_or_else(|| selected.iter().map(|j| j.procs).fold(0.0, f64::max));
+    let cap = spec.cpu_cap.unwrap_or(spec.node_cpu);
+    let first = selected[0].submit;
+    let mut b = WorkloadBuilder::default();
+    let mut trimmed = 0;
+    for j in selected {
+        let mut delay = j.run;
+        if let Some(t) = spec.trim {
+            if delay > t {
+                delay = t;
+                trimmed += 1;
+            }
+        }
+        let cpu = (round3(j.procs / reference * spec.node_cpu)).clamp(0.001, cap);
+        let memory = if j.memory_kb > 0.0 {
+            Some(j.memory_kb * 1024.0 * j.procs)
+        } else {
+            spec.memory
+        };
+        b.push(JobSpec {
+            id: j.id.clone(),
+            subtime: j.submit - first,
+            delay,
+            cpu: Some(cpu),
+            memory,
+            walltime: None,
+            extra: Map::new(),
+        });
+    }
+    Ok((
+        b,
+        SwfSelection {
+            start,
+            utilisation: achieved,
+            procs_reference: reference,
+            trimmed,
+        },
+    ))
+}
+
+/// Parses a node selector or label set as Volcano's CSVs write it:
+/// empty, `{}`, a JSON object, `map[k:v k2:v2]` (Go's fmt), or `k=v;k2=v2`
+/// (`,` also separates when the field is quoted).
+pub fn parse_label_map(s: &str) -> Result<Map<String, Value>, String> {
+    let t = s.trim();
+    let mut m = Map::new();
+    if t.is_empty() || t == "{}" || t == "map[]" || t.eq_ignore_ascii_case("none") || t == "<none>"
+    {
+        return Ok(m);
+    }
+    if t.starts_with('{') {
+        let v: Value = serde_json::from_str(t).map_err(|e| format!("labels {t:?}: {e}"))?;
+        let o = v
+            .as_object()
+            .ok_or(format!("labels {t:?} are not an object"))?;
+        for (k, v) in o {
+            let v = v
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| v.to_string());
+            m.insert(k.clone(), Value::String(v));
+        }
+        return Ok(m);
+    }
+    let (body, kv_sep, seps): (&str, char, &[char]) =
+        match t.strip_prefix("map[").and_then(|b| b.strip_suffix(']')) {
+            Some(b) => (b, ':', &[' ']),
+            None => (t, '=', &[';', ',', ' ']),
+        };
+    for part in body.split(seps).filter(|p| !p.trim().is_empty()) {
+        let (k, v) = part
+            .split_once(kv_sep)
+            .ok_or_else(|| format!("labels {t:?}: {part:?} is not key{kv_sep}value"))?;
+        m.insert(k.trim().to_string(), Value::String(v.trim().to_string()));
+    }
+    Ok(m)
+}
+
+/// Finds a column by any of its accepted names (case-insensitive).
+pub fn column(headers: &csv::StringRecord, names: &[&str]) -> Option<usize> {
+    headers
+        .iter()
+        .position(|h| names.iter().any(|n| h.trim().eq_ignore_ascii_case(n)))
+}
+
+/// Converts a Volcano-simulator `pods.csv` (columns cpu_request,
+/// memory_request, runsec, createtime, nodeSelector, priority, queueName;
+/// optionally name) into a workload. Times are seconds; the first pod is
+/// submitted at 0.
+pub fn convert_volcano_pods(text: &str) -> Result<WorkloadBuilder, String> {
+    let mut rdr = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    let headers = rdr.headers().map_err(|e| format!("pods.csv: {e}"))?.clone();
+    let need = |names: &[&str]| {
+        column(&headers, names).ok_or_else(|| format!("pods.csv has no {} column", names[0]))
+    };
+    let c_cpu = need(&["cpu_request", "cpu"])?;
+    let c_mem = need(&["memory_request", "memory"])?;
+    let c_run = need(&["runsec", "runtime", "duration"])?;
+    let c_create = need(&["createtime", "create_time", "submit"])?;
+    let c_sel = column(&headers, &["nodeSelector", "node_selector"]);
+    let c_prio = column(&headers, &["priority"]);
+    let c_queue = column(&headers, &["queueName", "queue"]);
+    let c_name = column(&headers, &["name", "podName", "pod_name", "job_id"]);
+    let mut rows = Vec::new();
+    for (i, rec) in rdr.records().enumerate() {
+        let line = i + 2;
+        let rec = rec.map_err(|e| format!("pods.csv line {line}: {e}"))?;
+        let field = |c: usize| rec.get(c).unwrap_or("");
+        let at = |e: String| format!("pods.csv line {line}: {e}");
+        let cpu = quantity::parse_cpu(field(c_cpu)).map_err(at)?;
+        let mem = quantity::parse_memory(field(c_mem)).map_err(at)?;
+        let run: f64 = field(c_run)
+            .parse()
+            .ok()
+            .filter(|x: &f64| *x >= 0.0)
+            .ok_or_else(|| {
+                at(format!(
+                    "runsec {:?} is not a non-negative number of seconds",
+                    field(c_run)
+                ))
+            })?;
+        let create: f64 = field(c_create)
+            .parse()
+            .ok()
+            .filter(|x: &f64| x.is_finite())
+            .ok_or_else(|| {
+                at(format!(
+                    "createtime {:?} is not a number of seconds",
+                    field(c_create)
+                ))
+            })?;
+        let mut extra = Map::new();
+        if let Some(c) = c_prio {
+            let p = field(c);
+            if !p.is_empty() {
+                let v: i64 = p
+                    .parse()
+                    .map_err(|_| at(format!("priority {p:?} is not an integer")))?;
+                extra.insert("priority".into(), json!(v));
+            }
+        }
+        if let Some(c) = c_sel {
+            let sel = parse_label_map(field(c)).map_err(at)?;
+            if !sel.is_empty() {
+                extra.insert("nodeSelector".into(), Value::Object(sel));
+            }
+        }
+        if let Some(c) = c_queue {
+            let q = field(c);
+            if !q.is_empty() {
+                extra.insert("labels".into(), json!({ "queue": q }));
+            }
+        }
+        let id = c_name
+            .map(|c| field(c).to_string())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| (i + 1).to_string());
+        rows.push((create, id, run, cpu, mem, extra));
+    }
+    if rows.is_empty() {
+        return Err("pods.csv has no pod".into());
+    }
+    // Stable: pods created together keep file order.
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let first = rows[0].0;
+    let mut b = WorkloadBuilder::default();
+    for (create, id, run, cpu, mem, extra) in rows {
+        b.push(JobSpec {
+            id,
+            subtime: create - first,
+            delay: run,
+            cpu: Some(cpu),
+            memory: if mem > 0.0 { Some(mem) } else { None },
+            walltime: None,
+            extra,
+        });
+    }
+    Ok(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generation_is_deterministic_and_follows_the_arrival_pattern() {
+        let spec = GenerateSpec {
+            jobs: 50,
+            arrival: Arrival::Poisson(10.0),
+            duration: Dist::parse("uniform:10:100", &|s| s.parse().map_err(|_| s.to_string()))
+                .unwrap(),
+            cpu: Some(Dist::Choice(vec![0.5, 1.0])),
+            memory: None,
+            walltime: None,
+            seed: 7,
+        };
+        let a = generate(&spec).to_json("x");
+        assert_eq!(a, generate(&spec).to_json("x"));
+        assert_ne!(
+            a,
+            generate(&GenerateSpec {
+                seed: 8,
+                ..spec.clone()
+            })
+            .to_json("x")
+        );
+        let v: Value = serde_json::from_str(&a).unwrap();
+        let times: Vec<f64> = v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["subtime"].as_f64().unwrap())
+            .collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]));
+        let spaced = generate(&GenerateSpec {
+            arrival: Arrival::Interval(10.0),
+            ..spec
+        })
+        .to_json("x");
+        let v: Value = serde_json::from_str(&spaced).unwrap();
+        assert_eq!(v["jobs"][3]["subtime"], json!(30));
+    }
+
+    #[test]
+    fn swf_conversion_reproduces_kit_10h_80() {
+        let swf = "; MaxProcs: 24048\n\
+982\t1230492\t13817\t61596\t1024\t-1\t-1\t1024\t172800\t-1\t1\t10\t10\t-1\t1\t1\t-1\t-1\n\
+983\t1231217\t13092\t51693\t1000\t-1\t-1\t1000\t259200\t-1\t1\t1\t1\t-1\t1\t1\t-1\t-1\n\
+1016\t1258266\t9\t83\t32\t-1\t-1\t32\t900\t-1\t1\t14\t14\t-1\t1\t1\t-1\t-1\n";
+        let t = parse_swf(swf).unwrap();
+        let (b, sel) = convert_swf(
+            &t,
+            &SwfSpec {
+                start: None,
+                length: None,
+                utilisation: None,
+                tolerance: 0.01,
+                trim: Some(3600.0),
+                node_cpu: 6.0,
+                cpu_cap: Some(5.9),
+                procs_reference: None,
+                memory: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(sel.procs_reference, 1024.0);
+        let v: Value = serde_json::from_str(&b.to_json("kit")).unwrap();
+        let p = |i: usize| v["profiles"][v["jobs"][i]["profile"].as_str().unwrap()].clone();
+        assert_eq!(v["jobs"][1]["subtime"], json!(725));
+        assert_eq!(p(0)["cpu"], json!(5.9));
+        assert_eq!(p(0)["delay"], json!(3600));
+        assert_eq!(p(1)["cpu"], json!(5.859));
+        assert_eq!(p(2)["cpu"], json!(0.188));
+        assert_eq!(p(2)["delay"], json!(83));
+    }
+
+    #[test]
+    fn volcano_pods_become_jobs_with_requests_selectors_and_queues() {
+        let csv = "cpu_request,memory_request,runsec,createtime,nodeSelector,priority,queueName\n\
+2,4Gi,60,100,,1,default\n\
+500m,512Mi,30,90,\"zone=a,disk=ssd\",5,q1\n";
+        let b = convert_volcano_pods(csv).unwrap();
+        let v: Value = serde_json::from_str(&b.to_json("v")).unwrap();
+        assert_eq!(v["jobs"][0]["id"], json!("2"));
+        assert_eq!(v["jobs"][0]["subtime"], json!(0));
+        assert_eq!(v["jobs"][0]["nodeSelector"]["disk"], json!("ssd"));
+        assert_eq!(v["jobs"][1]["subtime"], json!(10));
+        assert_eq!(v["jobs"][1]["labels"]["queue"], json!("default"));
+        let p = &v["profiles"][v["jobs"][1]["profile"].as_str().unwrap()];
+        assert_eq!(p["memory"], json!("4Gi"));
+        assert!(
+            convert_volcano_pods("cpu_request,memory_request,runsec,createtime\nx,1,1,1\n")
+                .unwrap_err()
+                .contains("line 2")
+        );
+    }
+
+    #[test]
+    fn label_maps_in_every_spelling() {
+        assert_eq!(parse_label_map("map[a:1 b:2]").unwrap().len(), 2);
+        assert_eq!(parse_label_map("{\"a\":\"1\"}").unwrap()["a"], json!("1"));
+        assert!(parse_label_map("").unwrap().is_empty());
+        assert!(parse_label_map("nonsense").is_err());
+    }
+}

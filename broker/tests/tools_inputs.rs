@@ -1,0 +1,230 @@
+//! The inputs the project ships are valid: every platform in `platforms/`
+//! and every workload in `workloads/` passes `batkube platform validate` /
+//! `batkube workload validate` and is accepted by the built-in stand-in; a
+//! short stand-in run completes; the CLI tools regenerate what is shipped.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use batkube::standin::fcfs::Fcfs;
+use batkube::standin::platform::Platform;
+use batkube::standin::workload::Workload;
+use batkube::standin::{Options, StandIn};
+use batkube::tools::workload_check;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn files(dir: &str, ext: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(repo().join(dir))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    v.sort();
+    v
+}
+
+fn batkube() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_batkube"))
+}
+
+#[test]
+fn every_shipped_platform_is_valid_for_batsim_and_the_standin() {
+    let platforms = files("platforms", "xml");
+    assert!(platforms.len() >= 5, "{platforms:?}");
+    for p in &platforms {
+        let (n, master, warnings) = batkube::tools::platform::validate_file(p, None)
+            .unwrap_or_else(|e| panic!("{}: {e:#}", p.display()));
+        assert!(n >= 1 && master == "master", "{}", p.display());
+        assert!(warnings.is_empty(), "{}: {warnings:?}", p.display());
+        let m = Platform::from_file(p).unwrap().machines(None).unwrap();
+        for h in &m.compute {
+            assert!(
+                h.property("cpu").is_some() && h.property("memory").is_some(),
+                "{}",
+                h.name
+            );
+        }
+    }
+}
+
+#[test]
+fn every_shipped_workload_is_valid_for_batsim_and_the_standin() {
+    let workloads = files("workloads", "json");
+    assert!(workloads.len() >= 4, "{workloads:?}");
+    for w in &workloads {
+        let text = std::fs::read_to_string(w).unwrap();
+        let shown = w.display().to_string();
+        let findings =
+            workload_check::check(&text, &shown).unwrap_or_else(|e| panic!("{shown}: {e:?}"));
+        assert!(findings.iter().all(|f| !f.error), "{shown}: {findings:?}");
+        let wl = Workload::from_file(w, "w0").unwrap();
+        assert!(
+            wl.jobs.iter().all(|j| j.res == 1),
+            "{shown}: every job is one pod"
+        );
+    }
+    let nasa =
+        Workload::from_file(&repo().join("workloads/NASA-iPSC-1993-3.1.json"), "w0").unwrap();
+    assert_eq!(nasa.jobs.len(), 18239);
+}
+
+#[test]
+fn burst_on_the_16_node_platform_runs_to_completion_on_the_standin() {
+    let dir = tempfile::tempdir().unwrap();
+    let platform = Platform::from_file(&repo().join("platforms/16-node.xml")).unwrap();
+    let workload = Workload::from_file(&repo().join("workloads/200_delay170.json"), "w0").unwrap();
+    let opts = Options {
+        export_prefix: Some(dir.path().join("out_")),
+        ..Default::default()
+    };
+    let summary = StandIn::new(platform, vec![workload], opts)
+        .unwrap()
+        .run(&mut Fcfs::new(0.0))
+        .unwrap();
+    let s = &summary.stats;
+    assert_eq!(s.nb_jobs_success, 200);
+    // 13 waves of 170 s on 16 machines, plus the route's completion latency.
+    assert!((s.makespan - 2210.0).abs() < 0.01, "{}", s.makespan);
+    assert!((s.mean_waiting_time() - 979.2).abs() < 0.01);
+    let jobs = std::fs::read_to_string(dir.path().join("out_jobs.csv")).unwrap();
+    assert_eq!(jobs.lines().count(), 201);
+}
+
+#[test]
+fn swf_conversion_regenerates_the_shipped_kit_workload() {
+    let swf = Path::new("/work/shared/reference/batkube/swf/KIT-10-80.swf");
+    let swf = std::env::var_os("BATKUBE_KIT_SWF")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| swf.to_path_buf());
+    if !swf.exists() {
+        eprintln!("skipped: {} is not on this machine", swf.display());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("kit.json");
+    let run = batkube()
+        .args(["workload", "convert", "swf"])
+        .arg(&swf)
+        .args([
+            "--node-cpu",
+            "6",
+            "--cpu-cap",
+            "5.9",
+            "--trim",
+            "3600",
+            "-o",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let ours = Workload::from_file(&out, "w0").unwrap();
+    let shipped = Workload::from_file(&repo().join("workloads/KIT_10h_80.json"), "w0").unwrap();
+    assert_eq!(ours.jobs.len(), shipped.jobs.len());
+    let cpu = |w: &Workload, j: &batkube::standin::workload::WorkloadJob| {
+        let p = w.profile(&j.profile).unwrap();
+        (
+            p.kind.clone(),
+            batkube::tools::quantity::cpu_from_value(&p.json["cpu"]).unwrap(),
+        )
+    };
+    for (a, b) in ours.jobs.iter().zip(&shipped.jobs) {
+        assert_eq!((&a.id, a.subtime), (&b.id, b.subtime));
+        assert_eq!(cpu(&ours, a), cpu(&shipped, b), "job {}", a.id);
+    }
+}
+
+#[test]
+fn cli_generates_validates_and_points_at_bad_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().join("g.json");
+    let gen = |seed: &str| {
+        let run = batkube()
+            .args(["workload", "generate", "-n", "30", "--arrival", "poisson:5"])
+            .args([
+                "--duration",
+                "exp:60",
+                "--cpu",
+                "choice:500m,1",
+                "--memory",
+                "1Gi",
+                "--seed",
+                seed,
+            ])
+            .output()
+            .unwrap();
+        assert!(run.status.success());
+        run.stdout
+    };
+    assert_eq!(gen("3"), gen("3"));
+    std::fs::write(&w, gen("3")).unwrap();
+    let p = dir.path().join("p.xml");
+    let run = batkube()
+        .args([
+            "platform",
+            "gen",
+            "-n",
+            "3",
+            "--cpu",
+            "uniform:1:4",
+            "--label",
+            "zone=a,b",
+            "-o",
+        ])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    let ok = batkube()
+        .args(["workload", "validate"])
+        .arg(&w)
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let ok = batkube()
+        .args(["platform", "validate"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    // Break job 3 (line 7: description, nb_res and "jobs" come first).
+    let text = String::from_utf8(gen("3")).unwrap();
+    let broken: Vec<String> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            if i == 6 {
+                l.replace("\"res\":1", "\"res\":0")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    std::fs::write(&w, broken.join("\n")).unwrap();
+    let bad = batkube()
+        .args(["workload", "validate"])
+        .arg(&w)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success());
+    assert!(err.contains("line 7: error: job \"3\": \"res\""), "{err}");
+}

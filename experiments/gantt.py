@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Experiment 3: Gantt charts from a Batsim jobs.csv, one row per machine.
+
+Pods sharing a node are stacked inside the node's row, each as tall as its
+cpu share of the node, so a person sees at once whether a node is ever over
+capacity: the row's dashed line is the node's capacity, and any instant where
+the stack goes above it is drawn in red and counted.
+
+    python3 experiments/gantt.py                       # demo: ours vs k3s vs Batkube 2020
+    python3 experiments/gantt.py JOBS.csv --platform P --workload W [-o out.png]
+Outputs: experiments/results/gantt/*.png and *_peaks.csv
+"""
+
+import argparse
+import hashlib
+
+import _common as c
+
+c.ensure_venv()
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+
+OUT = c.RESULTS / "gantt"
+
+
+def colour(job_id):
+    h = int(hashlib.md5(str(job_id).encode()).hexdigest()[:6], 16)
+    return plt.cm.tab20((h % 20) / 20)
+
+
+def place(jobs_on_node):
+    """Stacks intervals: each job gets the lowest offset where it does not
+    overlap a running job's band. Returns [(job, offset)]."""
+    placed = []
+    for j in sorted(jobs_on_node, key=lambda j: (j["starting_time"], str(j["job_id"]))):
+        s, f, h = j["starting_time"], j["finish_time"], j["share"]
+        busy = sorted((o, o + p["share"]) for p, o in placed
+                      if p["starting_time"] < f and s < p["finish_time"])
+        off = 0.0
+        for lo, hi in busy:
+            if off + h <= lo + 1e-9:
+                break
+            off = max(off, hi)
+        placed.append((j, off))
+    return placed
+
+
+def gantt(jobs_csv, platform, workload, out_png, title=None):
+    jobs = [j for j in c.read_jobs(jobs_csv) if j["starting_time"] is not None and j["finish_time"] is not None]
+    nodes = c.platform_nodes(platform)
+    requests = c.workload_requests(workload)
+    caps = [cpu for _, cpu in nodes]
+    per_node = {i: [] for i in range(len(nodes))}
+    unplaced = 0
+    for j in jobs:
+        a = (j.get("allocated_resources") or "").strip()
+        if not a:
+            unplaced += 1
+            continue
+        r = int(a.split()[0].split("-")[0])
+        if r >= len(nodes):
+            continue
+        j["share"] = requests.get(str(j["job_id"]), 1.0) / caps[r]
+        per_node[r].append(j)
+    peaks, over = c.overcommit(jobs, requests, caps)
+    n = len(nodes)
+    fig, ax = plt.subplots(figsize=(14, max(3, 0.45 * n + 1.5)))
+    t_end = max((j["finish_time"] for j in jobs), default=1.0)
+    row_h = 0.8
+    for r in range(n):
+        y0 = n - 1 - r
+        stack = place(per_node[r])
+        top = max((o + j["share"] for j, o in stack), default=1.0)
+        scale = row_h / max(1.0, top)  # a row never draws outside its band
+        for j, o in stack:
+            bad = o + j["share"] > 1.0 + 1e-9
+            ax.add_patch(Rectangle((j["starting_time"], y0 + o * scale), j["finish_time"] - j["starting_time"],
+                                   j["share"] * scale, facecolor="red" if bad else colour(j["job_id"]),
+                                   edgecolor="black", linewidth=0.3))
+            width = j["finish_time"] - j["starting_time"]
+            if width > t_end / 40 and j["share"] * scale > 0.12:
+                ax.text(j["starting_time"] + width / 2, y0 + (o + j["share"] / 2) * scale, str(j["job_id"]),
+                        ha="center", va="center", fontsize=6)
+        ax.plot([0, t_end], [y0 + scale, y0 + scale], linestyle="--", color="grey", linewidth=0.6)
+    ax.set_yticks([n - 1 - r + row_h / 2 for r in range(n)])
+    ax.set_yticklabels([f"{name} ({cap:g} cpu, peak {peaks.get(r, 0):.2f})" for r, (name, cap) in enumerate(nodes)],
+                       fontsize=7)
+    ax.set_xlim(0, t_end * 1.01)
+    ax.set_ylim(-0.2, n)
+    ax.set_xlabel("simulated time (s)")
+    verdict = f"{over} node(s) over capacity (red)" if over else "no node over capacity"
+    ax.set_title(f"{title or jobs_csv}: {len(jobs)} jobs, {verdict}; dashed line = node capacity")
+    fig.tight_layout()
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_png, dpi=110)
+    plt.close(fig)
+    c.write_csv(out_png.with_name(out_png.stem + "_peaks.csv"), ["resource_id", "node", "cpu", "peak_cpu"],
+                [[r, nodes[r][0], nodes[r][1], f"{peaks.get(r, 0):.3f}"] for r in range(n)])
+    return over, unplaced
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("jobs", nargs="?")
+    ap.add_argument("--platform")
+    ap.add_argument("--workload")
+    ap.add_argument("-o", "--output")
+    a = ap.parse_args()
+    if a.jobs:
+        if not (a.platform and a.workload):
+            ap.error("give --platform and --workload with a jobs.csv")
+        out = c.Path(a.output) if a.output else OUT / (c.Path(a.jobs).stem + ".png")
+        over, unplaced = gantt(c.Path(a.jobs), a.platform, a.workload, out)
+        print(f"{out}: {over} node(s) over capacity, {unplaced} jobs without a node")
+        return
+    bk = c.batkube()
+    m = c.mode(bk)
+    rows = []
+    for case in ("burst", "KIT"):
+        wl, pf = c.CASES[case]
+        label, _, path = c.simulate(bk, m, pf, wl, OUT / f"ours_{case}")
+        demos = [(f"ours_{case}", path, label)]
+        ref_real = {"burst": "200_delay170_0_jobs.csv", "KIT": "KIT_0_jobs.csv"}[case]
+        ref_simu = {"burst": "200_delay170_simu_0_jobs.csv", "KIT": "KIT_10h_80_simu_0_jobs.csv"}[case]
+        for name, title in ((ref_real, "k3s 2020"), (ref_simu, "Batkube 2020")):
+            p = c.REFERENCE / "results" / name
+            if p.exists():
+                demos.append((c.Path(name).stem, p, title))
+        for stem, p, title in demos:
+            out = OUT / f"{case}_{stem}.png"
+            over, unplaced = gantt(p, pf, wl, out, f"{case} / {title}")
+            rows.append([case, title, over, unplaced, out.relative_to(c.ROOT)])
+    c.print_table(["workload", "run", "nodes_over_capacity", "jobs_without_node", "figure"], rows)
+
+
+if __name__ == "__main__":
+    main()
