@@ -273,6 +273,10 @@ impl Broker {
         self.fire_timers(t, &mut out)?;
         let reply_now = self.window(t, &mut out)?;
         self.give_up_if_stuck(reply_now, &mut out)?;
+        // The scheduler's concurrent requests reach the API in an order
+        // that varies run to run; decisions of one window are simultaneous,
+        // so a canonical order keeps runs bit-for-bit reproducible.
+        out.sort_by_cached_key(decision_key);
         let mut reply = Message::new(reply_now);
         for ev in out {
             reply.push(reply_now, ev);
@@ -594,6 +598,13 @@ impl Broker {
             }
         }
         let outcome = self.policy.close(w);
+        tracing::debug!(
+            time = t,
+            decisions = outcome.decisions,
+            wall_ms = opened.elapsed().as_secs_f64() * 1e3,
+            wake_up = ?outcome.wake_up_at.map(batsim_time),
+            "window closed"
+        );
         if outcome.bound_hit {
             self.windows_bound_hit += 1;
             tracing::warn!(
@@ -616,6 +627,15 @@ impl Broker {
             self.advance(reply_now)?;
         }
         Ok(reply_now)
+    }
+}
+
+fn decision_key(ev: &EventData) -> (u8, String) {
+    match ev {
+        EventData::RejectJob(r) => (0, r.job_id.clone()),
+        EventData::KillJob(k) => (1, k.job_ids.join(" ")),
+        EventData::ExecuteJob(e) => (2, e.job_id.clone()),
+        other => (3, other.kind().to_string()),
     }
 }
 

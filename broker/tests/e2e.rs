@@ -1,0 +1,264 @@
+//! End to end through `batkube run`: the stand-in, the broker, fakeapi and
+//! the project's scheduler (under the time shim, preloaded), one test per
+//! clock policy, on small workloads.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The workspace's target directory for the profile this test was built in.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// Builds (if needed) and returns a workspace artifact.
+fn artifact(name: &str, package: &str) -> PathBuf {
+    let dir = profile_dir();
+    let path = dir.join(name);
+    if !path.exists() {
+        let mut c = Command::new(env!("CARGO"));
+        c.args(["build", "-p", package]);
+        if dir.file_name().unwrap() == "release" {
+            c.arg("--release");
+        }
+        c.env("CARGO_TARGET_DIR", dir.parent().unwrap());
+        let st = c.status().unwrap();
+        assert!(st.success(), "building {package}");
+    }
+    assert!(path.exists(), "{} is missing", path.display());
+    path
+}
+
+fn scheduler() -> PathBuf {
+    artifact("batkube-scheduler", "batkube-scheduler")
+}
+
+fn shim_lib() -> PathBuf {
+    artifact("libtimeshim.so", "timeshim")
+}
+
+/// A small spaced workload: `n` one-cpu jobs of `delay` s every `gap` s.
+fn workload(dir: &Path, n: usize, gap: f64, delay: f64) -> PathBuf {
+    let jobs: Vec<serde_json::Value> = (0..n)
+        .map(|i| {
+            serde_json::json!({"id": (i + 1).to_string(), "subtime": i as f64 * gap,
+                "walltime": 10000, "res": 1, "profile": "p"})
+        })
+        .collect();
+    let w = serde_json::json!({"nb_res": 1, "jobs": jobs,
+        "profiles": {"p": {"type": "delay", "delay": delay, "cpu": "1"}}});
+    let path = dir.join("w.json");
+    std::fs::write(&path, w.to_string()).unwrap();
+    path
+}
+
+/// A platform of `n` one-cpu nodes plus a master, routed.
+fn platform(dir: &Path, n: usize) -> PathBuf {
+    let mut x = String::from(
+        "<?xml version='1.0'?>\n<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\">\n\
+         <host id=\"master\" speed=\"1Gf\"><prop id=\"role\" value=\"master\"/></host>\n\
+         <link id=\"lm\" bandwidth=\"1GBps\" latency=\"50us\"/>\n",
+    );
+    for i in 0..n {
+        x += &format!(
+            "<host id=\"node-{i}\" speed=\"1Gf\"><prop id=\"cpu\" value=\"1\"/><prop id=\"memory\" value=\"4Gi\"/></host>\n\
+             <link id=\"l{i}\" bandwidth=\"1GBps\" latency=\"50us\"/>\n\
+             <route src=\"master\" dst=\"node-{i}\"><link_ctn id=\"lm\"/><link_ctn id=\"l{i}\"/></route>\n"
+        );
+    }
+    x += "</zone></platform>\n";
+    let path = dir.join("p.xml");
+    std::fs::write(&path, x).unwrap();
+    path
+}
+
+struct Run {
+    ok: bool,
+    stderr: String,
+    out: PathBuf,
+}
+
+impl Run {
+    fn summary(&self) -> serde_json::Value {
+        let text = std::fs::read_to_string(self.out.join("summary.json"))
+            .unwrap_or_else(|e| panic!("no summary.json ({e}); stderr:\n{}", self.stderr));
+        serde_json::from_str(&text).unwrap()
+    }
+    fn jobs_csv(&self) -> String {
+        std::fs::read_to_string(self.out.join("jobs.csv")).unwrap()
+    }
+}
+
+fn run(
+    dir: &Path,
+    name: &str,
+    platform: &Path,
+    workload: &Path,
+    scheduler: &str,
+    extra: &[&str],
+) -> Run {
+    let out = dir.join(name);
+    let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
+        .arg("run")
+        .arg("--platform")
+        .arg(platform)
+        .arg("--workload")
+        .arg(workload)
+        .arg("--scheduler")
+        .arg(scheduler)
+        .arg("--out")
+        .arg(&out)
+        .arg("--standin")
+        .args(extra)
+        .output()
+        .unwrap();
+    Run {
+        ok: o.status.success(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        out,
+    }
+}
+
+fn preload() -> Vec<String> {
+    vec![
+        "--shim".into(),
+        "preload".into(),
+        "--shim-lib".into(),
+        shim_lib().display().to_string(),
+    ]
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn exact_policy_is_reproducible_and_never_overcommits() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = platform(dir.path(), 4);
+    let w = workload(dir.path(), 24, 1.0, 7.0);
+    let sched = scheduler().display().to_string();
+    let mut extra = preload();
+    extra.push("--strict".into());
+    let a = run(dir.path(), "a", &p, &w, &sched, &strs(&extra));
+    assert!(a.ok, "{}", a.stderr);
+    let b = run(dir.path(), "b", &p, &w, &sched, &strs(&extra));
+    assert!(b.ok, "{}", b.stderr);
+    let s = a.summary();
+    assert_eq!(s["completed"], true);
+    assert_eq!(s["overcommit_count"], 0);
+    assert_eq!(s["jobs_succeeded"], 24);
+    assert_eq!(a.jobs_csv(), b.jobs_csv(), "two exact runs differ");
+    for f in [
+        "jobs.csv",
+        "schedule.csv",
+        "pods.csv",
+        "nodes.csv",
+        "summary.json",
+        "kubeconfig.yaml",
+    ] {
+        assert!(a.out.join(f).is_file(), "{f} missing");
+    }
+}
+
+#[test]
+fn timeout_policy_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = platform(dir.path(), 4);
+    let w = workload(dir.path(), 8, 2.0, 3.0);
+    let sched = scheduler().display().to_string();
+    let r = run(
+        dir.path(),
+        "t",
+        &p,
+        &w,
+        &sched,
+        &[
+            "--shim",
+            "none",
+            "--sync",
+            "timeout",
+            "--timeout",
+            "200ms",
+            "--give-up-after",
+            "100000",
+        ],
+    );
+    assert!(r.ok, "{}", r.stderr);
+    let s = r.summary();
+    assert_eq!(s["completed"], true);
+    assert_eq!(s["overcommit_count"], 0);
+    assert_eq!(s["jobs_succeeded"], 8, "{}", r.stderr);
+}
+
+#[test]
+fn backoff_wakeups_are_requested() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = platform(dir.path(), 2);
+    let w = workload(dir.path(), 6, 0.0, 5.0);
+    let sched = scheduler().display().to_string();
+    let r = run(
+        dir.path(),
+        "b",
+        &p,
+        &w,
+        &sched,
+        &[
+            "--shim",
+            "none",
+            "--sync",
+            "timeout",
+            "--timeout",
+            "200ms",
+            "--base-timestep",
+            "0.5",
+            "--max-timestep",
+            "4",
+            "--give-up-after",
+            "100000",
+        ],
+    );
+    assert!(r.ok, "{}", r.stderr);
+    let s = r.summary();
+    assert_eq!(s["jobs_succeeded"], 6, "{}", r.stderr);
+    assert!(s["wake_ups_requested"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn fast_forward_off_still_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = platform(dir.path(), 2);
+    let w = workload(dir.path(), 4, 10.0, 2.0);
+    let sched = scheduler().display().to_string();
+    let mut extra = preload();
+    extra.extend(["--fast-forward".into(), "false".into()]);
+    let r = run(dir.path(), "f", &p, &w, &sched, &strs(&extra));
+    assert!(r.ok, "{}", r.stderr);
+    assert_eq!(r.summary()["jobs_succeeded"], 4);
+}
+
+/// A scheduler that never binds (its only profile serves another
+/// scheduler name) is detected and the run fails with a clear message.
+#[test]
+fn crash_detection_with_a_scheduler_that_never_binds() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = platform(dir.path(), 2);
+    let w = workload(dir.path(), 3, 0.0, 5.0);
+    let cfg = dir.path().join("other.yaml");
+    std::fs::write(
+        &cfg,
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: someone-else\n",
+    )
+    .unwrap();
+    let sched = format!("{} --config {}", scheduler().display(), cfg.display());
+    let mut extra = preload();
+    extra.extend(["--scheduler-crash-timeout".into(), "30".into()]);
+    let r = run(dir.path(), "c", &p, &w, &sched, &strs(&extra));
+    assert!(!r.ok, "a scheduler that never binds must fail the run");
+    assert!(r.stderr.contains("crashed or stuck"), "{}", r.stderr);
+    let s = r.summary();
+    assert_eq!(s["completed"], false);
+    assert!(s["error"].as_str().unwrap().contains("crashed or stuck"));
+}
