@@ -250,6 +250,21 @@ pub async fn replay(args: &ReplayArgs) -> anyhow::Result<usize> {
         .default_backoff()
         .boxed();
 
+    // Both watches must be established before the first submission, or the
+    // first changes would be seen late, through the initial list.
+    let (mut pods_ready, mut events_ready) = (false, false);
+    while !(pods_ready && events_ready) {
+        tokio::select! {
+            Some(ev) = pod_events.next(), if !pods_ready => {
+                pods_ready = matches!(ev, Ok(watcher::Event::InitDone));
+            }
+            Some(ev) = k8s_events.next(), if !events_ready => {
+                events_ready = matches!(ev, Ok(watcher::Event::InitDone));
+            }
+            else => anyhow::bail!("the cluster's watch streams ended before they started"),
+        }
+    }
+
     // Submissions on their own task, in subtime order.
     let start = Instant::now();
     let (sub_tx, mut sub_rx) =
@@ -323,21 +338,25 @@ pub async fn replay(args: &ReplayArgs) -> anyhow::Result<usize> {
                     Ok(_) => continue,
                     Err(e) => { tracing::debug!(error = %e, "event watch"); continue }
                 };
-                let Some(&i) = e.involved_object.name.as_ref().and_then(|n| index.get(n)) else { continue };
-                let t = now();
-                let r = &mut records[i];
-                match e.reason.as_deref() {
-                    Some("Scheduled") => { r.scheduled.get_or_insert(t); }
-                    Some("Pulling") => { r.pulling.get_or_insert(t); }
-                    Some("Pulled") => { r.pulled.get_or_insert(t); }
-                    Some("Created") => { r.created.get_or_insert(t); }
-                    _ => {}
-                }
+                record_event(&mut records, &index, &e, now());
             }
             _ = tokio::time::sleep_until(deadline) => { timed_out = true; break; }
         }
     }
     submitter.abort();
+    // Events travel on their own watch and may trail the pods': wait a little
+    // for the kubelets' Created events still on their way.
+    let grace = Instant::now() + Duration::from_secs(5);
+    while !timed_out && records.iter().any(|r| r.created.is_none()) {
+        tokio::select! {
+            Some(ev) = k8s_events.next() => {
+                if let Ok(watcher::Event::Apply(e)) | Ok(watcher::Event::InitApply(e)) = ev {
+                    record_event(&mut records, &index, &e, now());
+                }
+            }
+            _ = tokio::time::sleep_until(grace) => break,
+        }
+    }
     if timed_out {
         eprintln!("batkube replay: deadline reached; unfinished jobs are recorded as killed");
     }
@@ -365,6 +384,22 @@ pub async fn replay(args: &ReplayArgs) -> anyhow::Result<usize> {
     }
     std::fs::write(args.out.join("nodes.csv"), nodes_csv)?;
     Ok(records.iter().filter(|r| r.success == Some(true)).count())
+}
+
+/// Notes a kubelet event (Scheduled, Pulling, Pulled, Created) of one of our pods.
+fn record_event(records: &mut [Record], index: &HashMap<String, usize>, e: &Event, t: f64) {
+    let Some(&i) = e.involved_object.name.as_ref().and_then(|n| index.get(n)) else {
+        return;
+    };
+    let r = &mut records[i];
+    let slot = match e.reason.as_deref() {
+        Some("Scheduled") => &mut r.scheduled,
+        Some("Pulling") => &mut r.pulling,
+        Some("Pulled") => &mut r.pulled,
+        Some("Created") => &mut r.created,
+        _ => return,
+    };
+    slot.get_or_insert(t);
 }
 
 fn opt(x: Option<f64>) -> String {
