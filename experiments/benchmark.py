@@ -43,7 +43,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
     bk = c.batkube()
-    runnable = c.has_run(bk) and c.scheduler()
+    runnable = c.mode(bk) == "run"
     native = shutil.which("batsim") and shutil.which("batsched")
     native_label = "real Batsim + batsched filler" if native else "stand-in FCFS (Batsim not installed)"
     if not runnable:

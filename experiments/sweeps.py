@@ -70,10 +70,11 @@ def main():
     ap.add_argument("--full", action="store_true", help="every 2020 value, every workload")
     a = ap.parse_args()
     bk = c.batkube()
-    runnable = c.has_run(bk) and c.scheduler()
+    runnable = c.mode(bk) == "run"
     if not runnable:
-        print("sweeps: `batkube run` or batkube-scheduler is not available in this build "
-              f"({bk}); cannot run the sweeps. Plotting the 2020 results alone.", file=sys.stderr)
+        print("sweeps: NOT RUN: `batkube run` with batkube-scheduler is not usable here "
+              f"({bk}: no `run` subcommand, no batkube-scheduler binary, or BATKUBE_MODE=standin). "
+              "Plotting the 2020 results alone.", file=sys.stderr)
     cases = list(FILES) if a.full else ["burst"]
     rows = []
     for sweep, (_, _, unit, quick) in SWEEPS.items():
