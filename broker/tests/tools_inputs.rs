@@ -228,3 +228,65 @@ fn cli_generates_validates_and_points_at_bad_lines() {
     assert!(!bad.status.success());
     assert!(err.contains("line 7: error: job \"3\": \"res\""), "{err}");
 }
+
+#[test]
+fn volcano_clusters_convert_into_a_platform_and_a_workload_the_standin_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = dir.path().join("nodes.csv");
+    std::fs::write(
+        &nodes,
+        "name,cpu_allocatable,memory_allocatable,label,maxPodNum\n\
+         n1,4,8Gi,\"zone=a,disk=ssd\",110\n\
+         n2,8000m,16Gi,zone=b,20\n",
+    )
+    .unwrap();
+    let pods = dir.path().join("pods.csv");
+    std::fs::write(
+        &pods,
+        "cpu_request,memory_request,runsec,createtime,nodeSelector,priority,queueName\n\
+         2,4Gi,60,100,zone=a,1,default\n\
+         500m,512Mi,30,90,,5,q1\n\
+         1,1Gi,10,130,,0,default\n",
+    )
+    .unwrap();
+    let (p, w) = (dir.path().join("p.xml"), dir.path().join("w.json"));
+    for (args, out) in [
+        (vec!["platform", "convert", "volcano"], (&nodes, &p)),
+        (vec!["workload", "convert", "volcano"], (&pods, &w)),
+    ] {
+        let run = batkube()
+            .args(args)
+            .arg(out.0)
+            .arg("-o")
+            .arg(out.1)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+    let (n, _, _) = batkube::tools::platform::validate_file(&p, None).unwrap();
+    assert_eq!(n, 2);
+    let m = Platform::from_file(&p).unwrap().machines(None).unwrap();
+    assert_eq!(m.compute[1].property("cpu"), Some("8"));
+    assert_eq!(m.compute[0].property("disk"), Some("ssd"));
+    assert_eq!(m.compute[1].property("pods"), Some("20"));
+    let text = std::fs::read_to_string(&w).unwrap();
+    assert!(workload_check::check(&text, "w.json").is_ok());
+    let wl = Workload::from_file(&w, "w0").unwrap();
+    assert_eq!(wl.jobs.len(), 3);
+    assert_eq!(wl.jobs[1].json["nodeSelector"]["zone"], "a");
+    assert_eq!(wl.jobs[1].json["priority"], 1);
+    assert_eq!(wl.jobs[0].json["labels"]["queue"], "q1");
+    let summary = StandIn::new(
+        Platform::from_file(&p).unwrap(),
+        vec![wl],
+        Options::default(),
+    )
+    .unwrap()
+    .run(&mut Fcfs::new(0.0))
+    .unwrap();
+    assert_eq!(summary.stats.nb_jobs_success, 3);
+}
