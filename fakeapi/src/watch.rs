@@ -8,7 +8,7 @@
 use crate::resources::ResourceInfo;
 use crate::store::{event_line, Store, WatchItem, WatchRegistration};
 use crate::table;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures_util::Stream;
 use serde_json::json;
 use std::collections::VecDeque;
@@ -61,6 +61,49 @@ fn bookmark_line(info: &ResourceInfo, rv: u64, initial_end: bool) -> Bytes {
     }
     let obj = json!({"kind": info.kind, "apiVersion": info.api_version(), "metadata": metadata});
     event_line("BOOKMARK", &serde_json::to_vec(&obj).expect("json"))
+}
+
+/// Events ready together go out in one write: a single ready event is sent
+/// as its shared bytes, several are copied into one buffer (one syscall and
+/// one HTTP chunk instead of one each).
+struct Batch {
+    first: Bytes,
+    rest: Option<BytesMut>,
+    count: usize,
+}
+
+const BATCH_BYTES: usize = 256 * 1024;
+
+impl Batch {
+    fn new(first: Bytes) -> Self {
+        Batch {
+            first,
+            rest: None,
+            count: 1,
+        }
+    }
+    fn len(&self) -> usize {
+        self.rest.as_ref().map_or(self.first.len(), BytesMut::len)
+    }
+    fn has_room(&self) -> bool {
+        self.len() < BATCH_BYTES
+    }
+    fn push(&mut self, b: Bytes) {
+        let first = &self.first;
+        let buf = self.rest.get_or_insert_with(|| {
+            let mut m = BytesMut::with_capacity(BATCH_BYTES + b.len());
+            m.extend_from_slice(first);
+            m
+        });
+        buf.extend_from_slice(&b);
+        self.count += 1;
+    }
+    fn finish(self) -> Bytes {
+        match self.rest {
+            Some(m) => m.freeze(),
+            None => self.first,
+        }
+    }
 }
 
 impl WatchStream {
@@ -143,15 +186,31 @@ impl Stream for WatchStream {
             ))));
         }
         if let Some(item) = this.initial.pop_front() {
-            let bytes = this.render_item(item);
-            this.store.activity().events_done(1, true);
-            return Poll::Ready(Some(Ok(bytes)));
+            let first = this.render_item(item);
+            let mut batch = Batch::new(first);
+            while batch.has_room() {
+                let Some(item) = this.initial.pop_front() else {
+                    break;
+                };
+                let bytes = this.render_item(item);
+                batch.push(bytes);
+            }
+            this.store.activity().events_done(batch.count, true);
+            return Poll::Ready(Some(Ok(batch.finish())));
         }
         match this.rx.poll_recv(cx) {
             Poll::Ready(Some(item)) => {
-                let bytes = this.render_item(item);
-                this.store.activity().events_done(1, true);
-                return Poll::Ready(Some(Ok(bytes)));
+                let first = this.render_item(item);
+                let mut batch = Batch::new(first);
+                while batch.has_room() {
+                    let Poll::Ready(Some(item)) = this.rx.poll_recv(cx) else {
+                        break;
+                    };
+                    let bytes = this.render_item(item);
+                    batch.push(bytes);
+                }
+                this.store.activity().events_done(batch.count, true);
+                return Poll::Ready(Some(Ok(batch.finish())));
             }
             Poll::Ready(None) => {
                 if this.overflow.load(Ordering::SeqCst) {
