@@ -44,16 +44,14 @@ pub use time::SimTime;
 ///
 /// Call it first thing in `main` of a scheduler that links this crate (the
 /// call also makes sure the linker keeps the shim's symbols). The shim also
-/// initialises itself at load time and on the first clock read, so calling it
+/// initialises itself on the first clock read or timed wait, so calling it
 /// after a runtime was built (e.g. inside `#[tokio::main]`) is fine.
 /// Returns whether a controller page was found; without one the process
 /// keeps running on real time.
 ///
 /// ```
-/// fn main() {
-///     timeshim::install();
-///     // ... the scheduler, unchanged
-/// }
+/// // The first statement of the scheduler's `fn main`:
+/// timeshim::install();
 /// ```
 pub fn install() -> bool {
     std::hint::black_box(shim::symbols());

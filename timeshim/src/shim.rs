@@ -134,7 +134,7 @@ fn init_slow() {
 
 unsafe fn init() {
     let sym = libc::dlsym(libc::RTLD_NEXT, c"clock_gettime".as_ptr());
-    if !sym.is_null() && sym as usize != clock_gettime as *const () as usize {
+    if !sym.is_null() && !std::ptr::eq(sym as *const (), clock_gettime as *const ()) {
         REAL_CLOCK_GETTIME.store(sym as usize, Ordering::Release);
     }
     let path = libc::getenv(c"TIMESHIM_PAGE".as_ptr());
@@ -201,15 +201,9 @@ unsafe fn init() {
     PAGE.store(addr as *mut Page, Ordering::Release);
 }
 
-/// Runs at load time (preloaded library, or a binary that links the shim)
-/// so the page is claimed before the first clock read.
-#[used]
-#[link_section = ".init_array"]
-static EAGER_INIT: extern "C" fn() = eager_init;
-
-extern "C" fn eager_init() {
-    let _ = page();
-}
+// No load-time constructor on purpose: the page is claimed at the first clock
+// read or timed wait, so a wrapper (e.g. `sh -c`) that only forks and waits
+// does not claim it before the scheduler it starts.
 
 // ------------------------------------------------------------ real clock --
 
@@ -724,7 +718,7 @@ unsafe fn epoll_sim(
         if snap.mode == MODE_REALTIME && deadline != NO_DEADLINE {
             ms = (deadline - now).div_ceil(1_000_000).min(i32::MAX as u64) as c_int;
         }
-        if efd < 0 && (ms < 0 || ms > 1) {
+        if efd < 0 && !(0..=1).contains(&ms) {
             ms = 1; // no eventfd: notice clock changes within 1 ms
         }
         let r = real_epoll_pwait(epfd, events, max, ms, sigmask);

@@ -6,6 +6,7 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::{drive_to_line, field, Lines, PATIENCE};
@@ -34,6 +35,9 @@ struct KillOnDrop(std::process::Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
+        // SAFETY: signals our own child's process group (the wrapper test
+        // starts it as a group leader; otherwise the group does not exist).
+        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -197,4 +201,31 @@ fn without_a_controller_the_program_runs_on_real_time() {
     );
     child.kill().expect("kill");
     let _ = child.wait();
+}
+
+#[test]
+fn preloaded_through_a_forking_shell_wrapper() {
+    // `sh -c 'prog; true'` forks (it cannot exec: a command follows). The
+    // shell gets the preloaded shim too but reads no clock, so the program
+    // is the one that claims the page.
+    let clock = Controller::new(START).expect("controller");
+    let mut cmd = Command::new("sh");
+    cmd.process_group(0)
+        .arg("-c")
+        .arg("\"$0\"; true")
+        .arg(support::example("plain_child"))
+        .stdout(Stdio::piped());
+    clock.configure(&mut cmd, &ShimMode::Preloaded(support::cdylib()));
+    let mut child = KillOnDrop(cmd.spawn().expect("spawn sh"));
+    let mut lines = Lines::new(child.0.stdout.take().expect("stdout"));
+    let start = lines.next_line();
+    assert_eq!(field::<u64>(&start, "sys_ns"), START.as_nanos(), "{start}");
+    assert_ne!(
+        clock.attached_pid(),
+        Some(child.0.id()),
+        "the shell must not own the page"
+    );
+    // The program behind the shell is driven as usual.
+    let (slept, _) = drive_to_line(&clock, &mut lines, &mut child.0);
+    assert_eq!(field::<u64>(&slept, "elapsed_ns"), 3600 * S);
 }

@@ -33,8 +33,11 @@ pub fn example(name: &str) -> PathBuf {
     p
 }
 
+/// `libtimeshim.so`: cargo writes the fresh one to `deps/` when it builds the
+/// library for the tests (it copies it up to `target/<profile>/` only for
+/// `cargo build`, so that copy may be stale or absent).
 pub fn cdylib() -> PathBuf {
-    let p = profile_dir().join("libtimeshim.so");
+    let p = profile_dir().join("deps").join("libtimeshim.so");
     assert!(p.is_file(), "{} not built", p.display());
     p
 }
