@@ -1,4 +1,5 @@
-//! Test child for std's timed waits under the shim (linked): condition
+//! Test child for std's timed waits under the shim (linked with
+//! `#[timeshim::main]`): condition
 //! variables notified before or after their timeout, `park_timeout`, and
 //! sleeps with the clock in realtime mode. One line per step.
 
@@ -75,8 +76,9 @@ fn realtime() {
     ));
 }
 
+// The attribute form of `timeshim::install()`.
+#[timeshim::main]
 fn main() {
-    timeshim::install();
     match std::env::args().nth(1).as_deref() {
         Some("realtime") => realtime(),
         _ => frozen(),

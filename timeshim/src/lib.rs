@@ -40,6 +40,17 @@ pub use control::{ControlError, Controller, Probe, Quiescence, ShimMode};
 pub use page::{ENV_EVENTFD, ENV_PAGE};
 pub use time::SimTime;
 
+/// `#[timeshim::main]` on `fn main` (above or below `#[tokio::main]`) is the
+/// same as writing [`install`] as its first statement.
+///
+/// ```
+/// #[timeshim::main]
+/// fn main() {
+///     // ... the scheduler, unchanged
+/// }
+/// ```
+pub use timeshim_macros::main;
+
 /// Puts this process on simulated time when it runs under a controller.
 ///
 /// Call it first thing in `main` of a scheduler that links this crate (the
