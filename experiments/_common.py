@@ -9,6 +9,7 @@ import csv
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -105,19 +106,25 @@ def run_standin(bk, platform, workload, out, decision_time=0.0):
     return time.perf_counter() - t
 
 
-RUN_TIMEOUT = float(os.environ.get("BATKUBE_RUN_TIMEOUT", "600"))
+RUN_TIMEOUT = float(os.environ.get("BATKUBE_RUN_TIMEOUT", "180"))
 
 
 def run_batkube(bk, platform, workload, out, args=(), check=True):
     """`batkube run` with the project's scheduler. Returns (wall s, exit code);
-    a run longer than $BATKUBE_RUN_TIMEOUT seconds (600) counts as failed (124)."""
+    a run longer than $BATKUBE_RUN_TIMEOUT seconds (180) counts as failed (124)."""
     out.mkdir(parents=True, exist_ok=True)
     cmd = [bk, "run", "--platform", str(platform), "--workload", str(workload),
            "--scheduler", scheduler(), "--out", str(out), *args]
     t = time.perf_counter()
+    # Own process group, so a run cut short takes its scheduler with it.
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        out_text, err_text = p.communicate(timeout=RUN_TIMEOUT)
+        r = subprocess.CompletedProcess(cmd, p.returncode, out_text, err_text)
     except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
         r = subprocess.CompletedProcess(cmd, 124, "", f"timed out after {RUN_TIMEOUT} s")
     wall = time.perf_counter() - t
     if check and r.returncode != 0:
@@ -130,11 +137,15 @@ def simulate(bk, m, platform, workload, out):
     Returns (label, wall seconds, jobs.csv path)."""
     if m == "run":
         wall, rc = run_batkube(bk, platform, workload, out, ["--sync", "exact"], check=False)
+        why = f"exit code {rc}"
         if rc == 0:
-            return "batkube run (exact, batkube-scheduler)", wall, out / "jobs.csv"
-        print(f"[warning] batkube run failed ({rc}) on {workload}; using the stand-in", file=sys.stderr)
-        wall = run_standin(bk, platform, workload, out)
-        return "stand-in FCFS (batkube run failed)", wall, out / "jobs.csv"
+            s = json.loads((out / "summary.json").read_text())
+            if s.get("jobs_succeeded") == s.get("jobs"):
+                return "batkube run (exact, batkube-scheduler)", wall, out / "jobs.csv"
+            why = f"{s.get('jobs', 0) - s.get('jobs_succeeded', 0)} jobs did not succeed"
+        print(f"[warning] batkube run failed on {workload} ({why}); using the stand-in", file=sys.stderr)
+        wall = run_standin(bk, platform, workload, out / "standin")
+        return f"stand-in FCFS (batkube run failed: {why})", wall, out / "standin" / "jobs.csv"
     wall = run_standin(bk, platform, workload, out)
     return "stand-in FCFS (whole machines, no Kubernetes scheduler)", wall, out / "jobs.csv"
 
