@@ -44,6 +44,7 @@ impl ResourceInfo {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 const fn row(
     group: &'static str,
     version: &'static str,

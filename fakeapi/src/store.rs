@@ -12,7 +12,7 @@ use crate::resources::{self, ResourceInfo, RESOURCES};
 use crate::selector::Selection;
 use bytes::Bytes;
 use chrono::{DateTime, SecondsFormat, Utc};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, VecDeque};
@@ -190,7 +190,6 @@ struct Inner {
     state: RwLock<State>,
     config: StoreConfig,
     activity: Arc<Activity>,
-    closed_watchers: Mutex<()>,
 }
 
 /// The object store. Cheap to clone; every clone is the same store.
@@ -336,7 +335,6 @@ impl Store {
                 state: RwLock::new(state),
                 config,
                 activity: Arc::new(Activity::default()),
-                closed_watchers: Mutex::new(()),
             }),
         };
         for ns in namespaces {
@@ -394,7 +392,6 @@ impl Store {
 
     /// Ends every open watch stream (used on server shutdown).
     pub fn close_watches(&self) {
-        let _g = self.inner.closed_watchers.lock();
         let mut st = self.inner.state.write();
         for t in &mut st.tables {
             t.watchers.clear();
@@ -741,10 +738,8 @@ impl Store {
         m.remove("managedFields");
         match (info.group, info.kind) {
             ("", "Pod") => default_pod(obj),
-            ("", "Namespace") => {
-                if obj.pointer("/status/phase").is_none() {
-                    obj["status"] = json!({"phase": "Active"});
-                }
+            ("", "Namespace") if obj.pointer("/status/phase").is_none() => {
+                obj["status"] = json!({"phase": "Active"});
             }
             _ => {}
         }
@@ -798,6 +793,7 @@ impl Store {
     }
 
     /// Assigns the next resourceVersion, stores, records history, fans out.
+    #[allow(clippy::too_many_arguments)]
     fn commit(
         &self,
         st: &mut State,
@@ -1227,7 +1223,6 @@ impl Store {
         let overflow = Arc::new(AtomicBool::new(false));
         let mut initial = VecDeque::new();
         let mut gone = None;
-        let _g = self.inner.closed_watchers.lock();
         let mut st = self.inner.state.write();
         let current_rv = st.rv;
         let table = &mut st.tables[idx];

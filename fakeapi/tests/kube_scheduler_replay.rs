@@ -182,4 +182,9 @@ async fn kube_scheduler_leader_election_lease() {
     let r = raw(a, "POST", "/api/v1/namespaces/kube-system/events", &[("Content-Type", "application/json")],
         Some(br#"{"metadata":{"name":"kube-scheduler.1"},"reason":"LeaderElection","involvedObject":{"kind":"Lease","name":"kube-scheduler","namespace":"kube-system"}}"#)).await;
     assert_eq!(r.status, 201);
+    // events.k8s.io/v1, which the scheduler prefers when discovery offers it.
+    let r = raw(a, "POST", "/apis/events.k8s.io/v1/namespaces/default/events", &[("Content-Type", "application/json")],
+        Some(br#"{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"job-1.2"},"eventTime":"2024-01-01T00:00:00.000000Z","reason":"Scheduled","action":"Binding","type":"Normal","reportingController":"default-scheduler","reportingInstance":"sched_1","regarding":{"kind":"Pod","namespace":"default","name":"job-1"}}"#)).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["apiVersion"], "events.k8s.io/v1");
 }
