@@ -226,7 +226,10 @@ fn cli_generates_validates_and_points_at_bad_lines() {
         .unwrap();
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success());
-    assert!(err.contains("line 7: error: job \"3\": \"res\""), "{err}");
+    assert!(
+        err.contains("line 7, column 5: error: job \"3\": \"res\""),
+        "{err}"
+    );
 }
 
 #[test]

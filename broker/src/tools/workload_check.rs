@@ -40,6 +40,8 @@ const BATSIM_PROFILE_TYPES: &[&str] = &[
 pub struct Finding {
     /// 1-based line; 0 when the problem is the file as a whole.
     pub line: usize,
+    /// 1-based column where the job or profile starts (0: unknown).
+    pub column: usize,
     pub error: bool,
     pub message: String,
 }
@@ -47,7 +49,10 @@ pub struct Finding {
 impl std::fmt::Display for Finding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = if self.error { "error" } else { "warning" };
-        if self.line > 0 {
+        if self.line > 0 && self.column > 0 {
+            let (l, c) = (self.line, self.column);
+            write!(f, "line {l}, column {c}: {kind}: {}", self.message)
+        } else if self.line > 0 {
             write!(f, "line {}: {kind}: {}", self.line, self.message)
         } else {
             write!(f, "{kind}: {}", self.message)
@@ -138,7 +143,14 @@ fn scan_positions(text: &str) -> Positions {
     pos
 }
 
-/// 1-based line numbers of byte offsets.
+/// Where a job or profile starts in the file.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Loc {
+    line: usize,
+    column: usize,
+}
+
+/// 1-based line and column numbers of byte offsets.
 struct Lines(Vec<usize>);
 
 impl Lines {
@@ -151,8 +163,17 @@ impl Lines {
                 .collect(),
         )
     }
-    fn of(&self, offset: usize) -> usize {
-        self.0.partition_point(|&nl| nl < offset) + 1
+    fn of(&self, offset: usize) -> Loc {
+        let before = self.0.partition_point(|&nl| nl < offset);
+        let line_start = if before == 0 {
+            0
+        } else {
+            self.0[before - 1] + 1
+        };
+        Loc {
+            line: before + 1,
+            column: offset - line_start + 1,
+        }
     }
 }
 
@@ -160,9 +181,10 @@ impl Lines {
 /// when at least one is an error.
 pub fn check(text: &str, shown: &str) -> Result<Vec<Finding>, Vec<Finding>> {
     let mut out = Vec::new();
-    let err = |out: &mut Vec<Finding>, line: usize, message: String| {
+    let err = |out: &mut Vec<Finding>, at: Loc, message: String| {
         out.push(Finding {
-            line,
+            line: at.line,
+            column: at.column,
             error: true,
             message,
         })
@@ -172,6 +194,7 @@ pub fn check(text: &str, shown: &str) -> Result<Vec<Finding>, Vec<Finding>> {
         Err(e) => {
             return Err(vec![Finding {
                 line: e.line(),
+                column: e.column(),
                 error: true,
                 message: format!("not valid JSON: {e}"),
             }])
@@ -180,25 +203,32 @@ pub fn check(text: &str, shown: &str) -> Result<Vec<Finding>, Vec<Finding>> {
     let Some(obj) = value.as_object() else {
         return Err(vec![Finding {
             line: 1,
+            column: 1,
             error: true,
             message: "the top level is not a JSON object".into(),
         }]);
     };
     let pos = scan_positions(text);
     let lines = Lines::new(text);
-    let job_line = |i: usize| pos.jobs.get(i).map(|&o| lines.of(o)).unwrap_or(0);
+    let job_line = |i: usize| pos.jobs.get(i).map(|&o| lines.of(o)).unwrap_or_default();
     let profile_offsets: std::collections::HashMap<&str, usize> =
         pos.profiles.iter().map(|(n, o)| (n.as_str(), *o)).collect();
-    let profile_line = |name: &str| profile_offsets.get(name).map(|&o| lines.of(o)).unwrap_or(0);
+    let profile_line = |name: &str| {
+        profile_offsets
+            .get(name)
+            .map(|&o| lines.of(o))
+            .unwrap_or_default()
+    };
     match obj.get("nb_res") {
         None => out.push(Finding {
             line: 0,
+            column: 0,
             error: false,
             message: "no \"nb_res\" (Batsim 4.2 ignores it; older tools want it)".into(),
         }),
         Some(v) if v.as_u64().is_none() => err(
             &mut out,
-            0,
+            Loc::default(),
             format!("\"nb_res\" must be a non-negative integer, found {v}"),
         ),
         _ => {}
@@ -207,11 +237,19 @@ pub fn check(text: &str, shown: &str) -> Result<Vec<Finding>, Vec<Finding>> {
     let profiles = match obj.get("profiles") {
         Some(Value::Object(m)) => m,
         None => {
-            err(&mut out, 0, "there is no \"profiles\" object".into());
+            err(
+                &mut out,
+                Loc::default(),
+                "there is no \"profiles\" object".into(),
+            );
             &empty
         }
         Some(_) => {
-            err(&mut out, 0, "\"profiles\" must be an object".into());
+            err(
+                &mut out,
+                Loc::default(),
+                "\"profiles\" must be an object".into(),
+            );
             &empty
         }
     };
@@ -250,10 +288,14 @@ pub fn check(text: &str, shown: &str) -> Result<Vec<Finding>, Vec<Finding>> {
         check_requests(po, &mut out, line, &format!("profile {name:?}"));
     }
     let Some(jobs) = obj.get("jobs").and_then(Value::as_array) else {
-        err(&mut out, 0, "there is no \"jobs\" array".into());
+        err(
+            &mut out,
+            Loc::default(),
+            "there is no \"jobs\" array".into(),
+        );
         return Err(out);
     };
-    let mut seen: std::collections::HashMap<String, usize> = Default::default();
+    let mut seen: std::collections::HashMap<String, Loc> = Default::default();
     let mut multi_res = 0usize;
     for (i, j) in jobs.iter().enumerate() {
         let line = job_line(i);
@@ -277,7 +319,7 @@ pub fn check(text: &str, shown: &str) -> Result<Vec<Finding>, Vec<Finding>> {
             err(
                 &mut out,
                 line,
-                format!("job id {id:?} was already used on line {first}"),
+                format!("job id {id:?} was already used on line {}", first.line),
             );
         }
         let num = |k: &str| jo.get(k).and_then(crate::batsim::protocol::value_as_f64);
@@ -295,7 +337,8 @@ pub fn check(text: &str, shown: &str) -> Result<Vec<Finding>, Vec<Finding>> {
                     multi_res += 1;
                     if multi_res <= 3 {
                         out.push(Finding {
-                            line,
+                            line: line.line,
+                            column: line.column,
                             error: false,
                             message: format!(
                                 "job {id:?} asks for {r} machines: a pod runs on one node, the broker will reject it"
@@ -338,6 +381,7 @@ pub fn check(text: &str, shown: &str) -> Result<Vec<Finding>, Vec<Finding>> {
     if multi_res > 3 {
         out.push(Finding {
             line: 0,
+            column: 0,
             error: false,
             message: format!("{multi_res} jobs in all ask for more than one machine"),
         });
@@ -347,7 +391,7 @@ pub fn check(text: &str, shown: &str) -> Result<Vec<Finding>, Vec<Finding>> {
         if let Err(e) = Workload::parse(text, "w0", shown) {
             err(
                 &mut out,
-                0,
+                Loc::default(),
                 format!("the built-in Batsim stand-in refuses it: {e}"),
             );
         }
@@ -359,7 +403,7 @@ pub fn check(text: &str, shown: &str) -> Result<Vec<Finding>, Vec<Finding>> {
     }
 }
 
-fn check_requests(o: &Map<String, Value>, out: &mut Vec<Finding>, line: usize, what: &str) {
+fn check_requests(o: &Map<String, Value>, out: &mut Vec<Finding>, line: Loc, what: &str) {
     if let Some(v) = o.get("cpu") {
         // In parallel profiles `cpu` is flops, not a request.
         let typed_parallel = matches!(
@@ -369,7 +413,8 @@ fn check_requests(o: &Map<String, Value>, out: &mut Vec<Finding>, line: usize, w
         if !typed_parallel {
             if let Err(e) = quantity::cpu_from_value(v) {
                 out.push(Finding {
-                    line,
+                    line: line.line,
+                    column: line.column,
                     error: true,
                     message: format!("{what}: {e}"),
                 });
@@ -380,7 +425,8 @@ fn check_requests(o: &Map<String, Value>, out: &mut Vec<Finding>, line: usize, w
         if let Some(v) = o.get(k) {
             if let Err(e) = quantity::memory_from_value(v) {
                 out.push(Finding {
-                    line,
+                    line: line.line,
+                    column: line.column,
                     error: true,
                     message: format!("{what}: {e}"),
                 });
@@ -426,6 +472,13 @@ mod tests {
         let text = "{\"jobs\":[{\"id\":\"a\",\"subtime\":0,\"res\":1,\"profile\":\"p\"}],\n\"profiles\":{\"p\":{\"type\":\"delay\",\"delay\":1,\"cpu\":1}}}";
         let w = check(text, "x").unwrap();
         assert!(w.iter().all(|f| !f.error));
+        let two = "{\"jobs\":[{\"id\":\"a\",\"subtime\":0,\"res\":1,\"profile\":\"p\"},{\"id\":\"b\",\"subtime\":0,\"res\":0,\"profile\":\"p\"}],\n\"profiles\":{\"p\":{\"type\":\"delay\",\"delay\":1}}}";
+        let f = check(two, "x").unwrap_err();
+        let e = f.iter().find(|f| f.error).unwrap();
+        assert_eq!((e.line, e.column), (1, 55), "{f:?}");
+        assert!(e
+            .to_string()
+            .starts_with("line 1, column 55: error: job \"b\""));
         let e = check("{\n\"jobs\": [\n{\"id\": }\n]}", "x").unwrap_err();
         assert_eq!(e[0].line, 3);
     }
