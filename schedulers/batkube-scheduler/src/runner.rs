@@ -1,0 +1,544 @@
+//! Connects the core to an API server with kube-rs: one task owns the
+//! [`Scheduler`]; it reads pod and node watch events, runs cycles, and sends
+//! bindings, status patches, events and preemption deletions from spawned
+//! tasks so that no request ever blocks a decision.
+//!
+//! Ordering that keeps the cache honest: a decision assumes the pod before
+//! its binding is sent; the loop drains every ready watch event before each
+//! cycle; a binding response only ever *forgets* a pod that is still
+//! assumed. The loop sleeps until the queue's next deadline (one timer), not
+//! on a periodic tick.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{Binding, Event as CoreEvent, EventSource, Node, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::metrics::{AttemptResult, Metrics};
+use crate::model::{node_scheduling_properties_changed, PodInfo, PodKey};
+use crate::queue::{ClusterEvent, QueuedPod};
+use crate::scheduler::{CycleOutcome, Decision, Scheduler};
+
+/// What the runner reports to an observer (tests, progress output).
+#[derive(Debug, Clone)]
+pub enum Notice {
+    /// Both watches listed everything; scheduling starts.
+    Synced,
+    /// A decision: the pod is assumed on `node`, its binding is being sent.
+    Assumed { pod: PodKey, node: String },
+    Bound { pod: PodKey, node: String },
+    Unschedulable { pod: PodKey, message: String },
+    BindingFailed { pod: PodKey, error: String },
+    Preempting { pod: PodKey, node: String, victims: Vec<PodKey> },
+}
+
+pub struct RunOptions {
+    pub metrics: Option<Arc<Metrics>>,
+    pub notices: Option<mpsc::UnboundedSender<Notice>>,
+}
+
+struct BindResult {
+    key: PodKey,
+    node: String,
+    result: Result<(), String>,
+}
+
+/// A core/v1 event to write (upstream writes core/v1 when events.k8s.io is absent).
+struct EventToWrite {
+    pod: Arc<Pod>,
+    reason: &'static str,
+    type_: &'static str,
+    message: String,
+    component: String,
+}
+
+fn now_time() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// Writes events one after another, off the scheduling loop.
+fn spawn_event_writer(client: Client) -> mpsc::UnboundedSender<EventToWrite> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<EventToWrite>();
+    tokio::spawn(async move {
+        let mut seq: u64 = 0;
+        while let Some(e) = rx.recv().await {
+            seq += 1;
+            let ns = e
+                .pod
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into());
+            let name = e.pod.metadata.name.clone().unwrap_or_default();
+            let t = now_time();
+            let nanos = t.0.as_nanosecond() as u64;
+            let ev = CoreEvent {
+                metadata: ObjectMeta {
+                    name: Some(format!("{name}.{:x}", nanos.wrapping_add(seq))),
+                    namespace: Some(ns.clone()),
+                    ..ObjectMeta::default()
+                },
+                involved_object: ObjectReference {
+                    kind: Some("Pod".into()),
+                    namespace: Some(ns.clone()),
+                    name: Some(name),
+                    uid: e.pod.metadata.uid.clone(),
+                    api_version: Some("v1".into()),
+                    resource_version: e.pod.metadata.resource_version.clone(),
+                    ..ObjectReference::default()
+                },
+                reason: Some(e.reason.into()),
+                message: Some(e.message),
+                source: Some(EventSource {
+                    component: Some(e.component),
+                    host: None,
+                }),
+                first_timestamp: Some(t.clone()),
+                last_timestamp: Some(t),
+                count: Some(1),
+                type_: Some(e.type_.into()),
+                ..CoreEvent::default()
+            };
+            let api: Api<CoreEvent> = Api::namespaced(client.clone(), &ns);
+            if let Err(err) = api.create(&PostParams::default(), &ev).await {
+                tracing::debug!(%err, "writing event failed");
+            }
+        }
+    });
+    tx
+}
+
+struct Runner {
+    sched: Scheduler,
+    client: Client,
+    events: mpsc::UnboundedSender<EventToWrite>,
+    bind_tx: mpsc::UnboundedSender<BindResult>,
+    /// Pods whose binding is in flight, to requeue them if it fails.
+    binding: HashMap<PodKey, QueuedPod>,
+    metrics: Option<Arc<Metrics>>,
+    notices: Option<mpsc::UnboundedSender<Notice>>,
+    pods_synced: bool,
+    nodes_synced: bool,
+    pod_relist: Option<HashSet<PodKey>>,
+    node_relist: Option<HashSet<String>>,
+}
+
+impl Runner {
+    fn notify(&self, n: Notice) {
+        if let Some(tx) = &self.notices {
+            let _ = tx.send(n);
+        }
+    }
+
+    fn synced(&self) -> bool {
+        self.pods_synced && self.nodes_synced
+    }
+
+    fn on_pod_apply(&mut self, pod: Pod) {
+        let info = match PodInfo::new(pod) {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::warn!(error = %e, "ignoring a pod with invalid requests");
+                return;
+            }
+        };
+        let key = info.key.clone();
+        let now = Instant::now();
+        if info.is_finished() {
+            self.pod_gone(&key, now);
+            return;
+        }
+        if info.node_name().is_some() {
+            self.sched.queue.delete(&key);
+            self.sched.cache.add_or_update_bound(Arc::new(info));
+            return;
+        }
+        if self.sched.cache.is_assumed(&key) {
+            // Our binding is in flight; upstream skips updates of assumed pods.
+            return;
+        }
+        if self.sched.responsible_for(&info) {
+            self.sched.queue.add_or_update(info, now);
+        } else {
+            self.sched.queue.delete(&key);
+        }
+    }
+
+    fn pod_gone(&mut self, key: &str, now: Instant) {
+        self.sched.queue.delete(key);
+        self.sched.victim_gone(key);
+        self.sched.cache.clear_nomination(key);
+        self.binding.remove(key);
+        if self.sched.cache.remove_pod(key) {
+            self.sched
+                .queue
+                .move_all(ClusterEvent::AssignedPodDelete, now);
+        }
+    }
+
+    fn on_pod_event(&mut self, ev: Event<Pod>) {
+        match ev {
+            Event::Apply(p) => self.on_pod_apply(p),
+            Event::Delete(p) => {
+                let key = crate::model::pod_key(&p);
+                self.pod_gone(&key, Instant::now());
+            }
+            Event::Init => self.pod_relist = Some(HashSet::new()),
+            Event::InitApply(p) => {
+                if let Some(seen) = self.pod_relist.as_mut() {
+                    seen.insert(crate::model::pod_key(&p));
+                }
+                self.on_pod_apply(p);
+            }
+            Event::InitDone => {
+                if let Some(seen) = self.pod_relist.take() {
+                    let mut stale: Vec<PodKey> = self.sched.cache.pod_keys();
+                    stale.extend(self.sched.queue.pending().map(|p| p.info.key.clone()));
+                    stale.retain(|k| !seen.contains(k));
+                    let now = Instant::now();
+                    for k in stale {
+                        self.pod_gone(&k, now);
+                    }
+                }
+                if !self.pods_synced {
+                    self.pods_synced = true;
+                    if self.synced() {
+                        self.notify(Notice::Synced);
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_node_apply(&mut self, node: Node) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let old = self.sched.cache.node(&name).and_then(|n| n.node.clone());
+        let changed = old
+            .as_ref()
+            .map(|o| node_scheduling_properties_changed(o, &node))
+            .unwrap_or(true);
+        match self.sched.cache.upsert_node(node) {
+            Ok(true) => {
+                self.sched
+                    .queue
+                    .move_all(ClusterEvent::NodeAdd, Instant::now());
+            }
+            Ok(false) if changed => {
+                self.sched
+                    .queue
+                    .move_all(ClusterEvent::NodeUpdate, Instant::now());
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(node = %name, error = %e, "ignoring a node with invalid allocatable"),
+        }
+    }
+
+    fn on_node_event(&mut self, ev: Event<Node>) {
+        match ev {
+            Event::Apply(n) => self.on_node_apply(n),
+            Event::Delete(n) => {
+                self.sched
+                    .cache
+                    .remove_node(n.metadata.name.as_deref().unwrap_or(""));
+            }
+            Event::Init => self.node_relist = Some(HashSet::new()),
+            Event::InitApply(n) => {
+                if let Some(seen) = self.node_relist.as_mut() {
+                    seen.insert(n.metadata.name.clone().unwrap_or_default());
+                }
+                self.on_node_apply(n);
+            }
+            Event::InitDone => {
+                if let Some(seen) = self.node_relist.take() {
+                    let stale: Vec<String> = self
+                        .sched
+                        .cache
+                        .node_names()
+                        .iter()
+                        .filter(|n| !seen.contains(*n))
+                        .cloned()
+                        .collect();
+                    for n in stale {
+                        self.sched.cache.remove_node(&n);
+                    }
+                }
+                if !self.nodes_synced {
+                    self.nodes_synced = true;
+                    if self.synced() {
+                        self.notify(Notice::Synced);
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_bind_result(&mut self, r: BindResult) {
+        let now = Instant::now();
+        match r.result {
+            Ok(()) => {
+                if let Some(qp) = self.binding.remove(&r.key) {
+                    if let Some(m) = &self.metrics {
+                        m.observe_e2e(now.saturating_duration_since(qp.first_seen));
+                    }
+                    let _ = self.events.send(EventToWrite {
+                        pod: qp.info.pod.clone(),
+                        reason: "Scheduled",
+                        type_: "Normal",
+                        message: format!(
+                            "Successfully assigned {} to {}",
+                            qp.info.key, r.node
+                        ),
+                        component: qp.info.scheduler_name().to_string(),
+                    });
+                }
+                self.notify(Notice::Bound {
+                    pod: r.key,
+                    node: r.node,
+                });
+            }
+            Err(error) => {
+                tracing::info!(pod = %r.key, %error, "binding failed");
+                if let Some(m) = &self.metrics {
+                    m.attempt(AttemptResult::Error);
+                }
+                let forgot = self.sched.cache.forget(&r.key);
+                if let Some(qp) = self.binding.remove(&r.key) {
+                    self.sched.queue.readd_after_binding_failure(qp, now);
+                }
+                if forgot {
+                    self.sched
+                        .queue
+                        .move_all(ClusterEvent::AssignedPodDelete, now);
+                }
+                self.notify(Notice::BindingFailed { pod: r.key, error });
+            }
+        }
+    }
+
+    fn spawn_binding(&self, info: &PodInfo, node: &str) {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), info.namespace());
+        let binding = Binding {
+            metadata: ObjectMeta {
+                name: Some(info.name().to_string()),
+                namespace: Some(info.namespace().to_string()),
+                uid: info.pod.metadata.uid.clone(),
+                ..ObjectMeta::default()
+            },
+            target: ObjectReference {
+                kind: Some("Node".into()),
+                name: Some(node.to_string()),
+                ..ObjectReference::default()
+            },
+        };
+        let name = info.name().to_string();
+        let key = info.key.clone();
+        let node = node.to_string();
+        let tx = self.bind_tx.clone();
+        tokio::spawn(async move {
+            let result = api
+                .create_subresource::<_, serde_json::Value>("binding", &name, &PostParams::default(), &binding)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+            let _ = tx.send(BindResult { key, node, result });
+        });
+    }
+
+    fn on_unschedulable(&self, info: &PodInfo, message: &str, nominated: Option<&str>) {
+        // Upstream skips the patch when the condition would not change.
+        let current = info
+            .pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"));
+        let unchanged = current.is_some_and(|c| {
+            c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+                && c.message.as_deref() == Some(message)
+        });
+        if !unchanged || nominated.is_some() {
+            let mut status = json!({
+                "conditions": [{
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    "lastProbeTime": null,
+                    "lastTransitionTime": now_time(),
+                }]
+            });
+            if let Some(n) = nominated {
+                status["nominatedNodeName"] = json!(n);
+            }
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), info.namespace());
+            let name = info.name().to_string();
+            tokio::spawn(async move {
+                let patch = Patch::Strategic(json!({ "status": status }));
+                if let Err(err) = api.patch_status(&name, &PatchParams::default(), &patch).await {
+                    tracing::debug!(pod = %name, %err, "status patch failed");
+                }
+            });
+        }
+        let _ = self.events.send(EventToWrite {
+            pod: info.pod.clone(),
+            reason: "FailedScheduling",
+            type_: "Warning",
+            message: message.to_string(),
+            component: info.scheduler_name().to_string(),
+        });
+    }
+
+    fn spawn_preemption(&self, preemptor: &PodInfo, node: &str, victims: &[Arc<PodInfo>]) {
+        let client = self.client.clone();
+        let component = preemptor.scheduler_name().to_string();
+        let uid = preemptor.uid().to_string();
+        for v in victims {
+            let _ = self.events.send(EventToWrite {
+                pod: v.pod.clone(),
+                reason: "Preempted",
+                type_: "Normal",
+                message: format!("Preempted by pod {uid} on node {node}"),
+                component: component.clone(),
+            });
+        }
+        let victims: Vec<(String, String)> = victims
+            .iter()
+            .map(|v| (v.namespace().to_string(), v.name().to_string()))
+            .collect();
+        tokio::spawn(async move {
+            for (ns, name) in victims {
+                let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+                let cond = json!({"status": {"conditions": [{
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "PreemptionByScheduler",
+                    "message": format!("{component}: preempting to accommodate a higher priority pod"),
+                    "lastTransitionTime": now_time(),
+                }]}});
+                if let Err(err) = api
+                    .patch_status(&name, &PatchParams::default(), &Patch::Strategic(cond))
+                    .await
+                {
+                    tracing::debug!(pod = %name, %err, "DisruptionTarget patch failed");
+                }
+                if let Err(err) = api.delete(&name, &DeleteParams::default()).await {
+                    tracing::info!(pod = %name, %err, "deleting a preemption victim failed");
+                }
+            }
+        });
+    }
+
+    fn handle_outcome(&mut self, out: CycleOutcome) {
+        let CycleOutcome { pod, decision } = out;
+        match decision {
+            Decision::Bind { node } => {
+                tracing::debug!(pod = %pod.info.key, %node, "assumed");
+                if let Some(m) = &self.metrics {
+                    m.attempt(AttemptResult::Scheduled);
+                }
+                self.spawn_binding(&pod.info, &node);
+                self.notify(Notice::Assumed {
+                    pod: pod.info.key.clone(),
+                    node: node.clone(),
+                });
+                self.binding.insert(pod.info.key.clone(), pod);
+            }
+            Decision::Unschedulable {
+                message,
+                preemption,
+                ..
+            } => {
+                tracing::debug!(pod = %pod.info.key, %message, "unschedulable");
+                if let Some(m) = &self.metrics {
+                    m.attempt(AttemptResult::Unschedulable);
+                }
+                let nominated = preemption.as_ref().map(|c| c.node.as_str());
+                self.on_unschedulable(&pod.info, &message, nominated);
+                if let Some(c) = &preemption {
+                    self.spawn_preemption(&pod.info, &c.node, &c.victims);
+                    self.notify(Notice::Preempting {
+                        pod: pod.info.key.clone(),
+                        node: c.node.clone(),
+                        victims: c.victims.iter().map(|v| v.key.clone()).collect(),
+                    });
+                }
+                self.notify(Notice::Unschedulable {
+                    pod: pod.info.key.clone(),
+                    message,
+                });
+            }
+        }
+    }
+
+    fn update_gauges(&self) {
+        if let Some(m) = &self.metrics {
+            let l = self.sched.queue.lengths();
+            m.set_pending(l.active, l.backoff, l.unschedulable);
+        }
+    }
+}
+
+fn watch<K>(api: Api<K>) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watcher::watcher(api, watcher::Config::default()).default_backoff()
+}
+
+/// Runs the scheduler until `shutdown` resolves.
+pub async fn run(client: Client, sched: Scheduler, opts: RunOptions, shutdown: impl std::future::Future<Output = ()>) {
+    let mut pods = Box::pin(watch(Api::<Pod>::all(client.clone())));
+    let mut nodes = Box::pin(watch(Api::<Node>::all(client.clone())));
+    let (bind_tx, mut bind_rx) = mpsc::unbounded_channel();
+    let mut r = Runner {
+        sched,
+        events: spawn_event_writer(client.clone()),
+        client,
+        bind_tx,
+        binding: HashMap::new(),
+        metrics: opts.metrics,
+        notices: opts.notices,
+        pods_synced: false,
+        nodes_synced: false,
+        pod_relist: None,
+        node_relist: None,
+    };
+    tokio::pin!(shutdown);
+    loop {
+        let now = Instant::now();
+        r.sched.queue.flush(now);
+        r.update_gauges();
+        let can_schedule = r.synced() && r.sched.queue.has_active();
+        let deadline = r.sched.queue.next_deadline();
+        let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline.unwrap_or(now)));
+        tokio::select! {
+            biased;
+            _ = &mut shutdown => return,
+            Some(ev) = pods.next() => match ev {
+                Ok(ev) => r.on_pod_event(ev),
+                Err(e) => tracing::warn!(error = %e, "pod watch error; retrying"),
+            },
+            Some(ev) = nodes.next() => match ev {
+                Ok(ev) => r.on_node_event(ev),
+                Err(e) => tracing::warn!(error = %e, "node watch error; retrying"),
+            },
+            Some(res) = bind_rx.recv() => r.on_bind_result(res),
+            _ = std::future::ready(()), if can_schedule => {
+                if let Some(out) = r.sched.cycle(Instant::now()) {
+                    r.handle_outcome(out);
+                }
+            }
+            _ = sleep, if deadline.is_some() && !can_schedule => {}
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! One scheduling cycle, without any API server: pop a pod, filter nodes,
+//! score them, pick one, assume the pod there (or find preemption victims).
+//! The runner performs the resulting API calls.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::cache::Cache;
+use crate::config::{Profile, SchedulerConfig};
+use crate::framework::{run_filters, score_nodes, FilterFailure};
+use crate::model::{NodeInfo, PodInfo, PodKey};
+use crate::preemption::{nominated_extra, nodes_available_message, preempt, Candidate};
+use crate::queue::{QueuedPod, SchedulingQueue};
+
+/// Upstream `minFeasibleNodesToFind`.
+const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
+/// Upstream `minFeasibleNodesPercentageToFind`.
+const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: i64 = 5;
+
+/// How to choose among nodes with the same best score. Upstream picks at
+/// random; simulations need reproducible runs, so the default is the first
+/// node name, and a seed gives upstream-like but reproducible sampling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TieBreak {
+    NodeName,
+    Seeded(u64),
+}
+
+#[derive(Debug, Clone)]
+pub enum Decision {
+    /// Assumed on `node`; the binding must be sent.
+    Bind { node: String },
+    /// Fits nowhere. `preemption` is set when victims must be deleted for
+    /// the pod to fit on a node later.
+    Unschedulable {
+        message: String,
+        plugins: BTreeSet<String>,
+        preemption: Option<Candidate>,
+    },
+}
+
+/// What a cycle decided for which pod.
+#[derive(Debug, Clone)]
+pub struct CycleOutcome {
+    pub pod: QueuedPod,
+    pub decision: Decision,
+}
+
+pub struct Scheduler {
+    pub config: SchedulerConfig,
+    pub cache: Cache,
+    pub queue: SchedulingQueue,
+    next_start_node_index: usize,
+    tie_break: TieBreak,
+    rng: u64,
+    /// Preemption victims whose deletion we sent and have not seen yet.
+    deleting: HashSet<PodKey>,
+}
+
+impl Scheduler {
+    pub fn new(config: SchedulerConfig, tie_break: TieBreak) -> Scheduler {
+        let queue = SchedulingQueue::new(config.pod_initial_backoff, config.pod_max_backoff);
+        let rng = match tie_break {
+            TieBreak::Seeded(s) => s ^ 0x9E37_79B9_7F4A_7C15,
+            TieBreak::NodeName => 0,
+        };
+        Scheduler {
+            config,
+            cache: Cache::new(),
+            queue,
+            next_start_node_index: 0,
+            tie_break,
+            rng,
+            deleting: HashSet::new(),
+        }
+    }
+
+    /// Whether a pod is ours to schedule: one of our profiles, not bound, not finished.
+    pub fn responsible_for(&self, pod: &PodInfo) -> bool {
+        pod.node_name().is_none()
+            && !pod.is_finished()
+            && self.config.profile(pod.scheduler_name()).is_some()
+    }
+
+    pub fn victim_gone(&mut self, key: &str) {
+        self.deleting.remove(key);
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // xorshift64*: tiny, stable across versions, good enough for sampling.
+        let mut x = self.rng.max(1);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn num_feasible_nodes_to_find(&self, profile: &Profile, all: usize) -> usize {
+        if all < MIN_FEASIBLE_NODES_TO_FIND {
+            return all;
+        }
+        let mut pct = profile
+            .percentage_of_nodes_to_score
+            .unwrap_or(self.config.percentage_of_nodes_to_score) as i64;
+        if pct == 0 {
+            pct = (50 - all as i64 / 125).max(MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND);
+        }
+        let n = (all as i64 * pct / 100) as usize;
+        n.max(MIN_FEASIBLE_NODES_TO_FIND)
+    }
+
+    fn filter_one(&self, profile: &Profile, pod: &PodInfo, node: &NodeInfo) -> Result<(), FilterFailure> {
+        if self.cache.has_nominations() {
+            let (extra, n) = nominated_extra(&self.cache, pod, &node.name);
+            run_filters(profile, pod, node, Some(&extra), n)
+        } else {
+            run_filters(profile, pod, node, None, 0)
+        }
+    }
+
+    /// Decides for one pod and, on success, assumes it on the chosen node.
+    pub fn schedule_one(&mut self, pod: &PodInfo) -> Decision {
+        let Some(profile) = self.config.profile(pod.scheduler_name()).cloned() else {
+            return Decision::Unschedulable {
+                message: format!("no profile for schedulerName {:?}", pod.scheduler_name()),
+                plugins: BTreeSet::new(),
+                preemption: None,
+            };
+        };
+        let all = self.cache.node_count();
+        if all == 0 {
+            return Decision::Unschedulable {
+                message: "no nodes available to schedule pods".to_string(),
+                plugins: BTreeSet::new(),
+                preemption: None,
+            };
+        }
+
+        // A pod that preempted goes to its nominated node if it now fits there.
+        let nominated = self
+            .cache
+            .nomination_of(&pod.key)
+            .map(str::to_string)
+            .or_else(|| pod.nominated_node_name().map(str::to_string));
+        if let Some(n) = nominated {
+            if let Some(node) = self.cache.node(&n) {
+                if self.filter_one(&profile, pod, node).is_ok() {
+                    return self.assume(pod, n);
+                }
+            }
+        }
+
+        let to_find = self.num_feasible_nodes_to_find(&profile, all);
+        let names = self.cache.node_names();
+        let mut feasible: Vec<&NodeInfo> = Vec::new();
+        let mut failures: BTreeMap<String, FilterFailure> = BTreeMap::new();
+        let mut processed = 0;
+        for i in 0..all {
+            let name = &names[(self.next_start_node_index + i) % all];
+            let node = self.cache.node(name).expect("ordered nodes exist");
+            processed += 1;
+            match self.filter_one(&profile, pod, node) {
+                Ok(()) => {
+                    feasible.push(node);
+                    if feasible.len() >= to_find {
+                        break;
+                    }
+                }
+                Err(f) => {
+                    failures.insert(name.clone(), f);
+                }
+            }
+        }
+        let next_start = (self.next_start_node_index + processed) % all;
+
+        if feasible.is_empty() {
+            self.next_start_node_index = next_start;
+            let mut message = nodes_available_message(
+                all,
+                failures.values().flat_map(|f| f.reasons.iter().map(String::as_str)),
+            );
+            let plugins: BTreeSet<String> = failures.values().map(|f| f.plugin.to_string()).collect();
+            let mut preemption = None;
+            if profile.preemption {
+                match preempt(&profile, &self.cache, pod, &failures, &self.deleting) {
+                    Ok(c) => preemption = Some(c),
+                    Err(msg) => {
+                        message.push_str(" preemption: ");
+                        message.push_str(&msg);
+                    }
+                }
+            }
+            if let Some(c) = &preemption {
+                for v in &c.victims {
+                    self.deleting.insert(v.key.clone());
+                }
+                self.cache.nominate(Arc::new(pod.clone()), &c.node);
+            }
+            return Decision::Unschedulable {
+                message,
+                plugins,
+                preemption,
+            };
+        }
+
+        let chosen = if feasible.len() == 1 {
+            feasible[0].name.clone()
+        } else {
+            let scores = score_nodes(&profile, pod, &feasible);
+            let max = scores.iter().copied().max().unwrap_or(0);
+            let ties: Vec<&str> = feasible
+                .iter()
+                .zip(&scores)
+                .filter(|(_, s)| **s == max)
+                .map(|(n, _)| n.name.as_str())
+                .collect();
+            match self.tie_break {
+                TieBreak::NodeName => ties.iter().min().expect("non-empty").to_string(),
+                TieBreak::Seeded(_) => {
+                    let ties: Vec<String> = ties.iter().map(|s| s.to_string()).collect();
+                    // Reservoir sampling over the ties, as upstream's selectHost.
+                    let mut pick = 0;
+                    for i in 1..ties.len() {
+                        if self.next_random() % (i as u64 + 1) == 0 {
+                            pick = i;
+                        }
+                    }
+                    ties[pick].clone()
+                }
+            }
+        };
+        self.next_start_node_index = next_start;
+        self.assume(pod, chosen)
+    }
+
+    fn assume(&mut self, pod: &PodInfo, node: String) -> Decision {
+        match self.cache.assume(Arc::new(pod.clone()), &node) {
+            Ok(()) => Decision::Bind { node },
+            Err(e) => Decision::Unschedulable {
+                message: e.to_string(),
+                plugins: BTreeSet::new(),
+                preemption: None,
+            },
+        }
+    }
+
+    /// Pops the next active pod and decides for it, keeping the queue's
+    /// bookkeeping. Returns `None` when no pod is active.
+    pub fn cycle(&mut self, now: Instant) -> Option<CycleOutcome> {
+        loop {
+            let pod = self.queue.pop(now)?;
+            let key = pod.info.key.clone();
+            if self.cache.contains_pod(&key) || !self.responsible_for(&pod.info) {
+                // Already assumed or bound (a stale queue entry): nothing to do.
+                self.queue.done(&key);
+                continue;
+            }
+            let decision = self.schedule_one(&pod.info);
+            match &decision {
+                Decision::Bind { .. } => self.queue.done(&key),
+                Decision::Unschedulable { plugins, .. } => {
+                    self.queue.requeue_unschedulable(&key, plugins.clone(), now)
+                }
+            }
+            return Some(CycleOutcome { pod, decision });
+        }
+    }
+}
