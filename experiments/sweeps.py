@@ -57,11 +57,13 @@ def reference(sweep, case):
         for r in csv.DictReader(f):
             try:
                 x = float(r[col])
+                # min-delay files record whether the run completed, not its makespan.
                 ms = float(r["makespan"]) if r.get("makespan") else None
+                ok = r.get("exit_code", "0") == "0"
                 d = float(r["duration"])
             except (KeyError, ValueError):
                 continue
-            pts.setdefault(x, []).append((ms, d))
+            pts.setdefault(x, []).append((ms, d, ok))
     return pts
 
 
@@ -84,9 +86,15 @@ def main():
             values = sorted(ref) if a.full else quick
             fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.2))
             xs = sorted(ref)
-            ax1.plot(xs, [statistics.fmean(m for m, _ in ref[x] if m is not None) if any(m for m, _ in ref[x]) else float("nan") for x in xs],
-                     "o-", ms=3, label="Batkube 2020 (timeout model)")
-            ax2.plot(xs, [statistics.fmean(d for _, d in ref[x]) for x in xs], "o-", ms=3, label="Batkube 2020")
+            # Without makespans (min-delay), the left panel shows how many runs completed.
+            by_rate = bool(xs) and all(m is None for x in xs for m, _, _ in ref[x])
+            if by_rate:
+                ax1.plot(xs, [statistics.fmean(1.0 if ok else 0.0 for _, _, ok in ref[x]) for x in xs],
+                         "o-", ms=3, label="Batkube 2020 (timeout model)")
+            else:
+                ax1.plot(xs, [statistics.fmean(m for m, _, _ in ref[x] if m is not None) for x in xs],
+                         "o-", ms=3, label="Batkube 2020 (timeout model)")
+            ax2.plot(xs, [statistics.fmean(d for _, d, _ in ref[x]) for x in xs], "o-", ms=3, label="Batkube 2020")
             if runnable:
                 wall, rc = c.run_batkube(bk, pf, wl, OUT / f"{case}_exact", ["--sync", "exact"], check=False)
                 exact = c.makespan(c.read_jobs(OUT / f"{case}_exact" / "jobs.csv")) if rc == 0 else float("nan")
@@ -100,15 +108,23 @@ def main():
                     ours_wall.append(w)
                     rows.append([sweep, case, "timeout", v, f"{ms:.3f}", f"{w:.3f}", rc])
                     print(f"[{sweep} {case}] {v} {unit}: makespan {ms:.1f} s, {w:.2f} s wall", file=sys.stderr)
-                ax1.plot(values, ours_ms, "s-", ms=3, label="batkube --sync timeout")
-                ax1.axhline(exact, color="green", linestyle="--", label="batkube --sync exact")
+                if by_rate:
+                    ax1.plot(values, [0.0 if ms != ms else 1.0 for ms in ours_ms], "s-", ms=3,
+                             label="batkube --sync timeout")
+                    ax1.axhline(0.0 if exact != exact else 1.0, color="green", linestyle="--",
+                                label="batkube --sync exact")
+                else:
+                    ax1.plot(values, ours_ms, "s-", ms=3, label="batkube --sync timeout")
+                    ax1.axhline(exact, color="green", linestyle="--", label="batkube --sync exact")
                 ax2.plot(values, ours_wall, "s-", ms=3, label="batkube --sync timeout")
                 ax2.axhline(wall, color="green", linestyle="--", label="batkube --sync exact")
-            for ax, yl in ((ax1, "makespan (s)"), (ax2, "wall time per simulation (s)")):
+            left = "runs completed (fraction)" if by_rate else "makespan (s)"
+            for ax, yl in ((ax1, left), (ax2, "wall time per simulation (s)")):
                 ax.set_xlabel(f"{sweep} ({unit})")
                 ax.set_ylabel(yl)
                 ax.set_xscale("symlog")
-                ax.set_yscale("log")
+                if not (ax is ax1 and by_rate):
+                    ax.set_yscale("log")
                 ax.legend(fontsize=7)
             fig.suptitle(f"{sweep} sweep, {case}")
             fig.tight_layout()
