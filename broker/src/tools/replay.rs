@@ -17,15 +17,16 @@ use std::time::Duration;
 
 use anyhow::Context;
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{Container, Event, Node, Pod, PodSpec, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::quantity;
+use crate::batsim::protocol::Job;
 use crate::standin::workload::{ProfileKind, Workload, WorkloadJob};
+use crate::translate;
 
 /// Options of `batkube replay`.
 #[derive(Debug, Clone, clap::Args)]
@@ -59,102 +60,37 @@ pub struct ReplayArgs {
     pub keep_pods: bool,
 }
 
-/// A DNS-1123 label from a Batsim job id: lowercase alphanumerics and '-'.
-pub fn pod_name(job_id: &str) -> String {
-    let mut s: String = job_id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    s.truncate(58);
-    format!("job-{}", s.trim_matches('-'))
-}
-
-fn request(job: &WorkloadJob, profile: &Value, keys: &[&str]) -> Option<Value> {
-    keys.iter()
-        .find_map(|k| job.json.get(*k).or_else(|| profile.get(*k)))
-        .cloned()
-}
-
-/// The pod for one job: `job-<id>`, requests from the job or its profile
-/// (`cpu`, `memory`/`mem`), annotation `batkube/job-id`, `sleep <delay>`,
-/// restartPolicy Never. (Same shape as the broker's translation.)
+/// The pod for one job, exactly as the broker makes it
+/// ([`crate::translate::pod_from_job`]: name from the Batsim id `w0!<id>`,
+/// requests from the job or its profile, schedulerName, priority,
+/// nodeSelector, labels, the job id in an annotation, `sleep <delay>`,
+/// restartPolicy Never), so replayed and simulated pods are the same pods.
 pub fn pod_from_job(workload: &Workload, job: &WorkloadJob) -> anyhow::Result<Pod> {
     let profile = workload
         .profile(&job.profile)
         .with_context(|| format!("job {:?}: no profile {:?}", job.id, job.profile))?;
-    let ProfileKind::Delay { delay } = profile.kind else {
+    if !matches!(profile.kind, ProfileKind::Delay { .. }) {
         anyhow::bail!(
             "job {:?}: only delay profiles can be replayed (profile {:?})",
             job.id,
             job.profile
         );
-    };
-    if job.res != 1 {
-        anyhow::bail!(
-            "job {:?} asks for {} machines; a pod runs on one",
-            job.id,
-            job.res
-        );
     }
-    let mut requests = BTreeMap::new();
-    if let Some(v) = request(job, &profile.json, &["cpu"]) {
-        let c =
-            quantity::cpu_from_value(&v).map_err(|e| anyhow::anyhow!("job {:?}: {e}", job.id))?;
-        requests.insert(
-            "cpu".to_string(),
-            Quantity(quantity::format_cpu(c.max(0.001))),
-        );
+    let mut fields = job.json.clone();
+    fields.insert("id".into(), Value::String(job.id.clone()));
+    let batsim_job: Job = serde_json::from_value(Value::Object(fields))
+        .with_context(|| format!("job {:?}", job.id))?;
+    let batsim_id = format!("{}!{}", workload.name, job.id);
+    let created = Time(k8s_openapi::jiff::Timestamp::now());
+    let mut pod = translate::pod_from_job(&batsim_id, &batsim_job, Some(&profile.json), created)
+        .map_err(|why| anyhow::anyhow!("job {:?} cannot be a pod: {why}", job.id))?;
+    // The API server sets these on creation.
+    pod.status = None;
+    pod.metadata.creation_timestamp = None;
+    pod.metadata.namespace = None;
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.termination_grace_period_seconds = Some(0);
     }
-    if let Some(v) = request(job, &profile.json, &["memory", "mem"]) {
-        let m = quantity::memory_from_value(&v)
-            .map_err(|e| anyhow::anyhow!("job {:?}: {e}", job.id))?;
-        requests.insert("memory".to_string(), Quantity(quantity::format_memory(m)));
-    }
-    let node_selector = job
-        .json
-        .get("nodeSelector")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| {
-                    (
-                        k.clone(),
-                        v.as_str()
-                            .map(str::to_string)
-                            .unwrap_or_else(|| v.to_string()),
-                    )
-                })
-                .collect::<BTreeMap<_, _>>()
-        });
-    let mut pod = Pod::default();
-    pod.metadata.name = Some(pod_name(&job.id));
-    pod.metadata.annotations = Some(BTreeMap::from([(
-        "batkube/job-id".to_string(),
-        job.id.clone(),
-    )]));
-    pod.spec = Some(PodSpec {
-        restart_policy: Some("Never".into()),
-        termination_grace_period_seconds: Some(0),
-        node_selector,
-        containers: vec![Container {
-            name: "job".into(),
-            image: Some("busybox".into()),
-            command: Some(vec!["sleep".into(), format_secs(delay)]),
-            resources: Some(ResourceRequirements {
-                requests: Some(requests.clone()),
-                limits: None,
-                ..Default::default()
-            }),
-            ..Default::default()
-        }],
-        ..Default::default()
-    });
     Ok(pod)
 }
 
@@ -185,7 +121,9 @@ pub async fn replay(args: &ReplayArgs) -> anyhow::Result<usize> {
     for j in &workload.jobs {
         let mut p = pod_from_job(&workload, j)?;
         if let Some(spec) = p.spec.as_mut() {
-            spec.scheduler_name = args.scheduler_name.clone();
+            if let Some(name) = &args.scheduler_name {
+                spec.scheduler_name = Some(name.clone());
+            }
             spec.containers[0].image = Some(args.image.clone());
             if args.speedup != 1.0 {
                 let ProfileKind::Delay { delay } = workload
@@ -481,7 +419,10 @@ mod tests {
         )
         .unwrap();
         let p = pod_from_job(&w, &w.jobs[0]).unwrap();
-        assert_eq!(p.metadata.name.as_deref(), Some("job-a-1"));
+        assert_eq!(
+            p.metadata.name.as_deref(),
+            Some(translate::pod_name("w0!A_1").as_str())
+        );
         let c = &p.spec.as_ref().unwrap().containers[0];
         assert_eq!(
             c.command.as_ref().unwrap(),
@@ -489,7 +430,19 @@ mod tests {
         );
         let req = c.resources.as_ref().unwrap().requests.as_ref().unwrap();
         assert_eq!(req["cpu"].0, "500m");
-        assert_eq!(req["memory"].0, "1Gi");
-        assert_eq!(p.metadata.annotations.unwrap()["batkube/job-id"], "A_1");
+        assert_eq!(req["memory"].0, "1073741824");
+        assert_eq!(
+            p.metadata.annotations.unwrap()[translate::JOB_ID_ANNOTATION],
+            "w0!A_1"
+        );
+        assert!(p.status.is_none() && p.metadata.namespace.is_none());
+        let parallel = Workload::parse(
+            r#"{"jobs":[{"id":"x","subtime":0,"res":1,"profile":"p"}],
+                "profiles":{"p":{"type":"parallel_homogeneous","cpu":1e9,"com":0}}}"#,
+            "w0",
+            "x",
+        )
+        .unwrap();
+        assert!(pod_from_job(&parallel, &parallel.jobs[0]).is_err());
     }
 }
