@@ -94,7 +94,7 @@ pub fn format_memory(bytes: f64) -> String {
         ("Mi", 1 << 20),
         ("Ki", 1 << 10),
     ] {
-        if b >= f && b % f == 0 {
+        if b >= f && b.checked_rem(f) == Some(0) {
             return format!("{}{suf}", b / f);
         }
     }

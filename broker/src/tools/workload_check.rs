@@ -271,10 +271,10 @@ pub fn check(text: &str, shown: &str) -> Result<Vec<Finding>, Vec<Finding>> {
                 format!("profile {name:?} has type {t:?}, which Batsim 4.2 does not know"),
             ),
             Some("delay") => {
-                if po
+                if !po
                     .get("delay")
                     .and_then(crate::batsim::protocol::value_as_f64)
-                    .map_or(true, |d| d < 0.0)
+                    .is_some_and(|d| d >= 0.0)
                 {
                     err(
                         &mut out,

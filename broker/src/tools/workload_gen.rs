@@ -170,7 +170,7 @@ impl WorkloadBuilder {
     pub fn push(&mut self, spec: JobSpec) {
         let delay = round3(spec.delay);
         let cpu = spec.cpu.map(|c| round3(c).max(0.001));
-        let memory = spec.memory.map(|m| quantity::format_memory(m));
+        let memory = spec.memory.map(quantity::format_memory);
         let mut name = format!("delay{}", num(delay));
         if let Some(c) = cpu {
             let _ = write!(name, "_cpu{}", quantity::format_cpu(c));
@@ -438,7 +438,7 @@ pub fn convert_swf(
         let mut best: Option<(f64, f64)> = None;
         for j in trace.jobs.iter().filter(|j| j.submit >= start) {
             let u = window_utilisation(trace, machine, j.submit, len);
-            if best.map_or(true, |(_, bu)| (u - target).abs() < (bu - target).abs()) {
+            if !best.is_some_and(|(_, bu)| (u - target).abs() >= (bu - target).abs()) {
                 best = Some((j.submit, u));
             }
             if (u - target).abs() <= spec.tolerance {
