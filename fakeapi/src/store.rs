@@ -41,6 +41,12 @@ pub struct StoreConfig {
     pub bookmark_interval: Duration,
     /// Namespaces that exist from the start.
     pub namespaces: Vec<String>,
+    /// When true, an HTTP client deleting a bound, non-terminal pod with a
+    /// non-zero grace period only sets `deletionTimestamp` (MODIFIED), as a
+    /// real cluster does until the kubelet confirms; the broker finishes
+    /// the deletion with [`Store::delete_pod`]. When false (default), every
+    /// deletion is immediate.
+    pub graceful_pod_deletion: bool,
 }
 
 impl Default for StoreConfig {
@@ -56,6 +62,7 @@ impl Default for StoreConfig {
                 "kube-public".into(),
                 "kube-node-lease".into(),
             ],
+            graceful_pod_deletion: false,
         }
     }
 }
@@ -67,6 +74,7 @@ impl std::fmt::Debug for StoreConfig {
             .field("watch_buffer", &self.watch_buffer)
             .field("bookmark_interval", &self.bookmark_interval)
             .field("namespaces", &self.namespaces)
+            .field("graceful_pod_deletion", &self.graceful_pod_deletion)
             .finish_non_exhaustive()
     }
 }
@@ -1099,15 +1107,18 @@ impl Store {
             .and_then(|m| m.get("finalizers"))
             .and_then(Value::as_array)
             .is_some_and(|f| !f.is_empty());
+        let graceful = self.graceful_pod_deletion(info, &obj, opts, origin);
         let m = meta_mut(&mut obj);
         if !m.contains_key("deletionTimestamp") {
-            m.insert("deletionTimestamp".into(), json!(now));
+            let grace = graceful.unwrap_or(opts.grace_period_seconds.unwrap_or(0));
+            let at = self.now() + chrono::Duration::seconds(grace.max(0));
             m.insert(
-                "deletionGracePeriodSeconds".into(),
-                json!(opts.grace_period_seconds.unwrap_or(0)),
+                "deletionTimestamp".into(),
+                json!(at.to_rfc3339_opts(SecondsFormat::Secs, true)),
             );
+            m.insert("deletionGracePeriodSeconds".into(), json!(grace));
         }
-        let ty = if has_finalizers {
+        let ty = if has_finalizers || graceful.is_some() {
             if obj == *old.value {
                 return Ok(old);
             }
@@ -1116,6 +1127,38 @@ impl Store {
             EventType::Deleted
         };
         Ok(self.commit(&mut st, info, key, obj, Some(old), ty, origin))
+    }
+
+    /// With [`StoreConfig::graceful_pod_deletion`], an HTTP client deleting a
+    /// bound, non-terminal pod with a non-zero grace period only marks it
+    /// (like a kubelet-managed pod); returns that grace period.
+    fn graceful_pod_deletion(
+        &self,
+        info: &ResourceInfo,
+        pod: &Value,
+        opts: &DeleteOptions,
+        origin: Origin,
+    ) -> Option<i64> {
+        if !self.inner.config.graceful_pod_deletion
+            || origin != Origin::Http
+            || (info.group, info.plural) != ("", "pods")
+        {
+            return None;
+        }
+        let bound = pod
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty());
+        let terminal = matches!(
+            pod.pointer("/status/phase").and_then(Value::as_str),
+            Some("Succeeded" | "Failed")
+        );
+        let grace = opts.grace_period_seconds.unwrap_or_else(|| {
+            pod.pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(30)
+        });
+        (bound && !terminal && grace > 0).then_some(grace)
     }
 
     /// The binding subresource: sets `spec.nodeName` and `PodScheduled=True`.
@@ -1402,6 +1445,39 @@ mod tests {
         assert_eq!(c.kind, EventType::Modified);
         assert_eq!(c.object["spec"]["nodeName"], "n1");
         assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn graceful_pod_deletion_waits_for_the_rust_api() {
+        let s = Store::with_config(StoreConfig {
+            graceful_pod_deletion: true,
+            ..Default::default()
+        });
+        let info = resources::lookup_qualified("pods").unwrap();
+        for name in ["bound", "pending"] {
+            s.create("pods", None, json!({"metadata": {"name": name}}))
+                .unwrap();
+        }
+        s.bind_pod("default", "bound", "n1").unwrap();
+        let opts = DeleteOptions::default();
+        let marked = s
+            .delete_in(info, "default", "bound", &opts, Origin::Http)
+            .unwrap();
+        assert_eq!(marked.value["metadata"]["deletionGracePeriodSeconds"], 30);
+        assert!(s.get("pods", Some("default"), "bound").is_ok());
+        s.delete_in(info, "default", "pending", &opts, Origin::Http)
+            .unwrap();
+        assert_eq!(
+            s.get("pods", Some("default"), "pending")
+                .unwrap_err()
+                .code(),
+            404
+        );
+        s.delete_pod("default", "bound").unwrap();
+        assert_eq!(
+            s.get("pods", Some("default"), "bound").unwrap_err().code(),
+            404
+        );
     }
 
     #[test]
