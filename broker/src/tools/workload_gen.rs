@@ -728,6 +728,46 @@ mod tests {
     }
 
     #[test]
+    fn swf_window_search_finds_the_requested_utilisation() {
+        // A 10-processor machine: an idle first hour, then 8 processors busy
+        // for an hour from t=3600, then idle again.
+        let swf = "; MaxProcs: 10\n\
+1 0 0 60 1 -1 -1 1 -1 -1 1 1 1 -1 1 1 -1 -1\n\
+2 3600 0 3600 8 -1 -1 8 -1 -1 1 1 1 -1 1 1 -1 -1\n\
+3 3700 0 100 1 -1 -1 1 -1 -1 1 1 1 -1 1 1 -1 -1\n\
+4 9000 0 10 1 -1 -1 1 -1 -1 1 1 1 -1 1 1 -1 -1\n";
+        let t = parse_swf(swf).unwrap();
+        assert!(
+            (window_utilisation(&t, 10.0, 3600.0, 3600.0) - (8.0 * 3600.0 + 100.0) / 36000.0).abs()
+                < 1e-9
+        );
+        let spec = SwfSpec {
+            start: None,
+            length: Some(3600.0),
+            utilisation: Some(0.8),
+            tolerance: 0.01,
+            trim: None,
+            node_cpu: 1.0,
+            cpu_cap: None,
+            procs_reference: Some(10.0),
+            memory: None,
+        };
+        let (b, sel) = convert_swf(&t, &spec).unwrap();
+        assert_eq!(sel.start, 3600.0);
+        assert_eq!(b.len(), 2, "jobs 2 and 3, submitted in the window");
+        let v: Value = serde_json::from_str(&b.to_json("w")).unwrap();
+        assert_eq!(v["jobs"][1]["subtime"], json!(100));
+        assert!(convert_swf(
+            &t,
+            &SwfSpec {
+                utilisation: Some(0.5),
+                ..spec
+            }
+        )
+        .is_err());
+    }
+
+    #[test]
     fn volcano_pods_become_jobs_with_requests_selectors_and_queues() {
         let csv = "cpu_request,memory_request,runsec,createtime,nodeSelector,priority,queueName\n\
 2,4Gi,60,100,,1,default\n\
