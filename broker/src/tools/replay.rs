@@ -110,6 +110,8 @@ struct Record {
     started: Option<f64>,
     finished: Option<f64>,
     success: Option<bool>,
+    /// The pod was deleted before it ended.
+    killed: bool,
     node: Option<String>,
 }
 
@@ -247,6 +249,17 @@ pub async fn replay(args: &ReplayArgs) -> anyhow::Result<usize> {
             Some(ev) = pod_events.next() => {
                 let pod = match ev {
                     Ok(watcher::Event::Apply(p)) | Ok(watcher::Event::InitApply(p)) => p,
+                    Ok(watcher::Event::Delete(p)) => {
+                        // Deleted (evicted, preempted, by hand) before it ended:
+                        // recorded as killed.
+                        if let Some(&i) = p.metadata.name.as_ref().and_then(|n| index.get(n)) {
+                            if records[i].finished.is_none() {
+                                records[i].finished = Some(now());
+                                records[i].killed = true;
+                            }
+                        }
+                        continue;
+                    }
                     Ok(_) => continue,
                     Err(e) => { tracing::debug!(error = %e, "pod watch"); continue }
                 };
@@ -352,10 +365,10 @@ fn jobs_csv(w: &Workload, records: &[Record], nodes: &[String]) -> String {
     );
     for (j, r) in w.jobs.iter().zip(records) {
         let sub = r.submitted.unwrap_or(0.0);
-        let (state, success) = match r.success {
-            Some(true) => ("COMPLETED_SUCCESSFULLY", 1),
-            Some(false) => ("COMPLETED_FAILED", 0),
-            None => ("COMPLETED_KILLED", 0),
+        let (state, success) = match (r.killed, r.success) {
+            (false, Some(true)) => ("COMPLETED_SUCCESSFULLY", 1),
+            (false, Some(false)) => ("COMPLETED_FAILED", 0),
+            _ => ("COMPLETED_KILLED", 0),
         };
         let start = r.started;
         let fin = r.finished;
