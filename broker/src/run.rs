@@ -252,6 +252,18 @@ pub struct ServeArgs {
     pub kubelet: KubeletArgs,
 }
 
+/// A child is killed when batkube dies, even by SIGKILL (no orphans).
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
 /// Children killed on drop, whatever happens.
 struct Reaper(Arc<Mutex<Vec<Child>>>);
 
@@ -342,9 +354,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         };
         c.configure(&mut cmd, &mode);
     }
+    die_with_parent(&mut cmd);
     let child = cmd
         .spawn()
         .with_context(|| format!("starting the scheduler: {}", args.scheduler))?;
+    let scheduler_pid = child.id();
     children.lock().push(child);
     let side = match &controller {
         Some(c) => SchedulerSide::Shim(ShimSide {
@@ -365,6 +379,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
             kubelet: args.kubelet.model()?,
             give_up_after: args.give_up_after,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            scheduler_pid: Some(scheduler_pid),
+            activity: Some(server.activity()),
         },
     );
     let metrics = Arc::new(Mutex::new(String::new()));
@@ -390,6 +406,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
                 .stdin(Stdio::null())
                 .stdout(std::fs::File::create(out.join("batsim.log"))?)
                 .stderr(std::fs::File::create(out.join("batsim.err.log"))?);
+            die_with_parent(&mut c);
             let child = c
                 .spawn()
                 .with_context(|| format!("starting Batsim: {}", batsim.display()))?;
@@ -571,6 +588,8 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
             kubelet: args.kubelet.model()?,
             give_up_after: args.give_up_after,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            scheduler_pid: None,
+            activity: None,
         },
     );
     let metrics = Arc::new(Mutex::new(String::new()));

@@ -42,7 +42,7 @@ use crate::batsim::IntervalSet;
 use crate::translate::{self, Amounts};
 use kubelet::KubeletModel;
 use record::{NodeSample, PodRecord, Summary};
-use sync::{Quiet, ShimSide};
+use sync::{InstantGate, Quiet, ShimSide};
 
 /// Simulated second 0 is this Unix time (2026-01-01T00:00:00Z), so that the
 /// scheduler's wall clock reads plausible dates, identically in every run.
@@ -82,12 +82,18 @@ fn to_time(t: f64) -> Time {
     )
 }
 
+const SIM_EPOCH_NANOS: u64 = 1_767_225_600_000_000_000;
+
+/// Batsim seconds to the shim's clock, in integer nanoseconds (an f64 of
+/// seconds since 1970 would only resolve about 0.2 us).
 pub fn sim_time(t: f64) -> SimTime {
-    SimTime::from_secs_f64(SIM_EPOCH_SECS + t)
+    SimTime::from_nanos(SIM_EPOCH_NANOS + (t.max(0.0) * 1e9).round() as u64)
 }
 
 pub fn batsim_time(t: SimTime) -> f64 {
-    t.as_secs_f64() - SIM_EPOCH_SECS
+    t.saturating_duration_since(SimTime::from_nanos(SIM_EPOCH_NANOS))
+        .as_nanos() as f64
+        / 1e9
 }
 
 /// Rounds up to Batsim's microsecond so that a wake-up is never before the
@@ -116,6 +122,11 @@ pub struct BrokerConfig {
     pub give_up_after: f64,
     /// Show a progress line.
     pub progress: bool,
+    /// The scheduler's process, when it is ours to pause while an instant's
+    /// events are applied.
+    pub scheduler_pid: Option<u32>,
+    /// The API's activity counters (to know when watch events are written).
+    pub activity: Option<Arc<fakeapi::Activity>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -261,16 +272,22 @@ impl Broker {
         let t = msg.now.max(self.clock.now());
         self.advance(t)?;
         let mut out: Vec<EventData> = Vec::new();
-        for ev in msg.events {
-            self.apply(ev.data, &mut out)?;
+        let gate = self.cfg.scheduler_pid.map(InstantGate::new);
+        if let Some(g) = &gate {
+            g.close();
         }
+        let applied = self.apply_instant(t, msg, &mut out);
+        if let Some(g) = &gate {
+            match &self.cfg.activity {
+                Some(a) => g.open(a),
+                None => g.open(&fakeapi::Activity::default()),
+            }
+        }
+        applied?;
         if self.ended {
             self.drain_changes(&mut out)?;
             return Ok(Message::empty(t));
         }
-        self.pending_wakeups
-            .retain(|&w| (w as f64) / 1e6 > t + 1e-9);
-        self.fire_timers(t, &mut out)?;
         let reply_now = self.window(t, &mut out)?;
         self.give_up_if_stuck(reply_now, &mut out)?;
         // The scheduler's concurrent requests reach the API in an order
@@ -284,6 +301,24 @@ impl Broker {
         self.request_wakeups(reply_now, &mut reply);
         self.progress();
         Ok(reply)
+    }
+
+    /// Everything that happens at instant `t`, before the scheduler looks.
+    fn apply_instant(
+        &mut self,
+        t: f64,
+        msg: Message,
+        out: &mut Vec<EventData>,
+    ) -> anyhow::Result<()> {
+        for ev in msg.events {
+            self.apply(ev.data, out)?;
+        }
+        if !self.ended {
+            self.pending_wakeups
+                .retain(|&w| (w as f64) / 1e6 > t + 1e-9);
+            self.fire_timers(t, out)?;
+        }
+        Ok(())
     }
 
     fn advance(&mut self, t: f64) -> anyhow::Result<()> {

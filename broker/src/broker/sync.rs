@@ -108,3 +108,62 @@ pub fn tcp_backlog(port: u16) -> u64 {
     }
     total
 }
+
+/// Freezes a process while the broker applies the events of one instant, so
+/// that the scheduler sees them together (as one instant should be), not
+/// one by one with scheduling cycles in between that would fail for want
+/// of resources freed a microsecond of wall time later.
+pub struct InstantGate {
+    pid: i32,
+}
+
+impl InstantGate {
+    pub fn new(pid: u32) -> Self {
+        Self { pid: pid as i32 }
+    }
+
+    /// Stops the process and waits (briefly) until every thread is stopped.
+    pub fn close(&self) {
+        // SAFETY: sending a signal to our own child.
+        if unsafe { libc::kill(self.pid, libc::SIGSTOP) } != 0 {
+            return;
+        }
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(50) {
+            if all_threads_in_state(self.pid, 'T') != Some(false) {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Resumes the process once the API has written every pending watch
+    /// event (bounded: a full socket buffer must not block the broker).
+    pub fn open(&self, activity: &fakeapi::Activity) {
+        let start = Instant::now();
+        while activity.snapshot().watch_events_pending > 0
+            && start.elapsed() < Duration::from_millis(100)
+        {
+            std::thread::sleep(Duration::from_micros(20));
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(self.pid, libc::SIGCONT) };
+    }
+}
+
+/// Whether every thread of `pid` is in `state`; `None` if the process is gone.
+fn all_threads_in_state(pid: i32, state: char) -> Option<bool> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    for entry in dir.flatten() {
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let st = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].trim_start().chars().next());
+        match st {
+            Some(c) if c == state || c == 't' => {}
+            Some('Z') | Some('X') | None => {}
+            _ => return Some(false),
+        }
+    }
+    Some(true)
+}

@@ -171,7 +171,8 @@ impl Platform {
         invalid: &dyn Fn(String) -> PlatformError,
     ) -> Result<(), PlatformError> {
         for child in node.children().filter(|n| n.is_element()) {
-            let line = child.document().text_pos_at(child.range().start).row;
+            // Only computed for messages: it scans the text from the start.
+            let line = LineOf(child);
             let attr = |name: &str| child.attribute(name);
             let need = |name: &str| {
                 attr(name).ok_or_else(|| {
@@ -289,7 +290,7 @@ impl Platform {
         &mut self,
         node: roxmltree::Node,
         parent: usize,
-        line: u32,
+        line: LineOf,
         invalid: &dyn Fn(String) -> PlatformError,
     ) -> Result<(), PlatformError> {
         let need = |name: &str| {
@@ -570,6 +571,17 @@ impl Platform {
         }
         let max_load = load.values().copied().fold(0.0, f64::max);
         (max_latency, max_load)
+    }
+}
+
+/// The line of an element, computed lazily (only error messages need it).
+#[derive(Clone, Copy)]
+struct LineOf<'a, 'i>(roxmltree::Node<'a, 'i>);
+
+impl std::fmt::Display for LineOf<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pos = self.0.document().text_pos_at(self.0.range().start);
+        write!(f, "{}", pos.row)
     }
 }
 
