@@ -431,6 +431,7 @@ impl Store {
         field_selector: Option<&str>,
     ) -> Result<Vec<Value>> {
         let info = resolve(resource)?;
+        let namespace = namespace.filter(|_| info.namespaced);
         let sel = Selection::parse(namespace, label_selector, field_selector)?;
         let page = self.list_in(info, &sel, None, None)?;
         Ok(page.items.into_iter().map(|s| (*s.value).clone()).collect())
@@ -510,6 +511,7 @@ impl Store {
         K: k8s_openapi::Resource + DeserializeOwned,
     {
         let info = typed_info::<K>()?;
+        let namespace = namespace.filter(|_| info.namespaced);
         let sel = Selection::parse(namespace, None, None)?;
         self.list_in(info, &sel, None, None)?
             .items
@@ -1078,7 +1080,6 @@ impl Store {
     ) -> Result<Stored> {
         let ns = if info.namespaced { ns } else { "" };
         let idx = resources::index_of(info);
-        let now = self.now_str();
         let mut st = self.inner.state.write();
         let key = (ns.to_string(), name.to_string());
         let old = st.tables[idx]
