@@ -191,7 +191,10 @@ impl Cache {
 
     /// Pods nominated on `node` (upstream `addNominatedPods` adds those with
     /// priority >= the incoming pod's before filtering).
-    pub fn nominated_on<'a>(&'a self, node: &'a str) -> impl Iterator<Item = &'a Arc<PodInfo>> + 'a {
+    pub fn nominated_on<'a>(
+        &'a self,
+        node: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<PodInfo>> + 'a {
         self.nominated
             .values()
             .filter(move |(n, _)| n == node)

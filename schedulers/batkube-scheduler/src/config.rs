@@ -443,11 +443,18 @@ fn implements(name: &str, point: Point) -> bool {
     match point {
         Point::Filter => matches!(
             name,
-            "NodeUnschedulable" | "NodeName" | "TaintToleration" | "NodeAffinity" | "NodeResourcesFit"
+            "NodeUnschedulable"
+                | "NodeName"
+                | "TaintToleration"
+                | "NodeAffinity"
+                | "NodeResourcesFit"
         ),
         Point::Score => matches!(
             name,
-            "TaintToleration" | "NodeAffinity" | "NodeResourcesFit" | "NodeResourcesBalancedAllocation"
+            "TaintToleration"
+                | "NodeAffinity"
+                | "NodeResourcesFit"
+                | "NodeResourcesBalancedAllocation"
         ),
         Point::PostFilter => name == "DefaultPreemption",
         Point::QueueSort => name == "PrioritySort",
@@ -457,7 +464,10 @@ fn implements(name: &str, point: Point) -> bool {
 
 /// Upstream `mergePluginSet`: defaults minus disabled (`*` for all), custom
 /// enabled ones replacing defaults in place, the others appended.
-fn merge_set(defaults: &[(String, i64)], custom: Option<&PluginSet>) -> Result<Vec<(String, i64)>, ConfigError> {
+fn merge_set(
+    defaults: &[(String, i64)],
+    custom: Option<&PluginSet>,
+) -> Result<Vec<(String, i64)>, ConfigError> {
     let Some(custom) = custom else {
         return Ok(defaults.to_vec());
     };
@@ -507,7 +517,11 @@ fn merge_set(defaults: &[(String, i64)], custom: Option<&PluginSet>) -> Result<V
 /// Upstream `expandMultiPointPlugins` for one extension point: plugins
 /// explicitly configured at the point win; multiPoint ones fill in unless
 /// disabled there.
-fn expand(multi: &[(String, i64)], point: Point, set: Option<&PluginSet>) -> Result<Vec<(String, i64)>, ConfigError> {
+fn expand(
+    multi: &[(String, i64)],
+    point: Point,
+    set: Option<&PluginSet>,
+) -> Result<Vec<(String, i64)>, ConfigError> {
     let specific = merge_set(&[], set)?;
     for (name, _) in &specific {
         if !implements(name, point) {
@@ -537,7 +551,10 @@ fn expand(multi: &[(String, i64)], point: Point, set: Option<&PluginSet>) -> Res
     Ok(out)
 }
 
-fn resource_weights(list: Option<Vec<ResourceSpecFile>>, plugin: &str) -> Result<Vec<ResourceWeight>, ConfigError> {
+fn resource_weights(
+    list: Option<Vec<ResourceSpecFile>>,
+    plugin: &str,
+) -> Result<Vec<ResourceWeight>, ConfigError> {
     let Some(list) = list else {
         return Ok(cpu_memory());
     };
@@ -558,7 +575,10 @@ fn resource_weights(list: Option<Vec<ResourceSpecFile>>, plugin: &str) -> Result
     Ok(out)
 }
 
-fn parse_args<T: serde::de::DeserializeOwned + Default>(name: &str, args: &Option<serde_yaml::Value>) -> Result<T, ConfigError> {
+fn parse_args<T: serde::de::DeserializeOwned + Default>(
+    name: &str,
+    args: &Option<serde_yaml::Value>,
+) -> Result<T, ConfigError> {
     match args {
         None => Ok(T::default()),
         Some(v) => serde_yaml::from_value(v.clone())
@@ -602,10 +622,22 @@ fn build_profile(file: &ProfileFile) -> Result<Profile, ConfigError> {
         }
     }
     let multi = merge_set(&defaults, plugins.and_then(|p| p.multi_point.as_ref()))?;
-    let filters = expand(&multi, Point::Filter, plugins.and_then(|p| p.filter.as_ref()))?;
+    let filters = expand(
+        &multi,
+        Point::Filter,
+        plugins.and_then(|p| p.filter.as_ref()),
+    )?;
     let scores = expand(&multi, Point::Score, plugins.and_then(|p| p.score.as_ref()))?;
-    let post = expand(&multi, Point::PostFilter, plugins.and_then(|p| p.post_filter.as_ref()))?;
-    let sort = expand(&multi, Point::QueueSort, plugins.and_then(|p| p.queue_sort.as_ref()))?;
+    let post = expand(
+        &multi,
+        Point::PostFilter,
+        plugins.and_then(|p| p.post_filter.as_ref()),
+    )?;
+    let sort = expand(
+        &multi,
+        Point::QueueSort,
+        plugins.and_then(|p| p.queue_sort.as_ref()),
+    )?;
     let bind = expand(&multi, Point::Bind, plugins.and_then(|p| p.bind.as_ref()))?;
     if sort.is_empty() {
         return invalid(format!(
@@ -680,7 +712,8 @@ fn build_profile(file: &ProfileFile) -> Result<Profile, ConfigError> {
             "NodeResourcesBalancedAllocation" => {
                 let a: BalancedAllocationArgsFile = parse_args(&pc.name, &pc.args)?;
                 let _ = (a.api_version, a.kind);
-                balanced_resources = resource_weights(a.resources, "NodeResourcesBalancedAllocation")?;
+                balanced_resources =
+                    resource_weights(a.resources, "NodeResourcesBalancedAllocation")?;
             }
             "DefaultPreemption" => {
                 let a: DefaultPreemptionArgsFile = parse_args(&pc.name, &pc.args)?;
@@ -720,7 +753,9 @@ fn build_profile(file: &ProfileFile) -> Result<Profile, ConfigError> {
 
 fn validate_shape(shape: Vec<ShapePointFile>) -> Result<Vec<ShapePoint>, ConfigError> {
     if shape.is_empty() {
-        return invalid("RequestedToCapacityRatio: requestedToCapacityRatio.shape must not be empty");
+        return invalid(
+            "RequestedToCapacityRatio: requestedToCapacityRatio.shape must not be empty",
+        );
     }
     let mut out: Vec<ShapePoint> = Vec::new();
     for p in shape {
@@ -810,7 +845,10 @@ impl SchedulerConfig {
         }
         if let Some(le) = &file.leader_election {
             cfg.leader_elect = le.leader_elect.unwrap_or(true);
-            for d in [&le.lease_duration, &le.renew_deadline, &le.retry_period].into_iter().flatten() {
+            for d in [&le.lease_duration, &le.renew_deadline, &le.retry_period]
+                .into_iter()
+                .flatten()
+            {
                 if parse_go_duration(d).is_none() {
                     return invalid(format!("leaderElection: invalid duration {d:?} (e.g. 15s)"));
                 }
@@ -839,7 +877,9 @@ impl SchedulerConfig {
     }
 
     pub fn profile(&self, scheduler_name: &str) -> Option<&Profile> {
-        self.profiles.iter().find(|p| p.scheduler_name == scheduler_name)
+        self.profiles
+            .iter()
+            .find(|p| p.scheduler_name == scheduler_name)
     }
 }
 
@@ -928,7 +968,13 @@ profiles:
         assert_eq!(cfg.pod_max_backoff, Duration::from_secs(20));
         let packer = cfg.profile("packer").unwrap();
         assert_eq!(packer.fit.strategy, ScoringStrategy::MostAllocated);
-        assert_eq!(packer.fit.resources, vec![ResourceWeight { name: "cpu".into(), weight: 2 }]);
+        assert_eq!(
+            packer.fit.resources,
+            vec![ResourceWeight {
+                name: "cpu".into(),
+                weight: 2
+            }]
+        );
         assert!(!packer.preemption);
         assert_eq!(
             packer.scores,
@@ -942,8 +988,14 @@ profiles:
         assert_eq!(
             ratio.fit.strategy,
             ScoringStrategy::RequestedToCapacityRatio(vec![
-                ShapePoint { utilization: 0, score: 100 },
-                ShapePoint { utilization: 100, score: 0 }
+                ShapePoint {
+                    utilization: 0,
+                    score: 100
+                },
+                ShapePoint {
+                    utilization: 100,
+                    score: 0
+                }
             ])
         );
     }
@@ -962,7 +1014,10 @@ profiles:
         )
         .unwrap_err()
         .to_string();
-        assert!(err.contains("unknown plugin \"NodeResourcesFitt\""), "{err}");
+        assert!(
+            err.contains("unknown plugin \"NodeResourcesFitt\""),
+            "{err}"
+        );
 
         let err = SchedulerConfig::from_yaml(
             "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- plugins:\n    score:\n      enabled:\n      - name: ImageLocality\n",

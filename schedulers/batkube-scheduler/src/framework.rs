@@ -1,9 +1,13 @@
 //! Filter and score plugins of upstream's default profile, with upstream's
 //! reasons, integer arithmetic and normalization.
 
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Pod, Taint, Toleration};
+use k8s_openapi::api::core::v1::{
+    NodeSelectorRequirement, NodeSelectorTerm, Pod, Taint, Toleration,
+};
 
-use crate::config::{FilterPlugin, FitArgs, Profile, ResourceWeight, ScorePlugin, ScoringStrategy, ShapePoint};
+use crate::config::{
+    FilterPlugin, FitArgs, Profile, ResourceWeight, ScorePlugin, ScoringStrategy, ShapePoint,
+};
 use crate::model::{NodeInfo, PodInfo};
 use crate::resources::Resources;
 
@@ -93,9 +97,9 @@ pub fn term_matches(term: &NodeSelectorTerm, node: &NodeInfo) -> bool {
     exprs
         .iter()
         .all(|r| requirement_matches(r, node.labels.get(&r.key).map(String::as_str)))
-        && fields.iter().all(|r| {
-            r.key == "metadata.name" && requirement_matches(r, Some(node.name.as_str()))
-        })
+        && fields
+            .iter()
+            .all(|r| r.key == "metadata.name" && requirement_matches(r, Some(node.name.as_str())))
 }
 
 /// `nodeSelector` and required node affinity (upstream `RequiredNodeAffinity`).
@@ -112,15 +116,27 @@ pub fn node_affinity_matches(pod: &Pod, node: &NodeInfo) -> bool {
         .affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref());
+        .and_then(|na| {
+            na.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
     match required {
         None => true,
-        Some(sel) => sel.node_selector_terms.iter().any(|t| term_matches(t, node)),
+        Some(sel) => sel
+            .node_selector_terms
+            .iter()
+            .any(|t| term_matches(t, node)),
     }
 }
 
 /// Upstream `fitsRequest`: every insufficient resource is a reason.
-pub fn fit_reasons(pod: &PodInfo, node: &NodeInfo, extra: Option<&Resources>, extra_pods: i64, args: &FitArgs) -> Vec<String> {
+pub fn fit_reasons(
+    pod: &PodInfo,
+    node: &NodeInfo,
+    extra: Option<&Resources>,
+    extra_pods: i64,
+    args: &FitArgs,
+) -> Vec<String> {
     let mut reasons = Vec::new();
     let allowed_pods = node.allocatable.pods;
     if node.pod_count() + extra_pods + 1 > allowed_pods {
@@ -160,7 +176,13 @@ pub fn fit_reasons(pod: &PodInfo, node: &NodeInfo, extra: Option<&Resources>, ex
 
 /// Runs the profile's filters in order; `extra` holds the requests of pods
 /// nominated on this node that the incoming pod must leave room for.
-pub fn run_filters(profile: &Profile, pod: &PodInfo, node: &NodeInfo, extra: Option<&Resources>, extra_pods: i64) -> Result<(), FilterFailure> {
+pub fn run_filters(
+    profile: &Profile,
+    pod: &PodInfo,
+    node: &NodeInfo,
+    extra: Option<&Resources>,
+    extra_pods: i64,
+) -> Result<(), FilterFailure> {
     for &f in &profile.filters {
         match f {
             FilterPlugin::NodeUnschedulable => {
@@ -243,7 +265,8 @@ fn broken_linear(shape: &[ShapePoint], p: i64) -> i64 {
             }
             let prev = shape[i - 1];
             return prev.score
-                + (pt.score - prev.score) * (p - prev.utilization) / (pt.utilization - prev.utilization);
+                + (pt.score - prev.score) * (p - prev.utilization)
+                    / (pt.utilization - prev.utilization);
         }
     }
     shape.last().map(|s| s.score).unwrap_or(0)
@@ -252,7 +275,12 @@ fn broken_linear(shape: &[ShapePoint], p: i64) -> i64 {
 /// Upstream `calculateResourceAllocatableRequest`: (allocatable, requested
 /// including the incoming pod). cpu and memory use the non-zero requests
 /// unless `use_requested`.
-fn alloc_and_request(pod: &PodInfo, node: &NodeInfo, name: &str, use_requested: bool) -> (i64, i64) {
+fn alloc_and_request(
+    pod: &PodInfo,
+    node: &NodeInfo,
+    name: &str,
+    use_requested: bool,
+) -> (i64, i64) {
     let (node_req, pod_req) = match name {
         "cpu" | "memory" if !use_requested => (&node.non_zero_requested, &pod.non_zero_requests),
         _ => (&node.requested, &pod.requests),
@@ -309,7 +337,11 @@ pub fn fit_score(pod: &PodInfo, node: &NodeInfo, args: &FitArgs) -> i64 {
 }
 
 /// `NodeResourcesBalancedAllocation`: 100 * (1 - std deviation of the utilisation fractions).
-pub fn balanced_allocation_score(pod: &PodInfo, node: &NodeInfo, resources: &[ResourceWeight]) -> i64 {
+pub fn balanced_allocation_score(
+    pod: &PodInfo,
+    node: &NodeInfo,
+    resources: &[ResourceWeight],
+) -> i64 {
     let mut fractions = Vec::with_capacity(resources.len());
     let mut total = 0.0;
     for r in resources {
@@ -326,7 +358,12 @@ pub fn balanced_allocation_score(pod: &PodInfo, node: &NodeInfo, resources: &[Re
         2 => ((fractions[0] - fractions[1]) / 2.0).abs(),
         n => {
             let mean = total / n as f64;
-            (fractions.iter().map(|f| (f - mean) * (f - mean)).sum::<f64>() / n as f64).sqrt()
+            (fractions
+                .iter()
+                .map(|f| (f - mean) * (f - mean))
+                .sum::<f64>()
+                / n as f64)
+                .sqrt()
         }
     };
     ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
@@ -336,7 +373,12 @@ pub fn balanced_allocation_score(pod: &PodInfo, node: &NodeInfo, resources: &[Re
 pub fn taint_toleration_raw(pod: &PodInfo, node: &NodeInfo) -> i64 {
     let tols: Vec<&Toleration> = tolerations(&pod.pod)
         .iter()
-        .filter(|t| matches!(t.effect.as_deref(), None | Some("") | Some("PreferNoSchedule")))
+        .filter(|t| {
+            matches!(
+                t.effect.as_deref(),
+                None | Some("") | Some("PreferNoSchedule")
+            )
+        })
         .collect();
     node.taints
         .iter()
@@ -352,7 +394,10 @@ pub fn node_affinity_raw(pod: &PodInfo, node: &NodeInfo) -> i64 {
         .as_ref()
         .and_then(|s| s.affinity.as_ref())
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|na| na.preferred_during_scheduling_ignored_during_execution.as_ref())
+        .and_then(|na| {
+            na.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
         .map(|terms| {
             terms
                 .iter()
@@ -428,8 +473,14 @@ mod tests {
         assert_eq!(most_requested(3000, 4000), 75);
         assert_eq!(most_requested(5000, 4000), 100);
         let shape = [
-            ShapePoint { utilization: 0, score: 0 },
-            ShapePoint { utilization: 100, score: 100 },
+            ShapePoint {
+                utilization: 0,
+                score: 0,
+            },
+            ShapePoint {
+                utilization: 100,
+                score: 100,
+            },
         ];
         assert_eq!(broken_linear(&shape, 30), 30);
         let mut s = vec![0, 2, 4];

@@ -76,7 +76,8 @@ impl Metrics {
 
     pub fn set_pending(&self, active: usize, backoff: usize, unschedulable: usize) {
         self.pending_active.store(active as i64, Ordering::Relaxed);
-        self.pending_backoff.store(backoff as i64, Ordering::Relaxed);
+        self.pending_backoff
+            .store(backoff as i64, Ordering::Relaxed);
         self.pending_unschedulable
             .store(unschedulable as i64, Ordering::Relaxed);
     }
@@ -98,7 +99,10 @@ impl Metrics {
             );
         }
         let _ = writeln!(o, "# HELP scheduler_pod_scheduling_duration_seconds E2e latency for a pod being scheduled, from entering the queue to bound.");
-        let _ = writeln!(o, "# TYPE scheduler_pod_scheduling_duration_seconds histogram");
+        let _ = writeln!(
+            o,
+            "# TYPE scheduler_pod_scheduling_duration_seconds histogram"
+        );
         for (i, b) in self.e2e_buckets.iter().enumerate() {
             let _ = writeln!(
                 o,
@@ -108,14 +112,20 @@ impl Metrics {
             );
         }
         let count = self.e2e_count.load(Ordering::Relaxed);
-        let _ = writeln!(o, "scheduler_pod_scheduling_duration_seconds_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(
+            o,
+            "scheduler_pod_scheduling_duration_seconds_bucket{{le=\"+Inf\"}} {count}"
+        );
         let _ = writeln!(
             o,
             "scheduler_pod_scheduling_duration_seconds_sum {}",
             self.e2e_sum_micros.load(Ordering::Relaxed) as f64 / 1e6
         );
         let _ = writeln!(o, "scheduler_pod_scheduling_duration_seconds_count {count}");
-        let _ = writeln!(o, "# HELP scheduler_pending_pods Number of pending pods, by the queue type.");
+        let _ = writeln!(
+            o,
+            "# HELP scheduler_pending_pods Number of pending pods, by the queue type."
+        );
         let _ = writeln!(o, "# TYPE scheduler_pending_pods gauge");
         for (label, v) in [
             ("active", &self.pending_active),

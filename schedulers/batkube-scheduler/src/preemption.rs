@@ -23,7 +23,10 @@ pub struct Candidate {
 }
 
 /// Upstream `FitError.Error()` body: `0/N nodes are available: <sorted "count reason">.`
-pub fn nodes_available_message<'a>(num_nodes: usize, reasons: impl IntoIterator<Item = &'a str>) -> String {
+pub fn nodes_available_message<'a>(
+    num_nodes: usize,
+    reasons: impl IntoIterator<Item = &'a str>,
+) -> String {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for r in reasons {
         *counts.entry(r).or_insert(0) += 1;
@@ -54,7 +57,12 @@ pub fn nominated_extra(cache: &Cache, pod: &PodInfo, node: &str) -> (Resources, 
     (extra, count)
 }
 
-fn select_victims_on_node(profile: &Profile, cache: &Cache, pod: &PodInfo, node: &NodeInfo) -> Result<Vec<Arc<PodInfo>>, FilterFailure> {
+fn select_victims_on_node(
+    profile: &Profile,
+    cache: &Cache,
+    pod: &PodInfo,
+    node: &NodeInfo,
+) -> Result<Vec<Arc<PodInfo>>, FilterFailure> {
     let mut potential: Vec<Arc<PodInfo>> = node
         .pods
         .values()
@@ -115,7 +123,9 @@ pub fn preempt(
     let mut statuses: Vec<String> = Vec::new();
     let mut candidates: Vec<Candidate> = Vec::new();
     for name in cache.node_names() {
-        let Some(node) = cache.node(name) else { continue };
+        let Some(node) = cache.node(name) else {
+            continue;
+        };
         match failures.get(name) {
             Some(f) if f.unresolvable => {
                 statuses.push(NOT_HELPFUL.to_string());
@@ -146,7 +156,12 @@ pub fn preempt(
 /// highest-priority victims, then the first node.
 fn pick_one_node(mut candidates: Vec<Candidate>) -> Candidate {
     let key = |c: &Candidate| {
-        let highest = c.victims.iter().map(|v| v.priority).max().unwrap_or(i32::MIN);
+        let highest = c
+            .victims
+            .iter()
+            .map(|v| v.priority)
+            .max()
+            .unwrap_or(i32::MIN);
         let sum: i128 = c
             .victims
             .iter()
@@ -158,7 +173,12 @@ fn pick_one_node(mut candidates: Vec<Candidate>) -> Candidate {
             .filter(|v| v.priority == highest)
             .filter_map(|v| v.start_time().cloned())
             .min();
-        (highest, sum, c.victims.len(), std::cmp::Reverse(earliest_of_highest))
+        (
+            highest,
+            sum,
+            c.victims.len(),
+            std::cmp::Reverse(earliest_of_highest),
+        )
     };
     let mut best = 0;
     for i in 1..candidates.len() {

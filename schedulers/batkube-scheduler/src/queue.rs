@@ -165,7 +165,9 @@ impl SchedulingQueue {
     }
 
     fn link(&mut self, key: &str, loc: Location) {
-        let Some(p) = self.pods.get_mut(key) else { return };
+        let Some(p) = self.pods.get_mut(key) else {
+            return;
+        };
         p.location = loc;
         let p = &self.pods[key];
         let k = key.to_string();
@@ -260,7 +262,9 @@ impl SchedulingQueue {
     /// unschedulable pods, or to the backoff queue if a move request arrived
     /// while it was being scheduled (the event may have made it schedulable).
     pub fn requeue_unschedulable(&mut self, key: &str, plugins: BTreeSet<String>, now: Instant) {
-        let Some(p) = self.pods.get_mut(key) else { return };
+        let Some(p) = self.pods.get_mut(key) else {
+            return;
+        };
         if p.location != Location::InFlight {
             return;
         }
@@ -276,7 +280,9 @@ impl SchedulingQueue {
 
     /// An error (not a verdict on the pod: API failure, binding conflict): retry after backoff.
     pub fn requeue_backoff(&mut self, key: &str, now: Instant) {
-        let Some(p) = self.pods.get_mut(key) else { return };
+        let Some(p) = self.pods.get_mut(key) else {
+            return;
+        };
         if p.location != Location::InFlight {
             return;
         }
@@ -406,7 +412,12 @@ mod tests {
         let order: Vec<String> = std::iter::from_fn(|| q.pop(t0).map(|p| p.info.key)).collect();
         assert_eq!(
             order,
-            vec!["default/high", "default/mid", "default/low-a", "default/low-b"]
+            vec![
+                "default/high",
+                "default/mid",
+                "default/low-a",
+                "default/low-b"
+            ]
         );
     }
 

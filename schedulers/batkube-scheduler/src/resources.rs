@@ -83,7 +83,9 @@ impl Resources {
     }
 
     /// Parses a resource list (`requests`, `allocatable`, `overhead`).
-    pub fn from_list(list: Option<&BTreeMap<String, Quantity>>) -> Result<Resources, QuantityError> {
+    pub fn from_list(
+        list: Option<&BTreeMap<String, Quantity>>,
+    ) -> Result<Resources, QuantityError> {
         let mut r = Resources::default();
         if let Some(list) = list {
             for (name, q) in list {

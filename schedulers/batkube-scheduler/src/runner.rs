@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Binding, Event as CoreEvent, EventSource, Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{
+    Binding, Event as CoreEvent, EventSource, Node, ObjectReference, Pod,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event};
@@ -34,11 +36,27 @@ pub enum Notice {
     /// Both watches listed everything; scheduling starts.
     Synced,
     /// A decision: the pod is assumed on `node`, its binding is being sent.
-    Assumed { pod: PodKey, node: String },
-    Bound { pod: PodKey, node: String },
-    Unschedulable { pod: PodKey, message: String },
-    BindingFailed { pod: PodKey, error: String },
-    Preempting { pod: PodKey, node: String, victims: Vec<PodKey> },
+    Assumed {
+        pod: PodKey,
+        node: String,
+    },
+    Bound {
+        pod: PodKey,
+        node: String,
+    },
+    Unschedulable {
+        pod: PodKey,
+        message: String,
+    },
+    BindingFailed {
+        pod: PodKey,
+        error: String,
+    },
+    Preempting {
+        pod: PodKey,
+        node: String,
+        victims: Vec<PodKey>,
+    },
 }
 
 pub struct RunOptions {
@@ -186,6 +204,16 @@ impl Runner {
     }
 
     fn on_pod_event(&mut self, ev: Event<Pod>) {
+        if tracing::enabled!(tracing::Level::TRACE) {
+            let (kind, key) = match &ev {
+                Event::Apply(p) => ("apply", crate::model::pod_key(p)),
+                Event::Delete(p) => ("delete", crate::model::pod_key(p)),
+                Event::Init => ("init", String::new()),
+                Event::InitApply(p) => ("init-apply", crate::model::pod_key(p)),
+                Event::InitDone => ("init-done", String::new()),
+            };
+            tracing::trace!(kind, pod = %key, "pod watch event");
+        }
         match ev {
             Event::Apply(p) => self.on_pod_apply(p),
             Event::Delete(p) => {
@@ -238,7 +266,9 @@ impl Runner {
                     .move_all(ClusterEvent::NodeUpdate, Instant::now());
             }
             Ok(false) => {}
-            Err(e) => tracing::warn!(node = %name, error = %e, "ignoring a node with invalid allocatable"),
+            Err(e) => {
+                tracing::warn!(node = %name, error = %e, "ignoring a node with invalid allocatable")
+            }
         }
     }
 
@@ -293,10 +323,7 @@ impl Runner {
                         pod: qp.info.pod.clone(),
                         reason: "Scheduled",
                         type_: "Normal",
-                        message: format!(
-                            "Successfully assigned {} to {}",
-                            qp.info.key, r.node
-                        ),
+                        message: format!("Successfully assigned {} to {}", qp.info.key, r.node),
                         component: qp.info.scheduler_name().to_string(),
                     });
                 }
@@ -345,7 +372,12 @@ impl Runner {
         let tx = self.bind_tx.clone();
         tokio::spawn(async move {
             let result = api
-                .create_subresource::<_, serde_json::Value>("binding", &name, &PostParams::default(), &binding)
+                .create_subresource::<_, serde_json::Value>(
+                    "binding",
+                    &name,
+                    &PostParams::default(),
+                    &binding,
+                )
                 .await
                 .map(|_| ())
                 .map_err(|e| e.to_string());
@@ -384,7 +416,10 @@ impl Runner {
             let name = info.name().to_string();
             tokio::spawn(async move {
                 let patch = Patch::Strategic(json!({ "status": status }));
-                if let Err(err) = api.patch_status(&name, &PatchParams::default(), &patch).await {
+                if let Err(err) = api
+                    .patch_status(&name, &PatchParams::default(), &patch)
+                    .await
+                {
                     tracing::debug!(pod = %name, %err, "status patch failed");
                 }
             });
@@ -496,7 +531,12 @@ where
 }
 
 /// Runs the scheduler until `shutdown` resolves.
-pub async fn run(client: Client, sched: Scheduler, opts: RunOptions, shutdown: impl std::future::Future<Output = ()>) {
+pub async fn run(
+    client: Client,
+    sched: Scheduler,
+    opts: RunOptions,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
     let mut pods = Box::pin(watch(Api::<Pod>::all(client.clone())));
     let mut nodes = Box::pin(watch(Api::<Node>::all(client.clone())));
     let (bind_tx, mut bind_rx) = mpsc::unbounded_channel();
@@ -520,7 +560,8 @@ pub async fn run(client: Client, sched: Scheduler, opts: RunOptions, shutdown: i
         r.update_gauges();
         let can_schedule = r.synced() && r.sched.queue.has_active();
         let deadline = r.sched.queue.next_deadline();
-        let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline.unwrap_or(now)));
+        let sleep =
+            tokio::time::sleep_until(tokio::time::Instant::from_std(deadline.unwrap_or(now)));
         tokio::select! {
             biased;
             _ = &mut shutdown => return,

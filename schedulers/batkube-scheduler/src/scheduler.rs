@@ -10,7 +10,7 @@ use crate::cache::Cache;
 use crate::config::{Profile, SchedulerConfig};
 use crate::framework::{run_filters, score_nodes, FilterFailure};
 use crate::model::{NodeInfo, PodInfo, PodKey};
-use crate::preemption::{nominated_extra, nodes_available_message, preempt, Candidate};
+use crate::preemption::{nodes_available_message, nominated_extra, preempt, Candidate};
 use crate::queue::{QueuedPod, SchedulingQueue};
 
 /// Upstream `minFeasibleNodesToFind`.
@@ -111,7 +111,12 @@ impl Scheduler {
         n.max(MIN_FEASIBLE_NODES_TO_FIND)
     }
 
-    fn filter_one(&self, profile: &Profile, pod: &PodInfo, node: &NodeInfo) -> Result<(), FilterFailure> {
+    fn filter_one(
+        &self,
+        profile: &Profile,
+        pod: &PodInfo,
+        node: &NodeInfo,
+    ) -> Result<(), FilterFailure> {
         if self.cache.has_nominations() {
             let (extra, n) = nominated_extra(&self.cache, pod, &node.name);
             run_filters(profile, pod, node, Some(&extra), n)
@@ -179,9 +184,12 @@ impl Scheduler {
             self.next_start_node_index = next_start;
             let mut message = nodes_available_message(
                 all,
-                failures.values().flat_map(|f| f.reasons.iter().map(String::as_str)),
+                failures
+                    .values()
+                    .flat_map(|f| f.reasons.iter().map(String::as_str)),
             );
-            let plugins: BTreeSet<String> = failures.values().map(|f| f.plugin.to_string()).collect();
+            let plugins: BTreeSet<String> =
+                failures.values().map(|f| f.plugin.to_string()).collect();
             let mut preemption = None;
             if profile.preemption {
                 match preempt(&profile, &self.cache, pod, &failures, &self.deleting) {

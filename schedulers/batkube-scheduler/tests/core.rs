@@ -95,7 +95,10 @@ fn two_hundred_pods_on_sixteen_nodes_in_waves_without_overcommit() {
         for (p, _) in &placed {
             assert!(s.cache.remove_pod(&p.key));
         }
-        s.queue.move_all(batkube_scheduler::queue::ClusterEvent::AssignedPodDelete, now);
+        s.queue.move_all(
+            batkube_scheduler::queue::ClusterEvent::AssignedPodDelete,
+            now,
+        );
         // Wait out the backoff of the pods that failed in this wave.
         if let Some(d) = s.queue.next_deadline() {
             now = now.max(d);
@@ -122,7 +125,10 @@ fn failure_message_has_upstream_form() {
                 message,
                 "0/16 nodes are available: 16 Insufficient cpu. preemption: 0/16 nodes are available: 16 No preemption victims found for incoming pod.."
             );
-            assert_eq!(plugins.into_iter().collect::<Vec<_>>(), vec!["NodeResourcesFit"]);
+            assert_eq!(
+                plugins.into_iter().collect::<Vec<_>>(),
+                vec!["NodeResourcesFit"]
+            );
             assert!(preemption.is_none());
         }
         other => panic!("{other:?}"),
@@ -177,8 +183,14 @@ fn strategy_changes_spread_to_pack() {
     // A RequestedToCapacityRatio shape that rewards utilisation packs too.
     assert_eq!(
         place(ScoringStrategy::RequestedToCapacityRatio(vec![
-            ShapePoint { utilization: 0, score: 0 },
-            ShapePoint { utilization: 100, score: 100 },
+            ShapePoint {
+                utilization: 0,
+                score: 0
+            },
+            ShapePoint {
+                utilization: 100,
+                score: 100
+            },
         ])),
         vec!["node-0", "node-0", "node-0", "node-0"]
     );
@@ -242,7 +254,8 @@ fn preemption_evicts_minimal_lowest_priority_set() {
 fn no_preemption_of_equal_or_higher_priority() {
     let nodes = [node("node-a", "1")];
     let mut s = scheduler_with(&nodes, None);
-    s.cache.add_or_update_bound(bound(&pod("a", "1", 10), "node-a"));
+    s.cache
+        .add_or_update_bound(bound(&pod("a", "1", 10), "node-a"));
     match s.schedule_one(&pod("b", "1", 10)) {
         Decision::Unschedulable {
             message,
@@ -250,7 +263,10 @@ fn no_preemption_of_equal_or_higher_priority() {
             ..
         } => {
             assert!(preemption.is_none());
-            assert!(message.ends_with("1 No preemption victims found for incoming pod.."), "{message}");
+            assert!(
+                message.ends_with("1 No preemption victims found for incoming pod.."),
+                "{message}"
+            );
         }
         other => panic!("{other:?}"),
     }

@@ -173,7 +173,9 @@ impl CapacityChecker {
     fn observe(&mut self, c: &Change) {
         match c.resource.plural {
             "nodes" => {
-                let cpu = c.object["status"]["allocatable"]["cpu"].as_str().unwrap_or("0");
+                let cpu = c.object["status"]["allocatable"]["cpu"]
+                    .as_str()
+                    .unwrap_or("0");
                 self.capacity.insert(
                     c.name.clone(),
                     batkube_scheduler::resources::parse_quantity(cpu, 3).unwrap(),
@@ -186,8 +188,7 @@ impl CapacityChecker {
                 let deleted = c.kind == fakeapi::EventType::Deleted;
                 match node {
                     Some(n) if !deleted && phase != "Succeeded" && phase != "Failed" => {
-                        self.pods
-                            .insert(key, (n.to_string(), cpu_milli(&c.object)));
+                        self.pods.insert(key, (n.to_string(), cpu_milli(&c.object)));
                     }
                     _ => {
                         self.pods.remove(&key);
@@ -428,7 +429,9 @@ async fn binary_binds_against_fakeapi_on_real_time() {
             }
         }
     };
-    let (p, n) = tokio::time::timeout(TIMEOUT, bound).await.expect("bound in time");
+    let (p, n) = tokio::time::timeout(TIMEOUT, bound)
+        .await
+        .expect("bound in time");
     assert_eq!((p.as_str(), n.as_str()), ("job-1", "node-0"));
     child.kill().await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
