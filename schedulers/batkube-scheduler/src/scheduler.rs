@@ -126,6 +126,8 @@ impl Scheduler {
     }
 
     /// Decides for one pod and, on success, assumes it on the chosen node.
+    // `is_multiple_of` needs Rust 1.87; the workspace supports 1.80.
+    #[allow(clippy::manual_is_multiple_of)]
     pub fn schedule_one(&mut self, pod: &PodInfo) -> Decision {
         let Some(profile) = self.config.profile(pod.scheduler_name()).cloned() else {
             return Decision::Unschedulable {
