@@ -272,7 +272,14 @@ impl Broker {
         let t = msg.now.max(self.clock.now());
         self.advance(t)?;
         let mut out: Vec<EventData> = Vec::new();
-        let gate = self.cfg.scheduler_pid.map(InstantGate::new);
+        // Only an instant with several events needs to be made atomic.
+        let single =
+            msg.events.len() == 1 && !matches!(msg.events[0].data, EventData::SimulationBegins(_));
+        let gate = if !single || !self.timers.is_empty() {
+            self.cfg.scheduler_pid.map(InstantGate::new)
+        } else {
+            None
+        };
         if let Some(g) = &gate {
             g.close();
         }

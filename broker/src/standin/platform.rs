@@ -212,7 +212,7 @@ impl Platform {
                 "host" => {
                     let name = need("id")?.to_string();
                     let speed = parse_speed(need("speed")?)
-                        .map_err(|e| invalid(format!("line {line}: host {name:?}: {e}")))?;
+                        .map_err(|e| invalid(format!("line {line}: host {name:?}: speed: {e}")))?;
                     let cores = attr("core")
                         .map(|c| c.trim().parse::<u32>())
                         .transpose()
@@ -238,11 +238,13 @@ impl Platform {
                 "link" | "backbone" => {
                     let id = need("id")?.to_string();
                     let link = Link {
-                        bandwidth: parse_bandwidth(need("bandwidth")?)
-                            .map_err(|e| invalid(format!("line {line}: link {id:?}: {e}")))?,
+                        bandwidth: parse_bandwidth(need("bandwidth")?).map_err(|e| {
+                            invalid(format!("line {line}: link {id:?}: bandwidth: {e}"))
+                        })?,
                         latency: match attr("latency") {
-                            Some(l) => parse_time(l)
-                                .map_err(|e| invalid(format!("line {line}: link {id:?}: {e}")))?,
+                            Some(l) => parse_time(l).map_err(|e| {
+                                invalid(format!("line {line}: link {id:?}: latency: {e}"))
+                            })?,
                             None => 0.0,
                         },
                     };

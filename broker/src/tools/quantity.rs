@@ -4,75 +4,31 @@
 
 use serde_json::Value;
 
-/// Cpu in cores from a JSON value (number or Kubernetes quantity string).
+use crate::translate;
+
+/// Cpu in cores from a JSON value (number or Kubernetes quantity string),
+/// read exactly as the broker reads requests (`translate::parse_quantity`).
 pub fn cpu_from_value(v: &Value) -> Result<f64, String> {
-    match v {
-        Value::Number(n) => n
-            .as_f64()
-            .filter(|x| x.is_finite() && *x >= 0.0)
-            .ok_or_else(|| format!("cpu {n} is not a non-negative number")),
-        Value::String(s) => parse_cpu(s),
-        other => Err(format!(
-            "cpu {other} is neither a number nor a quantity string"
-        )),
-    }
+    translate::parse_quantity("cpu", v)
+        .map(|m| m as f64 / 1000.0)
+        .map_err(|e| format!("cpu {v}: {e} (examples: 2, 0.5, 500m)"))
 }
 
 /// Cpu in cores from a quantity string: `2`, `0.25`, `250m`.
 pub fn parse_cpu(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let (num, scale) = match t.strip_suffix('m') {
-        Some(n) => (n, 1e-3),
-        None => (t, 1.0),
-    };
-    num.parse::<f64>()
-        .ok()
-        .filter(|x| x.is_finite() && *x >= 0.0)
-        .map(|x| x * scale)
-        .ok_or_else(|| format!("cpu {s:?} is not a quantity (examples: 2, 0.5, 500m)"))
+    cpu_from_value(&Value::String(s.to_string()))
 }
 
 /// Memory in bytes from a JSON value.
 pub fn memory_from_value(v: &Value) -> Result<f64, String> {
-    match v {
-        Value::Number(n) => n
-            .as_f64()
-            .filter(|x| x.is_finite() && *x >= 0.0)
-            .ok_or_else(|| format!("memory {n} is not a non-negative number of bytes")),
-        Value::String(s) => parse_memory(s),
-        other => Err(format!(
-            "memory {other} is neither a number of bytes nor a quantity string"
-        )),
-    }
+    translate::parse_quantity("memory", v)
+        .map(|b| b as f64)
+        .map_err(|e| format!("memory {v}: {e} (examples: 4Gi, 512Mi, 1000000)"))
 }
 
 /// Memory in bytes from a quantity string: `1073741824`, `4Gi`, `512M`, `1e9`.
 pub fn parse_memory(s: &str) -> Result<f64, String> {
-    const SUFFIXES: [(&str, f64); 13] = [
-        ("Ki", 1024.0),
-        ("Mi", 1048576.0),
-        ("Gi", 1073741824.0),
-        ("Ti", 1099511627776.0),
-        ("Pi", 1125899906842624.0),
-        ("Ei", 1152921504606846976.0),
-        ("k", 1e3),
-        ("K", 1e3),
-        ("M", 1e6),
-        ("G", 1e9),
-        ("T", 1e12),
-        ("P", 1e15),
-        ("E", 1e18),
-    ];
-    let t = s.trim();
-    let (num, scale) = SUFFIXES
-        .iter()
-        .find_map(|(suf, f)| t.strip_suffix(suf).map(|n| (n, *f)))
-        .unwrap_or((t, 1.0));
-    num.parse::<f64>()
-        .ok()
-        .filter(|x| x.is_finite() && *x >= 0.0)
-        .map(|x| x * scale)
-        .ok_or_else(|| format!("memory {s:?} is not a quantity (examples: 4Gi, 512Mi, 1000000)"))
+    memory_from_value(&Value::String(s.to_string()))
 }
 
 /// Writes cpu cores as the shortest exact quantity: `1`, `0.5`, `188m`.
