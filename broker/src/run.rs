@@ -224,6 +224,10 @@ pub struct RunArgs {
     /// ZeroMQ endpoint for real Batsim.
     #[arg(long = "socket-endpoint", default_value = DEFAULT_ENDPOINT)]
     pub socket: String,
+    /// Experimental: stop the scheduler (SIGSTOP) while the events of one
+    /// instant are applied, so that it sees them together.
+    #[arg(long = "atomic-instants")]
+    pub atomic_instants: bool,
     #[command(flatten)]
     pub clock: ClockArgs,
     #[command(flatten)]
@@ -379,7 +383,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
             kubelet: args.kubelet.model()?,
             give_up_after: args.give_up_after,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-            scheduler_pid: Some(scheduler_pid),
+            scheduler_pid: args.atomic_instants.then_some(scheduler_pid),
             activity: Some(server.activity()),
         },
     );
