@@ -91,7 +91,14 @@ async fn kubectl_works() {
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: from-kubectl\n  labels: {app: demo}\nspec:\n  containers:\n  - name: main\n    image: busybox\n",
     )
     .unwrap();
-    let out = k.run(&["create", "-f", manifest.to_str().unwrap()]).await;
+    let out = k
+        .run(&[
+            "create",
+            "--validate=false",
+            "-f",
+            manifest.to_str().unwrap(),
+        ])
+        .await;
     assert!(out.contains("pod/from-kubectl created"), "{out}");
 
     // `get pods -w` sees the binding.
