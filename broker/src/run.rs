@@ -301,6 +301,39 @@ fn flags() -> std::collections::BTreeMap<String, String> {
     m
 }
 
+/// The API server on simulated time, and the kubeconfig clients use.
+struct Api {
+    rt: tokio::runtime::Runtime,
+    clock: SimClock,
+    store: fakeapi::Store,
+    server: fakeapi::RunningServer,
+    kubeconfig: PathBuf,
+}
+
+fn start_api(addr: std::net::SocketAddr, out: &Path) -> anyhow::Result<Api> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let clock = SimClock::default();
+    let store = fakeapi::Store::with_config(fakeapi::StoreConfig {
+        clock: clock.store_clock(),
+        ..Default::default()
+    });
+    let server = rt
+        .block_on(fakeapi::serve(store.clone(), addr))
+        .with_context(|| format!("starting the API server on {addr}"))?;
+    let kubeconfig = out.join("kubeconfig.yaml");
+    std::fs::write(&kubeconfig, fakeapi::kubeconfig_yaml(server.addr()))?;
+    Ok(Api {
+        rt,
+        clock,
+        store,
+        server,
+        kubeconfig,
+    })
+}
+
 /// Runs a whole simulation; `Ok(summary)` only if it completed and no
 /// invariant failed.
 pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
@@ -315,20 +348,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     }
     let shim = args.shim != ShimChoice::None;
     let policy = args.clock.policy(shim)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let clock = SimClock::default();
-    let store = fakeapi::Store::with_config(fakeapi::StoreConfig {
-        clock: clock.store_clock(),
-        ..Default::default()
-    });
-    let server = rt
-        .block_on(fakeapi::serve(store.clone(), "127.0.0.1:0".parse()?))
-        .context("starting the API server")?;
-    let kubeconfig = out.join("kubeconfig.yaml");
-    std::fs::write(&kubeconfig, fakeapi::kubeconfig_yaml(server.addr()))?;
+    let Api {
+        rt,
+        clock,
+        store,
+        server,
+        kubeconfig,
+    } = start_api("127.0.0.1:0".parse()?, &out)?;
     let children = Arc::new(Mutex::new(Vec::new()));
     let _reaper = Reaper(children.clone());
     install_interrupt(children.clone());
@@ -560,20 +586,13 @@ fn install_interrupt(children: Arc<Mutex<Vec<Child>>>) {
 pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
     std::fs::create_dir_all(&args.out)?;
     let policy = args.clock.policy(false)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let clock = SimClock::default();
-    let store = fakeapi::Store::with_config(fakeapi::StoreConfig {
-        clock: clock.store_clock(),
-        ..Default::default()
-    });
-    let server = rt
-        .block_on(fakeapi::serve(store.clone(), args.api))
-        .with_context(|| format!("starting the API server on {}", args.api))?;
-    let kubeconfig = args.out.join("kubeconfig.yaml");
-    std::fs::write(&kubeconfig, fakeapi::kubeconfig_yaml(server.addr()))?;
+    let Api {
+        rt,
+        clock,
+        store,
+        server,
+        kubeconfig,
+    } = start_api(args.api, &args.out)?;
     let mut link = BatsimLink::bind(&args.socket)?;
     eprintln!(
         "batkube serve: API on http://{} (kubeconfig {}), waiting for Batsim on {}",
