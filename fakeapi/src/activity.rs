@@ -104,18 +104,25 @@ impl Activity {
     }
 }
 
-/// Counts a request as in flight until dropped.
-pub(crate) struct InFlight<'a>(pub(crate) &'a Activity);
+/// Counts a request as in flight until dropped; with a tracked connection,
+/// until the response is flushed to its socket.
+pub(crate) struct InFlight<'a> {
+    activity: &'a Activity,
+    conn: Option<std::sync::Arc<crate::conn::ConnTrack>>,
+}
 
 impl<'a> InFlight<'a> {
-    pub(crate) fn new(a: &'a Activity) -> Self {
+    pub(crate) fn new(a: &'a Activity, conn: Option<std::sync::Arc<crate::conn::ConnTrack>>) -> Self {
         a.request_started();
-        InFlight(a)
+        InFlight { activity: a, conn }
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.request_finished();
+        match &self.conn {
+            Some(c) => c.response_handed(),
+            None => self.activity.request_finished(),
+        }
     }
 }

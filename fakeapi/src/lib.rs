@@ -36,6 +36,7 @@
 //! ```
 
 mod activity;
+mod conn;
 mod discovery;
 mod error;
 pub mod patch;

@@ -2,6 +2,8 @@
 //! dispatches on the resource table, so no resource has its own handler.
 
 use crate::activity::{Activity, InFlight};
+use crate::conn::{ConnHandle, ConnTrack, TrackedListener};
+use axum::extract::ConnectInfo;
 use crate::discovery;
 use crate::error::ApiError;
 use crate::patch::PatchKind;
@@ -70,6 +72,10 @@ impl std::fmt::Debug for RunningServer {
 pub async fn serve(store: Store, addr: SocketAddr) -> std::io::Result<RunningServer> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
+    let listener = TrackedListener {
+        inner: listener,
+        activity: store.activity(),
+    };
     let metrics = Arc::new(Metrics::default());
     let ctx = Arc::new(Ctx {
         store: store.clone(),
@@ -79,6 +85,7 @@ pub async fn serve(store: Store, addr: SocketAddr) -> std::io::Result<RunningSer
     let app = axum::Router::new().fallback(handle).with_state(ctx);
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
+        let app = app.into_make_service_with_connect_info::<ConnHandle>();
         let server = axum::serve(listener, app).with_graceful_shutdown(async move {
             let _ = rx.await;
         });
@@ -189,7 +196,11 @@ fn text_response(code: u16, ctype: &str, body: String) -> Response {
 
 async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
     let activity = ctx.store.activity();
-    let _in_flight = InFlight::new(&activity);
+    let conn = req
+        .extensions()
+        .get::<ConnectInfo<ConnHandle>>()
+        .map(|c| c.0.track.clone());
+    let _in_flight = InFlight::new(&activity, conn);
     let span = tracing::debug_span!("request", method = %req.method(), uri = %req.uri());
     let (verb, resource, resp) = route(&ctx, req).instrument(span).await;
     let code = resp.status().as_u16();
@@ -203,6 +214,9 @@ async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
 }
 
 struct Req {
+    /// The connection it came in on (to count watch events as written
+    /// only once they are flushed to it).
+    conn: Option<Arc<ConnTrack>>,
     method: Method,
     query: HashMap<String, String>,
     headers: HeaderMap,
@@ -261,6 +275,10 @@ impl Req {
 }
 
 async fn route(ctx: &Ctx, req: Request) -> (&'static str, String, Response) {
+    let conn = req
+        .extensions()
+        .get::<ConnectInfo<ConnHandle>>()
+        .map(|c| c.0.track.clone());
     let (parts, body) = req.into_parts();
     let body = match axum::body::to_bytes(body, 256 << 20).await {
         Ok(b) => b,
@@ -279,6 +297,7 @@ async fn route(ctx: &Ctx, req: Request) -> (&'static str, String, Response) {
         })
         .unwrap_or_default();
     let r = Req {
+        conn,
         method: parts.method,
         query,
         headers: parts.headers,
@@ -654,6 +673,7 @@ fn watch(ctx: &Ctx, r: &Req, t: &Target, name: Option<&str>) -> Result<Response,
         timeout,
         r.flag("allowWatchBookmarks"),
         render,
+        r.conn.clone(),
     );
     Ok(Response::builder()
         .status(StatusCode::OK)

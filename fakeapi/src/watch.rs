@@ -6,6 +6,7 @@
 //! them reached the clients.
 
 use crate::resources::ResourceInfo;
+use crate::conn::ConnTrack;
 use crate::store::{event_line, Store, WatchItem, WatchRegistration};
 use crate::table;
 use bytes::{Bytes, BytesMut};
@@ -43,6 +44,8 @@ pub(crate) struct WatchStream {
     bookmarks: Option<Interval>,
     render: Render,
     done: bool,
+    /// Events count as written when this connection flushes them.
+    conn: Option<Arc<ConnTrack>>,
 }
 
 /// A `Status` 410 ERROR event line.
@@ -114,6 +117,7 @@ impl WatchStream {
         timeout: Option<Duration>,
         allow_bookmarks: bool,
         render: Render,
+        conn: Option<Arc<ConnTrack>>,
     ) -> Self {
         let interval = store.config().bookmark_interval;
         let bookmarks = allow_bookmarks.then(|| {
@@ -132,6 +136,7 @@ impl WatchStream {
             bookmarks,
             render,
             done: false,
+            conn,
         }
     }
 
@@ -158,6 +163,14 @@ impl WatchStream {
                 );
                 event_line(ty, &serde_json::to_vec(&t).expect("json"))
             }
+        }
+    }
+
+    /// `n` events leave in the frame being returned to hyper.
+    fn handed(&self, n: usize) {
+        match &self.conn {
+            Some(c) => c.events_handed(n),
+            None => self.store.activity().events_done(n, true),
         }
     }
 
@@ -195,7 +208,7 @@ impl Stream for WatchStream {
                 let bytes = this.render_item(item);
                 batch.push(bytes);
             }
-            this.store.activity().events_done(batch.count, true);
+            this.handed(batch.count);
             return Poll::Ready(Some(Ok(batch.finish())));
         }
         match this.rx.poll_recv(cx) {
@@ -209,7 +222,7 @@ impl Stream for WatchStream {
                     let bytes = this.render_item(item);
                     batch.push(bytes);
                 }
-                this.store.activity().events_done(batch.count, true);
+                this.handed(batch.count);
                 return Poll::Ready(Some(Ok(batch.finish())));
             }
             Poll::Ready(None) => {

@@ -272,10 +272,24 @@ impl Broker {
         let t = msg.now.max(self.clock.now());
         self.advance(t)?;
         let mut out: Vec<EventData> = Vec::new();
+        // Nodes exist before the first pod, as in a real cluster: the hosts
+        // become nodes, the scheduler takes them in, and only then do the
+        // instant's other events (the first submissions) happen. Otherwise
+        // the scheduler may see pods before nodes and put them in backoff.
+        let mut msg = msg;
+        if let Some(i) = msg
+            .events
+            .iter()
+            .position(|e| matches!(e.data, EventData::SimulationBegins(_)))
+        {
+            let begins = msg.events.remove(i);
+            self.apply(begins.data, &mut out)?;
+            self.settle()?;
+        }
         // Only an instant with several events needs to be made atomic.
         let single =
             msg.events.len() == 1 && !matches!(msg.events[0].data, EventData::SimulationBegins(_));
-        let gate = if !single || !self.timers.is_empty() {
+        let gate = if (!single && !msg.events.is_empty()) || !self.timers.is_empty() {
             self.cfg.scheduler_pid.map(InstantGate::new)
         } else {
             None
@@ -308,6 +322,43 @@ impl Broker {
         self.request_wakeups(reply_now, &mut reply);
         self.progress();
         Ok(reply)
+    }
+
+    /// Waits until the scheduler has taken in what the API just told it,
+    /// without moving the clock (at startup: its caches hold every node).
+    fn settle(&mut self) -> anyhow::Result<()> {
+        const BOUND: Duration = Duration::from_secs(30);
+        let start = Instant::now();
+        match &self.side {
+            SchedulerSide::Shim(s) => loop {
+                match s
+                    .wait(Duration::from_millis(50))
+                    .map_err(|e| anyhow::anyhow!("watching the scheduler: {e}"))?
+                {
+                    Quiet::Yes { .. } => {
+                        tracing::debug!(waited = ?start.elapsed(), "scheduler settled after the nodes were created");
+                        return Ok(());
+                    }
+                    Quiet::Exited => {
+                        return self.fail("the scheduler process exited during the simulation")
+                    }
+                    Quiet::Busy if start.elapsed() >= BOUND => {
+                        tracing::warn!("the scheduler was still busy {BOUND:?} after the nodes were created");
+                        return Ok(());
+                    }
+                    Quiet::Busy => {}
+                }
+            },
+            // Not observable: give the watch events time to be written.
+            SchedulerSide::External => {
+                if let Some(a) = &self.cfg.activity {
+                    while !a.snapshot().is_idle() && start.elapsed() < Duration::from_secs(1) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Everything that happens at instant `t`, before the scheduler looks.
