@@ -198,6 +198,31 @@ struct Inner {
     state: RwLock<State>,
     config: StoreConfig,
     activity: Arc<Activity>,
+    hold: HoldState,
+}
+
+/// Watch delivery held back while a batch of changes is made.
+#[derive(Default)]
+struct HoldState {
+    depth: std::sync::atomic::AtomicUsize,
+    wakers: parking_lot::Mutex<Vec<std::task::Waker>>,
+}
+
+/// Keeps watch events queued until dropped; see [`Store::hold`].
+#[must_use = "events flow again as soon as the guard is dropped"]
+pub struct HoldGuard {
+    store: Store,
+}
+
+impl Drop for HoldGuard {
+    fn drop(&mut self) {
+        let h = &self.store.inner.hold;
+        if h.depth.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            for w in std::mem::take(&mut *h.wakers.lock()) {
+                w.wake();
+            }
+        }
+    }
 }
 
 /// The object store. Cheap to clone; every clone is the same store.
@@ -343,6 +368,7 @@ impl Store {
                 state: RwLock::new(state),
                 config,
                 activity: Arc::new(Activity::default()),
+                hold: HoldState::default(),
             }),
         };
         for ns in namespaces {
@@ -366,6 +392,32 @@ impl Store {
 
     fn now_str(&self) -> String {
         self.now().to_rfc3339_opts(SecondsFormat::Secs, true)
+    }
+
+    /// Holds watch delivery until the guard is dropped: changes made
+    /// meanwhile are queued to their watchers as usual, and each watcher
+    /// then writes all of them in one frame, so a client sees the batch at
+    /// once (simultaneous simulated events reach the scheduler together,
+    /// not one by one). Holds nest. Requests are served normally.
+    pub fn hold(&self) -> HoldGuard {
+        self.inner
+            .hold
+            .depth
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        HoldGuard {
+            store: self.clone(),
+        }
+    }
+
+    /// Whether watch delivery is held; if so, `waker` is woken at release.
+    pub(crate) fn held(&self, waker: &std::task::Waker) -> bool {
+        let h = &self.inner.hold;
+        if h.depth.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            return false;
+        }
+        h.wakers.lock().push(waker.clone());
+        // Released between the two looks: the waker may be missed, so go on.
+        h.depth.load(std::sync::atomic::Ordering::SeqCst) != 0
     }
 
     /// The quiescence counters shared with the HTTP server.

@@ -166,6 +166,14 @@ impl WatchStream {
         }
     }
 
+    /// The next event: initial ones (and any put back) first, then changes.
+    fn next_item(&mut self, cx: &mut Context<'_>) -> Poll<Option<WatchItem>> {
+        match self.initial.pop_front() {
+            Some(item) => Poll::Ready(Some(item)),
+            None => self.rx.poll_recv(cx),
+        }
+    }
+
     /// `n` events leave in the frame being returned to hyper.
     fn handed(&self, n: usize) {
         match &self.conn {
@@ -198,27 +206,27 @@ impl Stream for WatchStream {
                 "the watch fell too far behind and was closed; relist to continue",
             ))));
         }
-        if let Some(item) = this.initial.pop_front() {
-            let first = this.render_item(item);
-            let mut batch = Batch::new(first);
-            while batch.has_room() {
-                let Some(item) = this.initial.pop_front() else {
-                    break;
-                };
-                let bytes = this.render_item(item);
-                batch.push(bytes);
-            }
-            this.handed(batch.count);
-            return Poll::Ready(Some(Ok(batch.finish())));
+        // While the store holds delivery, events wait in the queue; an event
+        // taken just as a hold began goes back to the front.
+        if this.store.held(cx.waker()) {
+            return Poll::Pending;
         }
-        match this.rx.poll_recv(cx) {
+        match this.next_item(cx) {
             Poll::Ready(Some(item)) => {
+                if this.store.held(cx.waker()) {
+                    this.initial.push_front(item);
+                    return Poll::Pending;
+                }
                 let first = this.render_item(item);
                 let mut batch = Batch::new(first);
                 while batch.has_room() {
-                    let Poll::Ready(Some(item)) = this.rx.poll_recv(cx) else {
+                    let Poll::Ready(Some(item)) = this.next_item(cx) else {
                         break;
                     };
+                    if this.store.held(cx.waker()) {
+                        this.initial.push_front(item);
+                        break;
+                    }
                     let bytes = this.render_item(item);
                     batch.push(bytes);
                 }

@@ -283,7 +283,9 @@ impl Broker {
             .position(|e| matches!(e.data, EventData::SimulationBegins(_)))
         {
             let begins = msg.events.remove(i);
+            let hold = self.store.hold();
             self.apply(begins.data, &mut out)?;
+            drop(hold);
             self.settle()?;
         }
         // Only an instant with several events needs to be made atomic.
@@ -297,7 +299,12 @@ impl Broker {
         if let Some(g) = &gate {
             g.close();
         }
+        // Everything of one instant reaches each watcher in one frame, so
+        // the scheduler sees simultaneous events together (16 completions
+        // at once, not one and then 15 more while it already decides).
+        let hold = self.store.hold();
         let applied = self.apply_instant(t, msg, &mut out);
+        drop(hold);
         if let Some(g) = &gate {
             match &self.cfg.activity {
                 Some(a) => g.open(a),

@@ -554,6 +554,7 @@ pub async fn run(
         node_relist: None,
     };
     tokio::pin!(shutdown);
+    let mut fresh_input = false;
     loop {
         let now = Instant::now();
         r.sched.queue.flush(now);
@@ -565,17 +566,30 @@ pub async fn run(
         tokio::select! {
             biased;
             _ = &mut shutdown => return,
-            Some(ev) = pods.next() => match ev {
-                Ok(ev) => r.on_pod_event(ev),
-                Err(e) => tracing::warn!(error = %e, "pod watch error; retrying"),
-            },
-            Some(ev) = nodes.next() => match ev {
-                Ok(ev) => r.on_node_event(ev),
-                Err(e) => tracing::warn!(error = %e, "node watch error; retrying"),
-            },
+            Some(ev) = pods.next() => {
+                fresh_input = true;
+                match ev {
+                    Ok(ev) => r.on_pod_event(ev),
+                    Err(e) => tracing::warn!(error = %e, "pod watch error; retrying"),
+                }
+            }
+            Some(ev) = nodes.next() => {
+                fresh_input = true;
+                match ev {
+                    Ok(ev) => r.on_node_event(ev),
+                    Err(e) => tracing::warn!(error = %e, "node watch error; retrying"),
+                }
+            }
             Some(res) = bind_rx.recv() => r.on_bind_result(res),
             _ = std::future::ready(()), if can_schedule => {
-                if let Some(out) = r.sched.cycle(Instant::now()) {
+                if fresh_input {
+                    // Events that arrived together may still be on their way
+                    // in (a large watch frame is read in chunks, by another
+                    // task): let the I/O driver and the connection tasks
+                    // run once, and take in what they bring before deciding.
+                    fresh_input = false;
+                    tokio::task::yield_now().await;
+                } else if let Some(out) = r.sched.cycle(Instant::now()) {
                     r.handle_outcome(out);
                 }
             }
