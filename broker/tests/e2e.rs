@@ -165,11 +165,8 @@ fn exact_policy_completes_without_overcommit() {
     }
 }
 
-/// Passed until the scheduler's last changes of 2026-11-21: since then its
-/// first pod watch is read late under the shim (jobs submitted at t=0 start
-/// at 5-295 s), and two runs differ. Kept to be re-enabled with the fix.
+/// Two exact runs give the same jobs.csv, and the first wave starts at 0.
 #[test]
-#[ignore = "regression: the scheduler reads its first watch late under the shim"]
 fn exact_policy_is_reproducible() {
     let dir = tempfile::tempdir().unwrap();
     let p = platform(dir.path(), 4);

@@ -80,12 +80,10 @@ async fn next_failure(
                 return t;
             }
         }
-        // Move to the scheduler's next deadline, but by at most one second:
-        // a watch event can still be on its way when both sides look idle
-        // (fakeapi counts an event as written when hyper takes it, before
-        // the socket write), and a late event must not make the clock jump
-        // to a far timer (the 295 s watch read timeout). Backoff expiries
-        // are whole seconds after the failure, so this measures them exactly.
+        // Move to the scheduler's next deadline, but by at most one second,
+        // as a safety net (this test does not look at the sockets' queues
+        // as the broker does). Backoff expiries are whole seconds after the
+        // failure, so this measures them exactly.
         let now = clock.now();
         let step = now + Duration::from_secs(1);
         let t = deadline.map_or(step, |d| d.max(now).min(step));
@@ -154,14 +152,9 @@ async fn binds_on_simulated_time() {
     );
 }
 
-/// Ignored: under the shim, watch events created after start-up sometimes
-/// reach the scheduler late (the first pod watch delivers nothing until
-/// kube's 295 s idle timeout; later ones occasionally a few simulated
-/// seconds late), which shifts retries. The scheduler's own backoff is
-/// exact (see the queue unit tests); this runs with `--ignored` once the
-/// shim/fakeapi quiescence handshake is fixed.
+/// The upstream backoff (1, 2, 4, 8, then capped at 10 s) measured between
+/// FailedScheduling events on simulated time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "watch events reach the shimmed process late; see the doc comment"]
 async fn backoff_grows_on_simulated_time() {
     let store = Store::new();
     let mut changes = store.subscribe();
@@ -173,10 +166,8 @@ async fn backoff_grows_on_simulated_time() {
     let clock = Controller::new(SimTime::from_secs_f64(1_700_000_000.0)).unwrap();
     let (mut child, dir) = start_child(&clock, server.addr(), "backoff");
 
-    // Warm-up: a pod created after start-up must reach the scheduler through
-    // its watch. Under the shim the first pod watch of the process delivers
-    // nothing until kube's 295 s idle timeout reconnects it (reported to the
-    // timeshim/fakeapi owners); stepping the clock gets past that.
+    // Warm-up: a pod created after start-up reaches the scheduler through
+    // its watch and is bound, so both watches are known to be running.
     let _ = settle(&clock, &activity).await;
     store.create_pod(pod("warm", "0", None)).unwrap();
     'warm: for _ in 0..1000 {
