@@ -395,6 +395,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
             controller: c.clone(),
             activity: server.activity(),
             api_port: server.addr().port(),
+            diag: Default::default(),
         }),
         None => SchedulerSide::External,
     };

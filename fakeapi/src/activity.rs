@@ -4,6 +4,10 @@
 //! The broker's exact clock policy moves simulated time only when the
 //! scheduler is quiescent; this is the API side of that question.
 
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use tokio::sync::Notify;
 
@@ -16,6 +20,27 @@ pub struct Activity {
     served: AtomicU64,
     events_written: AtomicU64,
     idle: Notify,
+    conns: Mutex<Conns>,
+}
+
+#[derive(Debug, Default)]
+struct Conns {
+    next: u64,
+    open: HashMap<u64, Conn>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Conn {
+    local: SocketAddr,
+    peer: SocketAddr,
+    fd: RawFd,
+}
+
+/// An open client connection: the server's end and the client's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Connection {
+    pub server: SocketAddr,
+    pub client: SocketAddr,
 }
 
 /// A point-in-time copy of [`Activity`].
@@ -39,6 +64,47 @@ impl ActivitySnapshot {
 }
 
 impl Activity {
+    /// The client connections open now (to look at their sockets' queues).
+    pub fn connections(&self) -> Vec<Connection> {
+        self.conns
+            .lock()
+            .open
+            .values()
+            .map(|c| Connection {
+                server: c.local,
+                client: c.peer,
+            })
+            .collect()
+    }
+
+    /// Bytes clients sent that the server has not read yet (requests on
+    /// their way in, not yet counted as in flight).
+    pub fn unread_by_server(&self) -> u64 {
+        let conns = self.conns.lock();
+        let mut total = 0u64;
+        for c in conns.open.values() {
+            let mut n: libc::c_int = 0;
+            // SAFETY: FIONREAD on a socket this registry keeps open (an
+            // entry leaves the registry before its socket is closed).
+            if unsafe { libc::ioctl(c.fd, libc::FIONREAD, &mut n) } == 0 && n > 0 {
+                total += n as u64;
+            }
+        }
+        total
+    }
+
+    pub(crate) fn connection_opened(&self, local: SocketAddr, peer: SocketAddr, fd: RawFd) -> u64 {
+        let mut c = self.conns.lock();
+        c.next += 1;
+        let id = c.next;
+        c.open.insert(id, Conn { local, peer, fd });
+        id
+    }
+
+    pub(crate) fn connection_closed(&self, id: u64) {
+        self.conns.lock().open.remove(&id);
+    }
+
     pub fn snapshot(&self) -> ActivitySnapshot {
         ActivitySnapshot {
             requests_in_flight: self.in_flight.load(Ordering::SeqCst),

@@ -15,6 +15,7 @@ use axum::extract::connect_info::Connected;
 use axum::serve::{IncomingStream, Listener};
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -83,9 +84,12 @@ impl Listener for TrackedListener {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
                     let track = Arc::new(ConnTrack::new(self.activity.clone()));
+                    let local = stream.local_addr().unwrap_or(peer);
+                    let id = self.activity.connection_opened(local, peer, stream.as_raw_fd());
                     let io = TrackedIo {
                         inner: stream,
                         track: track.clone(),
+                        id,
                     };
                     return (io, ConnHandle { track, peer });
                 }
@@ -117,6 +121,8 @@ impl Connected<IncomingStream<'_, TrackedListener>> for ConnHandle {
 pub(crate) struct TrackedIo {
     inner: TcpStream,
     track: Arc<ConnTrack>,
+    /// Entry in the activity's connection registry.
+    id: u64,
 }
 
 impl AsyncRead for TrackedIo {
@@ -165,6 +171,9 @@ impl AsyncWrite for TrackedIo {
 
 impl Drop for TrackedIo {
     fn drop(&mut self) {
+        // Out of the registry before the socket closes (the field drops
+        // after this body), so the registry never names a closed fd.
+        self.track.activity.connection_closed(self.id);
         self.track.settle(false);
     }
 }

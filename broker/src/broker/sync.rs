@@ -29,6 +29,8 @@ pub struct ShimSide {
     pub controller: Arc<Controller>,
     pub activity: Arc<fakeapi::Activity>,
     pub api_port: u16,
+    /// Opened at first use.
+    pub diag: parking_lot::Mutex<Option<SockDiag>>,
 }
 
 impl ShimSide {
@@ -55,7 +57,9 @@ impl ShimSide {
                 } => earliest_deadline,
             };
             let before = self.activity.snapshot();
-            if before.is_idle() && tcp_backlog(self.api_port) == 0 {
+            if before.is_idle()
+                && tcp_backlog(&self.activity, &mut self.diag.lock(), self.api_port) == 0
+            {
                 // Nothing moved while we looked: a consistent idle state.
                 let probe = self.controller.probe()?;
                 let after = self.activity.snapshot();
@@ -73,9 +77,145 @@ impl ShimSide {
     }
 }
 
-/// Bytes received and not yet read on connections to or from `port` on this
-/// machine (both ends are local: the API server and the scheduler).
-pub fn tcp_backlog(port: u16) -> u64 {
+/// Bytes sent and not yet read on the API's client connections, both ways:
+/// requests fakeapi has not read yet (its own sockets, `FIONREAD`) and
+/// responses or watch events the scheduler has not read yet (the client's
+/// end, looked up by address with the kernel's sock_diag, one exact lookup
+/// per connection). Scanning `/proc/net/tcp` instead costs about 4 ms per
+/// look on a kernel with a 256k-bucket table, which made every window slow.
+pub fn tcp_backlog(activity: &fakeapi::Activity, diag: &mut Option<SockDiag>, port: u16) -> u64 {
+    let mut total = activity.unread_by_server();
+    if diag.is_none() {
+        *diag = SockDiag::open().ok();
+    }
+    let Some(d) = diag.as_ref() else {
+        return total + proc_net_tcp_backlog(port);
+    };
+    for c in activity.connections() {
+        match d.rqueue(c.client, c.server) {
+            Ok(Some(n)) => total += n as u64,
+            Ok(None) => {} // closed meanwhile
+            Err(_) => return activity.unread_by_server() + proc_net_tcp_backlog(port),
+        }
+    }
+    total
+}
+
+/// A NETLINK_SOCK_DIAG socket for exact TCP socket lookups.
+pub struct SockDiag {
+    fd: std::os::fd::OwnedFd,
+}
+
+impl SockDiag {
+    pub fn open() -> std::io::Result<SockDiag> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: plain socket(2) call; the fd is owned from here on.
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_NETLINK,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                libc::NETLINK_SOCK_DIAG,
+            )
+        };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fd is a fresh descriptor we own.
+        Ok(SockDiag {
+            fd: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// Unread bytes in the receive queue of the TCP socket bound to `src`
+    /// and connected to `dst`; `None` if there is no such socket.
+    pub fn rqueue(
+        &self,
+        src: std::net::SocketAddr,
+        dst: std::net::SocketAddr,
+    ) -> std::io::Result<Option<u32>> {
+        use std::net::SocketAddr;
+        use std::os::fd::AsRawFd;
+        const SOCK_DIAG_BY_FAMILY: u16 = 20;
+        const NLMSG_ERROR: u16 = 2;
+        let mut req = [0u8; 72];
+        req[0..4].copy_from_slice(&72u32.to_ne_bytes());
+        req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+        req[6..8].copy_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
+        // inet_diag_req_v2 at 16: family, protocol, ext, pad, states.
+        let (family, put_addr): (u8, fn(&mut [u8], &SocketAddr)) = match src {
+            SocketAddr::V4(_) => (libc::AF_INET as u8, |b, a| {
+                if let SocketAddr::V4(a) = a {
+                    b[..4].copy_from_slice(&a.ip().octets());
+                }
+            }),
+            SocketAddr::V6(_) => (libc::AF_INET6 as u8, |b, a| {
+                if let SocketAddr::V6(a) = a {
+                    b[..16].copy_from_slice(&a.ip().octets());
+                }
+            }),
+        };
+        req[16] = family;
+        req[17] = libc::IPPROTO_TCP as u8;
+        req[20..24].copy_from_slice(&u32::MAX.to_ne_bytes());
+        // inet_diag_sockid at 24: sport, dport (big endian), src[16], dst[16], if, cookie.
+        req[24..26].copy_from_slice(&src.port().to_be_bytes());
+        req[26..28].copy_from_slice(&dst.port().to_be_bytes());
+        put_addr(&mut req[28..44], &src);
+        put_addr(&mut req[44..60], &dst);
+        req[64..72].copy_from_slice(&[0xff; 8]); // INET_DIAG_NOCOOKIE
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: sending our buffer on our netlink socket (kernel address).
+        let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        kernel.nl_family = libc::AF_NETLINK as u16;
+        let sent = unsafe {
+            libc::sendto(
+                fd,
+                req.as_ptr() as *const libc::c_void,
+                req.len(),
+                0,
+                &kernel as *const libc::sockaddr_nl as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_nl>() as u32,
+            )
+        };
+        if sent < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut buf = [0u8; 1024];
+        // SAFETY: receiving into our buffer.
+        let n = unsafe { libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let n = n as usize;
+        if n < 20 {
+            return Err(std::io::Error::other("short sock_diag reply"));
+        }
+        let kind = u16::from_ne_bytes([buf[4], buf[5]]);
+        if kind == NLMSG_ERROR {
+            let err = i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]);
+            return if err == -libc::ENOENT {
+                Ok(None)
+            } else {
+                Err(std::io::Error::from_raw_os_error(-err))
+            };
+        }
+        if kind != SOCK_DIAG_BY_FAMILY || n < 16 + 64 {
+            return Err(std::io::Error::other("unexpected sock_diag reply"));
+        }
+        // inet_diag_msg at 16: 4 bytes, sockid (48), expires, rqueue, wqueue.
+        let at = 16 + 4 + 48 + 4;
+        Ok(Some(u32::from_ne_bytes([
+            buf[at],
+            buf[at + 1],
+            buf[at + 2],
+            buf[at + 3],
+        ])))
+    }
+}
+
+/// The slow fallback: bytes received and not yet read on established
+/// connections to or from `port`, from `/proc/net/tcp`.
+fn proc_net_tcp_backlog(port: u16) -> u64 {
     let mut total = 0;
     for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
         let Ok(text) = std::fs::read_to_string(file) else {
@@ -94,19 +234,50 @@ pub fn tcp_backlog(port: u16) -> u64 {
             if port_of(f[1]) != Some(port) && port_of(f[2]) != Some(port) {
                 continue;
             }
-            // Only established connections carry data.
             if f[3] != "01" {
                 continue;
             }
-            // Received but not yet read by the application. (The send
-            // queue is not looked at: on loopback it holds bytes already
-            // delivered until a possibly delayed ACK.)
             if let Some((_tx, rx)) = f[4].split_once(':') {
                 total += u64::from_str_radix(rx, 16).unwrap_or(0);
             }
         }
     }
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    #[test]
+    fn sock_diag_sees_unread_bytes_of_one_connection() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut server, _) = l.accept().unwrap();
+        let d = SockDiag::open().unwrap();
+        let (c, s) = (client.local_addr().unwrap(), server.local_addr().unwrap());
+        assert_eq!(d.rqueue(c, s).unwrap(), Some(0));
+        server.write_all(b"hello").unwrap();
+        let mut seen = None;
+        for _ in 0..100 {
+            seen = d.rqueue(c, s).unwrap();
+            if seen == Some(5) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(seen, Some(5));
+        let mut b = [0u8; 5];
+        client.read_exact(&mut b).unwrap();
+        assert_eq!(d.rqueue(c, s).unwrap(), Some(0));
+        // The server's end, seen from the other side.
+        assert_eq!(d.rqueue(s, c).unwrap(), Some(0));
+        drop(client);
+        drop(server);
+        let gone: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
+        assert_eq!(d.rqueue(gone, s).unwrap(), None);
+    }
 }
 
 /// Freezes a process while the broker applies the events of one instant, so
