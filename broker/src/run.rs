@@ -318,6 +318,11 @@ fn start_api(addr: std::net::SocketAddr, out: &Path) -> anyhow::Result<Api> {
     let clock = SimClock::default();
     let store = fakeapi::Store::with_config(fakeapi::StoreConfig {
         clock: clock.store_clock(),
+        // A watch resumes from at most this many changes back per resource
+        // (older: 410 Gone and a relist, as with a real API server's watch
+        // cache). The default (100k) kept every pod version of an 18k-job
+        // trace in memory: 1.2 GB.
+        watch_history: 10_000,
         ..Default::default()
     });
     let server = rt

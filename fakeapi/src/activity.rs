@@ -20,13 +20,25 @@ pub struct Activity {
     served: AtomicU64,
     events_written: AtomicU64,
     idle: Notify,
-    conns: Mutex<Conns>,
+    pub(crate) conns: Mutex<Conns>,
 }
 
+/// The server's sockets: its listener and the connections it accepted.
+/// The listener accepts while holding this lock, so a connection is always
+/// either in the accept queue or in `open` for whoever looks.
 #[derive(Debug, Default)]
-struct Conns {
+pub(crate) struct Conns {
     next: u64,
     open: HashMap<u64, Conn>,
+    pub(crate) listener: Option<RawFd>,
+}
+
+impl Conns {
+    pub(crate) fn opened(&mut self, local: SocketAddr, peer: SocketAddr, fd: RawFd) -> u64 {
+        self.next += 1;
+        self.open.insert(self.next, Conn { local, peer, fd });
+        self.next
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -78,10 +90,31 @@ impl Activity {
     }
 
     /// Bytes clients sent that the server has not read yet (requests on
-    /// their way in, not yet counted as in flight).
+    /// their way in, not yet counted as in flight), bytes the server wrote
+    /// that its sockets have not sent yet, plus one per connection waiting
+    /// in the listener's accept queue.
     pub fn unread_by_server(&self) -> u64 {
         let conns = self.conns.lock();
         let mut total = 0u64;
+        if let Some(fd) = conns.listener {
+            // SAFETY: getsockopt into a zeroed tcp_info of the right size,
+            // on the listener, which outlives the registry entry.
+            let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+            let r = unsafe {
+                libc::getsockopt(
+                    fd,
+                    libc::IPPROTO_TCP,
+                    libc::TCP_INFO,
+                    &mut info as *mut libc::tcp_info as *mut libc::c_void,
+                    &mut len,
+                )
+            };
+            // For a listening socket, tcpi_unacked is the accept queue length.
+            if r == 0 {
+                total += info.tcpi_unacked as u64;
+            }
+        }
         for c in conns.open.values() {
             let mut n: libc::c_int = 0;
             // SAFETY: FIONREAD on a socket this registry keeps open (an
@@ -89,20 +122,20 @@ impl Activity {
             if unsafe { libc::ioctl(c.fd, libc::FIONREAD, &mut n) } == 0 && n > 0 {
                 total += n as u64;
             }
+            // Written by the server but not yet sent (TCP small queues can
+            // defer transmission to a tasklet after write() returned).
+            let mut unsent: libc::c_int = 0;
+            // SAFETY: as above; SIOCOUTQNSD reads the not-sent byte count.
+            if unsafe { libc::ioctl(c.fd, libc::SIOCOUTQNSD, &mut unsent) } == 0 && unsent > 0 {
+                total += unsent as u64;
+            }
         }
         total
     }
 
-    pub(crate) fn connection_opened(&self, local: SocketAddr, peer: SocketAddr, fd: RawFd) -> u64 {
-        let mut c = self.conns.lock();
-        c.next += 1;
-        let id = c.next;
-        c.open.insert(id, Conn { local, peer, fd });
-        id
-    }
-
     pub(crate) fn connection_closed(&self, id: u64) {
-        self.conns.lock().open.remove(&id);
+        let mut c = self.conns.lock();
+        c.open.remove(&id);
     }
 
     pub fn snapshot(&self) -> ActivitySnapshot {

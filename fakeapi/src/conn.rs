@@ -80,12 +80,27 @@ impl Listener for TrackedListener {
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         loop {
-            match self.inner.accept().await {
-                Ok((stream, peer)) => {
+            // Accepted and registered under the registry's lock: someone
+            // looking at the accept queue and the open connections together
+            // never misses a connection in between.
+            let accepted = std::future::poll_fn(|cx| {
+                let mut conns = self.activity.conns.lock();
+                conns.listener = Some(self.inner.as_raw_fd());
+                match self.inner.poll_accept(cx) {
+                    Poll::Ready(Ok((stream, peer))) => {
+                        let local = stream.local_addr().unwrap_or(peer);
+                        let id = conns.opened(local, peer, stream.as_raw_fd());
+                        Poll::Ready(Ok((stream, peer, id)))
+                    }
+                    Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                    Poll::Pending => Poll::Pending,
+                }
+            })
+            .await;
+            match accepted {
+                Ok((stream, peer, id)) => {
                     let _ = stream.set_nodelay(true);
                     let track = Arc::new(ConnTrack::new(self.activity.clone()));
-                    let local = stream.local_addr().unwrap_or(peer);
-                    let id = self.activity.connection_opened(local, peer, stream.as_raw_fd());
                     let io = TrackedIo {
                         inner: stream,
                         track: track.clone(),
@@ -175,5 +190,12 @@ impl Drop for TrackedIo {
         // after this body), so the registry never names a closed fd.
         self.track.activity.connection_closed(self.id);
         self.track.settle(false);
+    }
+}
+
+impl Drop for TrackedListener {
+    fn drop(&mut self) {
+        // Out of the registry before the listener's socket closes.
+        self.activity.conns.lock().listener = None;
     }
 }
