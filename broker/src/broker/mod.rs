@@ -604,15 +604,19 @@ impl Broker {
             }]),
             ..Default::default()
         };
-        let pod = self.jobs[i].record.pod.clone();
+        self.write_status(i, status, "final");
+        Ok(())
+    }
+
+    /// Writes a pod's status; the scheduler may have deleted the pod meanwhile.
+    fn write_status(&self, i: usize, status: PodStatus, what: &str) {
+        let pod = &self.jobs[i].record.pod;
         if let Err(e) = self
             .store
-            .update_pod_status(translate::NAMESPACE, &pod, status)
+            .update_pod_status(translate::NAMESPACE, pod, status)
         {
-            // The scheduler may have deleted it meanwhile.
-            tracing::debug!(%pod, error = %e, "final pod status not written");
+            tracing::debug!(%pod, error = %e, "{what} pod status not written");
         }
-        Ok(())
     }
 
     fn release(&mut self, i: usize, node: usize) {
@@ -931,13 +935,7 @@ impl Broker {
             }]),
             ..Default::default()
         };
-        let pod = self.jobs[i].record.pod.clone();
-        if let Err(e) = self
-            .store
-            .update_pod_status(translate::NAMESPACE, &pod, status)
-        {
-            tracing::debug!(%pod, error = %e, "running status not written");
-        }
+        self.write_status(i, status, "running");
         Ok(())
     }
 
