@@ -96,6 +96,23 @@ def mode(bk):
     return "standin"
 
 
+def batsim_engine():
+    """Which Batsim `batkube run` drives: real Batsim when `batsim` is on
+    PATH (what `batkube run` itself picks), else the built-in stand-in."""
+    w = shutil.which("batsim")
+    return f"real Batsim ({w})" if w else "built-in Batsim stand-in"
+
+
+def engine_line(bk, m):
+    """One line saying which engine produced a table."""
+    if m == "run":
+        return (f"engine: `batkube run` ({bk}) + batkube-scheduler ({scheduler()}) under the time shim; "
+                f"Batsim side: {batsim_engine()}")
+    why = "BATKUBE_MODE=standin" if os.environ.get("BATKUBE_MODE") == "standin" else \
+        "`batkube run` or batkube-scheduler not found"
+    return f"engine: built-in Batsim stand-in with its FCFS scheduler, NOT batkube run ({why})"
+
+
 def run_standin(bk, platform, workload, out, decision_time=0.0):
     """The built-in Batsim stand-in with its FCFS scheduler. Returns wall s."""
     out.mkdir(parents=True, exist_ok=True)
@@ -109,43 +126,110 @@ def run_standin(bk, platform, workload, out, decision_time=0.0):
 RUN_TIMEOUT = float(os.environ.get("BATKUBE_RUN_TIMEOUT", "180"))
 
 
-def run_batkube(bk, platform, workload, out, args=(), check=True):
-    """`batkube run` with the project's scheduler. Returns (wall s, exit code);
-    a run longer than $BATKUBE_RUN_TIMEOUT seconds (180) counts as failed (124)."""
+def _session_rss_kb(sid):
+    """Total resident memory (KiB) of the processes of one session."""
+    total = 0
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[3]) != sid:  # session id
+                continue
+            for line in (d / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+class RunResult:
+    """One `batkube run`: wall seconds (process, start to exit), exit code,
+    summary.json (or {}), peak total RSS of the run's processes (MiB,
+    sampled every 0.2 s when asked) and the command line."""
+
+    def __init__(self, cmd, wall, rc, summary, stderr, peak_rss_mb=None):
+        self.cmd, self.wall, self.rc, self.summary, self.stderr = cmd, wall, rc, summary, stderr
+        self.peak_rss_mb = peak_rss_mb
+
+    @property
+    def ok(self):
+        s = self.summary
+        return self.rc == 0 and s.get("completed") and s.get("jobs_succeeded") == s.get("jobs")
+
+    def why(self):
+        """Short reason when not ok."""
+        s = self.summary
+        if self.rc == 124:
+            return f"timed out after {RUN_TIMEOUT:g} s"
+        if s.get("error"):
+            return f"exit {self.rc}: {s['error']}"
+        if s and s.get("jobs_succeeded") != s.get("jobs"):
+            return (f"exit {self.rc}: {s.get('jobs_succeeded')}/{s.get('jobs')} jobs succeeded, "
+                    f"{s.get('jobs_rejected')} rejected")
+        return f"exit {self.rc}: {self.stderr.strip().splitlines()[-1] if self.stderr.strip() else '?'}"
+
+
+def run_batkube_full(bk, platform, workload, out, args=(), timeout=None, sample_memory=False):
+    """`batkube run` with the project's scheduler; returns a RunResult. A run
+    longer than `timeout` (default $BATKUBE_RUN_TIMEOUT, 180 s) is killed
+    and counts as failed (exit 124)."""
+    timeout = timeout or RUN_TIMEOUT
     out.mkdir(parents=True, exist_ok=True)
+    summary_path = out / "summary.json"
+    if summary_path.exists():
+        summary_path.unlink()
     cmd = [bk, "run", "--platform", str(platform), "--workload", str(workload),
            "--scheduler", scheduler(), "--out", str(out), *args]
     t = time.perf_counter()
-    # Own process group, so a run cut short takes its scheduler with it.
+    # Own session, so a run cut short takes its scheduler with it (and its
+    # memory can be summed).
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
+    peak = 0
+    if sample_memory:
+        while p.poll() is None and time.perf_counter() - t < timeout:
+            peak = max(peak, _session_rss_kb(p.pid))
+            time.sleep(0.2)
     try:
-        out_text, err_text = p.communicate(timeout=RUN_TIMEOUT)
-        r = subprocess.CompletedProcess(cmd, p.returncode, out_text, err_text)
+        out_text, err_text = p.communicate(timeout=max(0.1, timeout - (time.perf_counter() - t)))
+        rc = p.returncode
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
-        p.communicate()
-        r = subprocess.CompletedProcess(cmd, 124, "", f"timed out after {RUN_TIMEOUT} s")
+        out_text, err_text = p.communicate()
+        rc = 124
     wall = time.perf_counter() - t
-    if check and r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
-    return wall, r.returncode
+    try:
+        summary = json.loads(summary_path.read_text())
+    except (OSError, ValueError):
+        summary = {}
+    return RunResult(cmd, wall, rc, summary, err_text or "", peak / 1024 if sample_memory else None)
 
 
-def simulate(bk, m, platform, workload, out):
-    """Our simulated run: `batkube run --sync exact` or the stand-in.
-    Returns (label, wall seconds, jobs.csv path)."""
+def run_batkube(bk, platform, workload, out, args=(), check=True):
+    """`batkube run` with the project's scheduler. Returns (wall s, exit code)."""
+    r = run_batkube_full(bk, platform, workload, out, args)
+    if check and not r.ok:
+        raise RuntimeError(f"{' '.join(r.cmd)} failed ({r.why()}):\n{r.stderr[-2000:]}")
+    return r.wall, r.rc
+
+
+class RunFailed(RuntimeError):
+    pass
+
+
+def simulate(bk, m, platform, workload, out, args=("--sync", "exact")):
+    """Our simulated run: `batkube run --sync exact` (mode 'run') or the
+    stand-in (mode 'standin', only when `batkube run` is not available).
+    Returns (label, wall seconds, jobs.csv path). A failing `batkube run`
+    raises RunFailed: it is never replaced by the stand-in."""
     if m == "run":
-        wall, rc = run_batkube(bk, platform, workload, out, ["--sync", "exact"], check=False)
-        why = f"exit code {rc}"
-        if rc == 0:
-            s = json.loads((out / "summary.json").read_text())
-            if s.get("jobs_succeeded") == s.get("jobs"):
-                return "batkube run (exact, batkube-scheduler)", wall, out / "jobs.csv"
-            why = f"{s.get('jobs', 0) - s.get('jobs_succeeded', 0)} jobs did not succeed"
-        print(f"[warning] batkube run failed on {workload} ({why}); using the stand-in", file=sys.stderr)
-        wall = run_standin(bk, platform, workload, out / "standin")
-        return f"stand-in FCFS (batkube run failed: {why})", wall, out / "standin" / "jobs.csv"
+        r = run_batkube_full(bk, platform, workload, out, args)
+        if not r.ok:
+            raise RunFailed(f"{' '.join(r.cmd)}: {r.why()}\n{r.stderr[-1500:]}")
+        return "batkube run (exact, batkube-scheduler)", r.wall, out / "jobs.csv"
     wall = run_standin(bk, platform, workload, out)
     return "stand-in FCFS (whole machines, no Kubernetes scheduler)", wall, out / "jobs.csv"
 

@@ -48,6 +48,64 @@ def place(jobs_on_node):
     return placed
 
 
+def allocation_panel(ax, jobs, requests, nodes):
+    """Allocated cpu over time. Up to 4 nodes: one filled curve per node
+    with its capacity line; more: the fullest node's allocation as a
+    fraction of its capacity, with the capacity at 1."""
+    ev = {}
+    for j in jobs:
+        a = (j.get("allocated_resources") or "").strip()
+        if not a:
+            continue
+        cpu = requests.get(str(j["job_id"]), 1.0)
+        for part in a.split():
+            lo, _, hi = part.partition("-")
+            for r in range(int(lo), int(hi or lo) + 1):
+                if r < len(nodes):
+                    ev.setdefault(r, []).extend([(j["starting_time"], cpu), (j["finish_time"], -cpu)])
+    curves = {}
+    for r, e in ev.items():
+        e.sort(key=lambda x: (x[0], x[1]))  # frees before starts at equal times
+        t, y, cur = [0.0], [0.0], 0.0
+        for when, d in e:
+            cur += d
+            t.append(when)
+            y.append(max(cur, 0.0))
+        curves[r] = (t, y)
+    if len(nodes) <= 4:
+        for r, (name, cap) in enumerate(nodes):
+            t, y = curves.get(r, ([0.0], [0.0]))
+            line = ax.step(t, y, where="post", linewidth=0.8, label=f"{name}: cpu allocated")[0]
+            ax.fill_between(t, y, step="post", alpha=0.25, color=line.get_color())
+            ax.axhline(cap, linestyle="--", color="black", linewidth=0.9, label=f"{name}: capacity {cap:g} cpu")
+            over = [yy > cap + 1e-9 for yy in y]
+            if any(over):
+                ax.fill_between(t, y, cap, where=over, step="post", color="red", label="over capacity")
+        ax.set_ylabel("cpu allocated")
+        ax.set_ylim(0, max([cap for _, cap in nodes] + [max(y) for _, y in curves.values()]) * 1.15)
+    else:
+        times = sorted({tt for t, _ in curves.values() for tt in t})
+        idx = {r: 0 for r in curves}
+        worst = []
+        for tt in times:
+            m = 0.0
+            for r, (t, y) in curves.items():
+                while idx[r] + 1 < len(t) and t[idx[r] + 1] <= tt:
+                    idx[r] += 1
+                m = max(m, y[idx[r]] / nodes[r][1])
+            worst.append(m)
+        ax.step(times, worst, where="post", linewidth=0.9, label="fullest node: cpu allocated / capacity")
+        ax.fill_between(times, worst, step="post", alpha=0.25)
+        ax.axhline(1.0, linestyle="--", color="black", linewidth=0.9, label="capacity")
+        over = [w > 1 + 1e-9 for w in worst]
+        if any(over):
+            ax.fill_between(times, worst, 1.0, where=over, step="post", color="red", label="over capacity")
+        ax.set_ylabel("fullest node\n(fraction of cpu)")
+        ax.set_ylim(0, max(worst + [1.0]) * 1.15)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper right", ncol=3)
+
+
 def gantt(jobs_csv, platform, workload, out_png, title=None):
     jobs = [j for j in c.read_jobs(jobs_csv) if j["starting_time"] is not None and j["finish_time"] is not None]
     nodes = c.platform_nodes(platform)
@@ -67,7 +125,8 @@ def gantt(jobs_csv, platform, workload, out_png, title=None):
         per_node[r].append(j)
     peaks, over = c.overcommit(jobs, requests, caps)
     n = len(nodes)
-    fig, ax = plt.subplots(figsize=(14, max(3, 0.45 * n + 1.5)))
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(14, max(3, 0.45 * n + 1.5) + 2.6), sharex=True,
+                                  gridspec_kw={"height_ratios": [max(3, 0.45 * n + 1.5), 2.2]})
     t_end = max((j["finish_time"] for j in jobs), default=1.0)
     row_h = 0.8
     for r in range(n):
@@ -90,9 +149,11 @@ def gantt(jobs_csv, platform, workload, out_png, title=None):
                        fontsize=7)
     ax.set_xlim(0, t_end * 1.01)
     ax.set_ylim(-0.2, n)
-    ax.set_xlabel("simulated time (s)")
+    allocation_panel(ax2, jobs, requests, nodes)
+    ax2.set_xlabel("simulated time (s)")
     verdict = f"{over} node(s) over capacity (red)" if over else "no node over capacity"
-    ax.set_title(f"{title or jobs_csv}: {len(jobs)} jobs, {verdict}; dashed line = node capacity")
+    missing = f", {unplaced} without a recorded node (not drawn)" if unplaced else ""
+    ax.set_title(f"{title or jobs_csv}: {len(jobs)} jobs{missing}, {verdict}; dashed line = node capacity")
     fig.tight_layout()
     out_png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_png, dpi=110)
