@@ -271,12 +271,21 @@ fn die_with_parent(cmd: &mut Command) {
 /// Children killed on drop, whatever happens.
 struct Reaper(Arc<Mutex<Vec<Child>>>);
 
-impl Drop for Reaper {
-    fn drop(&mut self) {
+impl Reaper {
+    /// Stops every child (the scheduler, a real Batsim) and waits for it.
+    fn stop(&self) {
         for c in self.0.lock().iter_mut() {
-            let _ = c.kill();
+            if let Ok(None) = c.try_wait() {
+                let _ = c.kill();
+            }
             let _ = c.wait();
         }
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
@@ -361,7 +370,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         kubeconfig,
     } = start_api("127.0.0.1:0".parse()?, &out)?;
     let children = Arc::new(Mutex::new(Vec::new()));
-    let _reaper = Reaper(children.clone());
+    let reaper = Reaper(children.clone());
     install_interrupt(children.clone());
 
     // The scheduler, under the shim.
@@ -481,6 +490,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     }
     summary.error = error.clone();
     write_outputs(&out, &pods, &samples, &summary)?;
+    // The scheduler goes first: its open connections would otherwise hold
+    // the API's graceful shutdown for its full 5 s.
+    reaper.stop();
     rt.block_on(server.shutdown());
     if let Some(e) = error {
         bail!("{e} (outputs so far in {})", out.display());

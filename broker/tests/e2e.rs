@@ -210,6 +210,28 @@ fn timeout_policy_completes() {
     assert_eq!(s["jobs_succeeded"], 8, "{}", r.stderr);
 }
 
+/// The 2020 prototype's model: the scheduler under the shim on a realtime
+/// clock, windows closed by a timeout. Its clock runs ahead of Batsim's
+/// between windows; that must not stop the run.
+#[test]
+fn timeout_policy_under_the_shim_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = platform(dir.path(), 4);
+    let w = workload(dir.path(), 8, 2.0, 3.0);
+    let sched = scheduler().display().to_string();
+    let mut extra = preload();
+    extra.extend(
+        ["--sync", "timeout", "--timeout", "50ms", "--give-up-after", "100000"]
+            .map(String::from),
+    );
+    let r = run(dir.path(), "ts", &p, &w, &sched, &strs(&extra));
+    assert!(r.ok, "{}", r.stderr);
+    let s = r.summary();
+    assert_eq!(s["completed"], true);
+    assert_eq!(s["overcommit_count"], 0);
+    assert_eq!(s["jobs_succeeded"], 8, "{}", r.stderr);
+}
+
 #[test]
 fn backoff_wakeups_are_requested() {
     let dir = tempfile::tempdir().unwrap();

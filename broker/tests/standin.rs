@@ -8,7 +8,7 @@ use batkube::batsim::protocol::{build, EventData, Message};
 use batkube::standin::fcfs::Fcfs;
 use batkube::standin::platform::Platform;
 use batkube::standin::workload::Workload;
-use batkube::standin::{DecisionProcess, Options, StandIn, ZmqDecisionProcess};
+use batkube::standin::{Options, StandIn, ZmqDecisionProcess};
 use common::{graphene16, shared};
 
 fn burst() -> Workload {

@@ -392,9 +392,14 @@ impl Broker {
         }
         self.clock.set(t);
         if let SchedulerSide::Shim(s) = &self.side {
-            s.controller
-                .advance_to(sim_time(t))
-                .map_err(|e| anyhow::anyhow!("moving the scheduler's clock: {e}"))?;
+            // On a realtime clock the scheduler's time runs on by itself and
+            // may already be past `t`: it never goes back.
+            let target = sim_time(t);
+            if target > s.controller.now() {
+                s.controller
+                    .advance_to(target)
+                    .map_err(|e| anyhow::anyhow!("moving the scheduler's clock: {e}"))?;
+            }
         }
         Ok(())
     }

@@ -589,8 +589,13 @@ pub async fn run(
                     // run once, and take in what they bring before deciding.
                     fresh_input = false;
                     tokio::task::yield_now().await;
-                } else if let Some(out) = r.sched.cycle(Instant::now()) {
-                    r.handle_outcome(out);
+                } else {
+                    if let Some(out) = r.sched.cycle(Instant::now()) {
+                        r.handle_outcome(out);
+                    }
+                    // A long queue must not starve the binding tasks: give
+                    // them the thread once the cooperative budget is spent.
+                    tokio::task::consume_budget().await;
                 }
             }
             _ = sleep, if deadline.is_some() && !can_schedule => {}
