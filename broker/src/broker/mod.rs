@@ -102,6 +102,10 @@ fn ceil_us(t: f64) -> f64 {
     (t * 1e6 - 1e-3).ceil() / 1e6
 }
 
+/// Wall time a scheduler not under the shim gets, after its last decision,
+/// before pending pods are given up on (above upstream's 10 s max backoff).
+const EXTERNAL_PATIENCE: Duration = Duration::from_secs(12);
+
 /// How the scheduler is synchronised with.
 pub enum SchedulerSide {
     /// Under the shim: quiescence is observable, the clock is ours.
@@ -190,6 +194,9 @@ pub struct Broker {
     overcommits: u64,
     no_more_static: bool,
     last_decision_at: f64,
+    /// Wall time of the last decision (an unshimmed scheduler's backoff
+    /// runs on wall time).
+    last_decision_wall: Instant,
     scheduler_wakeup: Option<f64>,
     windows: u64,
     windows_bound_hit: u64,
@@ -238,6 +245,7 @@ impl Broker {
             overcommits: 0,
             no_more_static: false,
             last_decision_at: 0.0,
+            last_decision_wall: Instant::now(),
             scheduler_wakeup: None,
             windows: 0,
             windows_bound_hit: 0,
@@ -807,6 +815,7 @@ impl Broker {
                     Phase::Done => {}
                 }
                 self.last_decision_at = now;
+                self.last_decision_wall = Instant::now();
                 Ok(1)
             }
             EventType::Modified | EventType::Added => {
@@ -857,6 +866,7 @@ impl Broker {
         self.jobs[i].record.node = Some(node_name.to_string());
         self.jobs[i].phase = Phase::Bound { node };
         self.last_decision_at = now;
+        self.last_decision_wall = Instant::now();
         // The overcommit invariant, checked at the moment of binding.
         let req = self.jobs[i].record.requests.clone();
         let n = &mut self.nodes[node];
@@ -957,6 +967,13 @@ impl Broker {
             )
         });
         if busy || now - self.last_decision_at < self.cfg.give_up_after {
+            return Ok(());
+        }
+        // A scheduler on wall time retries after its own backoff (up to 10 s
+        // upstream) however fast simulated time goes: give it that long.
+        if matches!(self.side, SchedulerSide::External)
+            && self.last_decision_wall.elapsed() < EXTERNAL_PATIENCE
+        {
             return Ok(());
         }
         if out.iter().any(|e| matches!(e, EventData::ExecuteJob(_))) {
