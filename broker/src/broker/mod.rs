@@ -102,8 +102,9 @@ fn ceil_us(t: f64) -> f64 {
     (t * 1e6 - 1e-3).ceil() / 1e6
 }
 
-/// Wall time a scheduler not under the shim gets, after its last decision,
-/// before pending pods are given up on (above upstream's 10 s max backoff).
+/// Wall time a scheduler gets after its last decision before pending pods
+/// are given up on, when its idleness cannot be observed (above upstream's
+/// 10 s max backoff).
 const EXTERNAL_PATIENCE: Duration = Duration::from_secs(12);
 
 /// How the scheduler is synchronised with.
@@ -969,11 +970,12 @@ impl Broker {
         if busy || now - self.last_decision_at < self.cfg.give_up_after {
             return Ok(());
         }
-        // A scheduler on wall time retries after its own backoff (up to 10 s
-        // upstream) however fast simulated time goes: give it that long.
-        if matches!(self.side, SchedulerSide::External)
-            && self.last_decision_wall.elapsed() < EXTERNAL_PATIENCE
-        {
+        // Unless quiescence is observed (exact mode), the scheduler reacts
+        // on wall time (its backoff without the shim, its run time within a
+        // window with it), however fast simulated time goes: give it time.
+        let observed = matches!(self.side, SchedulerSide::Shim(_))
+            && matches!(self.cfg.policy.end, timeshim::policy::WindowEnd::Exact { .. });
+        if !observed && self.last_decision_wall.elapsed() < EXTERNAL_PATIENCE {
             return Ok(());
         }
         if out.iter().any(|e| matches!(e, EventData::ExecuteJob(_))) {
