@@ -450,6 +450,19 @@ impl Store {
             .sum()
     }
 
+    /// Watch events waiting in watchers' queues, counted from the queues
+    /// themselves (a cross-check of [`Activity`]'s running count).
+    pub fn queued_watch_events(&self) -> usize {
+        self.inner
+            .state
+            .read()
+            .tables
+            .iter()
+            .flat_map(|t| t.watchers.iter())
+            .map(|w| w.tx.max_capacity() - w.tx.capacity())
+            .sum()
+    }
+
     /// Ends every open watch stream (used on server shutdown).
     pub fn close_watches(&self) {
         let mut st = self.inner.state.write();
