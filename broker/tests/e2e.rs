@@ -221,8 +221,15 @@ fn timeout_policy_under_the_shim_completes() {
     let sched = scheduler().display().to_string();
     let mut extra = preload();
     extra.extend(
-        ["--sync", "timeout", "--timeout", "50ms", "--give-up-after", "100000"]
-            .map(String::from),
+        [
+            "--sync",
+            "timeout",
+            "--timeout",
+            "50ms",
+            "--give-up-after",
+            "100000",
+        ]
+        .map(String::from),
     );
     let r = run(dir.path(), "ts", &p, &w, &sched, &strs(&extra));
     assert!(r.ok, "{}", r.stderr);

@@ -211,7 +211,10 @@ pub(crate) struct InFlight<'a> {
 }
 
 impl<'a> InFlight<'a> {
-    pub(crate) fn new(a: &'a Activity, conn: Option<std::sync::Arc<crate::conn::ConnTrack>>) -> Self {
+    pub(crate) fn new(
+        a: &'a Activity,
+        conn: Option<std::sync::Arc<crate::conn::ConnTrack>>,
+    ) -> Self {
         a.request_started();
         InFlight { activity: a, conn }
     }

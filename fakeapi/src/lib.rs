@@ -53,4 +53,6 @@ pub use error::{ApiError, Result};
 pub use patch::PatchKind;
 pub use resources::ResourceInfo;
 pub use server::{kubeconfig_yaml, serve, RunningServer};
-pub use store::{Change, Clock, DeleteOptions, EventType, HoldGuard, Origin, Store, StoreConfig, WatchStart};
+pub use store::{
+    Change, Clock, DeleteOptions, EventType, HoldGuard, Origin, Store, StoreConfig, WatchStart,
+};

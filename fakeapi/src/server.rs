@@ -3,7 +3,6 @@
 
 use crate::activity::{Activity, InFlight};
 use crate::conn::{ConnHandle, ConnTrack, TrackedListener};
-use axum::extract::ConnectInfo;
 use crate::discovery;
 use crate::error::ApiError;
 use crate::patch::PatchKind;
@@ -13,6 +12,7 @@ use crate::store::{DeleteOptions, Origin, Store, WatchStart};
 use crate::table::{self, IncludeObject};
 use crate::watch::{Render, WatchStream};
 use axum::body::Body;
+use axum::extract::ConnectInfo;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::Response;

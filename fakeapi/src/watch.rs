@@ -5,8 +5,8 @@
 //! reported to [`Activity`](crate::Activity) so the broker knows when all of
 //! them reached the clients.
 
-use crate::resources::ResourceInfo;
 use crate::conn::ConnTrack;
+use crate::resources::ResourceInfo;
 use crate::store::{event_line, Store, WatchItem, WatchRegistration};
 use crate::table;
 use bytes::{Bytes, BytesMut};

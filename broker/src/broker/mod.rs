@@ -346,25 +346,27 @@ impl Broker {
         const BOUND: Duration = Duration::from_secs(30);
         let start = Instant::now();
         match &self.side {
-            SchedulerSide::Shim(s) => loop {
-                match s
-                    .wait(Duration::from_millis(50))
-                    .map_err(|e| anyhow::anyhow!("watching the scheduler: {e}"))?
-                {
-                    Quiet::Yes { .. } => {
-                        tracing::debug!(waited = ?start.elapsed(), "scheduler settled after the nodes were created");
-                        return Ok(());
+            SchedulerSide::Shim(s) => {
+                loop {
+                    match s
+                        .wait(Duration::from_millis(50))
+                        .map_err(|e| anyhow::anyhow!("watching the scheduler: {e}"))?
+                    {
+                        Quiet::Yes { .. } => {
+                            tracing::debug!(waited = ?start.elapsed(), "scheduler settled after the nodes were created");
+                            return Ok(());
+                        }
+                        Quiet::Exited => {
+                            return self.fail("the scheduler process exited during the simulation")
+                        }
+                        Quiet::Busy if start.elapsed() >= BOUND => {
+                            tracing::warn!("the scheduler was still busy {BOUND:?} after the nodes were created");
+                            return Ok(());
+                        }
+                        Quiet::Busy => {}
                     }
-                    Quiet::Exited => {
-                        return self.fail("the scheduler process exited during the simulation")
-                    }
-                    Quiet::Busy if start.elapsed() >= BOUND => {
-                        tracing::warn!("the scheduler was still busy {BOUND:?} after the nodes were created");
-                        return Ok(());
-                    }
-                    Quiet::Busy => {}
                 }
-            },
+            }
             // Not observable: give the watch events time to be written.
             SchedulerSide::External => {
                 if let Some(a) = &self.cfg.activity {
@@ -974,7 +976,10 @@ impl Broker {
         // on wall time (its backoff without the shim, its run time within a
         // window with it), however fast simulated time goes: give it time.
         let observed = matches!(self.side, SchedulerSide::Shim(_))
-            && matches!(self.cfg.policy.end, timeshim::policy::WindowEnd::Exact { .. });
+            && matches!(
+                self.cfg.policy.end,
+                timeshim::policy::WindowEnd::Exact { .. }
+            );
         if !observed && self.last_decision_wall.elapsed() < EXTERNAL_PATIENCE {
             return Ok(());
         }

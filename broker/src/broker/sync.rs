@@ -54,8 +54,7 @@ impl ShimSide {
         let mut stale = self.stale_pending.lock();
         match *stale {
             Some((n, since, ref mut warned))
-                if n == s.watch_events_pending
-                    && since.elapsed() >= Duration::from_secs(1) =>
+                if n == s.watch_events_pending && since.elapsed() >= Duration::from_secs(1) =>
             {
                 if !*warned {
                     tracing::warn!(

@@ -177,7 +177,10 @@ fn run_once(case: &Case) -> Rep {
         store.create_pod(pod(i)).unwrap();
     }
     let server = rt
-        .block_on(fakeapi::serve(store.clone(), "127.0.0.1:0".parse().unwrap()))
+        .block_on(fakeapi::serve(
+            store.clone(),
+            "127.0.0.1:0".parse().unwrap(),
+        ))
         .unwrap();
     let kubeconfig = fakeapi::kubeconfig_yaml(server.addr());
     let mut changes: mpsc::UnboundedReceiver<Change> = store.subscribe();
@@ -326,7 +329,10 @@ fn main() {
     println!(
         "through_fakeapi: {} cpus, load {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     let mut failed = false;
     for case in CASES {
