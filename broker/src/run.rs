@@ -224,10 +224,6 @@ pub struct RunArgs {
     /// ZeroMQ endpoint for real Batsim.
     #[arg(long = "socket-endpoint", default_value = DEFAULT_ENDPOINT)]
     pub socket: String,
-    /// Experimental: stop the scheduler (SIGSTOP) while the events of one
-    /// instant are applied, so that it sees them together.
-    #[arg(long = "atomic-instants")]
-    pub atomic_instants: bool,
     #[command(flatten)]
     pub clock: ClockArgs,
     #[command(flatten)]
@@ -402,7 +398,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     let child = cmd
         .spawn()
         .with_context(|| format!("starting the scheduler: {}", args.scheduler))?;
-    let scheduler_pid = child.id();
     children.lock().push(child);
     let side = match &controller {
         Some(c) => SchedulerSide::Shim(ShimSide {
@@ -426,7 +421,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
             kubelet: args.kubelet.model()?,
             give_up_after: args.give_up_after,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-            scheduler_pid: args.atomic_instants.then_some(scheduler_pid),
             activity: Some(server.activity()),
         },
     );
@@ -631,7 +625,6 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
             kubelet: args.kubelet.model()?,
             give_up_after: args.give_up_after,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-            scheduler_pid: None,
             activity: None,
         },
     );

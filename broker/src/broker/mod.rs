@@ -42,7 +42,7 @@ use crate::batsim::IntervalSet;
 use crate::translate::{self, Amounts};
 use kubelet::KubeletModel;
 use record::{NodeSample, PodRecord, Summary};
-use sync::{InstantGate, Quiet, ShimSide};
+use sync::{Quiet, ShimSide};
 
 /// Simulated second 0 is this Unix time (2026-01-01T00:00:00Z), so that the
 /// scheduler's wall clock reads plausible dates, identically in every run.
@@ -127,9 +127,6 @@ pub struct BrokerConfig {
     pub give_up_after: f64,
     /// Show a progress line.
     pub progress: bool,
-    /// The scheduler's process, when it is ours to pause while an instant's
-    /// events are applied.
-    pub scheduler_pid: Option<u32>,
     /// The API's activity counters (to know when watch events are written).
     pub activity: Option<Arc<fakeapi::Activity>>,
 }
@@ -292,35 +289,19 @@ impl Broker {
             .position(|e| matches!(e.data, EventData::SimulationBegins(_)))
         {
             let begins = msg.events.remove(i);
-            let hold = self.store.hold();
-            self.apply(begins.data, &mut out)?;
-            drop(hold);
+            {
+                let _hold = self.store.hold();
+                self.apply(begins.data, &mut out)?;
+            }
             self.settle()?;
-        }
-        // Only an instant with several events needs to be made atomic.
-        let single =
-            msg.events.len() == 1 && !matches!(msg.events[0].data, EventData::SimulationBegins(_));
-        let gate = if (!single && !msg.events.is_empty()) || !self.timers.is_empty() {
-            self.cfg.scheduler_pid.map(InstantGate::new)
-        } else {
-            None
-        };
-        if let Some(g) = &gate {
-            g.close();
         }
         // Everything of one instant reaches each watcher in one frame, so
         // the scheduler sees simultaneous events together (16 completions
         // at once, not one and then 15 more while it already decides).
-        let hold = self.store.hold();
-        let applied = self.apply_instant(t, msg, &mut out);
-        drop(hold);
-        if let Some(g) = &gate {
-            match &self.cfg.activity {
-                Some(a) => g.open(a),
-                None => g.open(&fakeapi::Activity::default()),
-            }
+        {
+            let _hold = self.store.hold();
+            self.apply_instant(t, msg, &mut out)?;
         }
-        applied?;
         if self.ended {
             self.drain_changes(&mut out)?;
             return Ok(Message::empty(t));
