@@ -730,14 +730,22 @@ def _collect(future, r, runs_dir):
         row, blob = future.result()
     except Exception as e:  # noqa: BLE001 (KilledWorker, a worker-side error: a failed row)
         row, blob = {"status": "failed", "error": f"{type(e).__name__}: {e}"}, None
+    return store_result(row, blob, r, runs_dir)
+
+
+def store_result(row, blob, r, runs_dir):
+    """Writes a run's outputs (when they came back as bytes) and then its
+    result.json; returns the row with the run's id and axis values."""
     dest = runs_dir / r.id
     if blob is not None:
         if dest.exists():
             shutil.rmtree(dest)
         dest.mkdir(parents=True)
         with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
-            tar.extractall(dest, filter="data") if hasattr(tarfile, "data_filter") \
-                else tar.extractall(dest)
+            if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4 (and backports)
+                tar.extractall(dest, filter="data")
+            else:
+                tar.extractall(dest)
     dest.mkdir(parents=True, exist_ok=True)
     row = {"id": r.id, **r.names, "repeat": r.repeat, **row}
     tmp = dest / "result.json.tmp"
