@@ -36,6 +36,7 @@ a particular working directory.
 """
 
 import argparse
+import asyncio
 import csv
 import hashlib
 import io
@@ -665,8 +666,13 @@ def _sweep(args):
     from distributed.client import FIRST_COMPLETED
     client, cluster = start_client(args)
     try:
+        try:
+            import bokeh  # noqa: F401 (the dashboard's only extra dependency)
+            note = ""
+        except ImportError:
+            note = " (served once bokeh is installed: pip install 'bokeh>=3.1')"
         print(f"[sweep] Dask scheduler {client.scheduler.address}, dashboard "
-              f"{client.dashboard_link}", file=sys.stderr)
+              f"{client.dashboard_link}{note}", file=sys.stderr)
         futures = {}
         for r in todo:
             task = {"id": r.id, "argv": r.argv, "files": sorted(r.files),
@@ -678,11 +684,23 @@ def _sweep(args):
         progress.update(force=True)
         pending = set(futures)
         last_write = 0.0
+        workerless_since, warned = time.monotonic(), False
         while pending:
             try:
                 done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
-            except TimeoutError:
+            except (TimeoutError, asyncio.TimeoutError):
                 done = set()
+            if not warned and not done and time.monotonic() - workerless_since > 60:
+                if client.nthreads():
+                    workerless_since = time.monotonic()
+                else:
+                    warned = True
+                    if progress.tty:
+                        progress.stream.write("\n")
+                    print("[sweep] no Dask worker for 60 s: "
+                          + ("are the batch jobs still queued (squeue, oarstat, qstat)? "
+                             if args.jobqueue else "")
+                          + "waiting on", file=sys.stderr)
             for f in done:
                 r = futures[f]
                 row = _collect(f, r, runs_dir)
