@@ -583,7 +583,8 @@ def start_client(args):
         cluster = make_jobqueue_cluster(args.jobqueue, parse_jobqueue_options(args.jobqueue_option))
         cluster.scale(jobs=args.workers or 1)
         return Client(cluster), cluster
-    n = args.workers or os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    n = args.workers or cores or 1
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                            dashboard_address=":0", host="127.0.0.1")
     return Client(cluster), cluster
@@ -624,6 +625,10 @@ def main(argv=None):
     except SpecError as e:
         print(f"sweep.py: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"\n[sweep] interrupted: the runs already done are kept in {args.out}; "
+              f"run the same command again to do the rest", file=sys.stderr)
+        return 130
 
 
 def _sweep(args):
@@ -721,6 +726,7 @@ def _sweep(args):
             progress.update()
         progress.close()
     finally:
+        write_results(out_dir, runs, rows)  # also when interrupted
         client.close()
         if cluster is not None:
             cluster.close()

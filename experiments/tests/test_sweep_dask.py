@@ -179,3 +179,30 @@ def test_sweep_on_dask_survives_a_dead_worker_and_resumes(tmp_path, binaries, pr
     # worker died); remove it.
     for d in Path("/tmp").glob(f"batkube-sweep-{killed_run}-*"):
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_local_cluster_by_default(tmp_path, binaries):
+    """No engine flag: sweep.py starts a local Dask cluster of its own."""
+    bk, sched = binaries
+    subprocess.run([str(bk), "workload", "generate", "-n", "20", "-o", str(tmp_path / "burst20.json")],
+                   check=True)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(textwrap.dedent(f"""\
+        batkube: {bk}
+        repeat: 2
+        grid:
+          workload: [burst20.json]
+          platform: [{ROOT / 'platforms' / '16-node.xml'}]
+          scheduler: [{sched}]
+        """))
+    p = subprocess.run([sys.executable, str(EXPERIMENTS / "sweep.py"), str(spec), "--out",
+                        str(tmp_path / "out"), "--workers", "2"],
+                       capture_output=True, text=True, timeout=DEADLINE)
+    assert p.returncode == 0, p.stderr
+    assert "Dask scheduler tcp://127.0.0.1:" in p.stderr and "dashboard http" in p.stderr
+    assert "2/2 done" in p.stderr  # the plain progress line (stderr is not a terminal)
+    with open(tmp_path / "out" / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["workload"], r["repeat"], r["status"], r["flags"]) for r in rows] == [
+        ("burst20", "0", "ok", "none"), ("burst20", "1", "ok", "none")]
+    assert rows[0]["makespan"] == rows[1]["makespan"]  # reproducible
