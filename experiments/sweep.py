@@ -578,7 +578,10 @@ def start_client(args):
     """The Dask client and, when we started it, the cluster."""
     from distributed import Client, LocalCluster
     if args.dask:
-        return Client(args.dask, timeout="60s"), None
+        try:
+            return Client(args.dask, timeout="30s"), None
+        except (OSError, TimeoutError) as e:
+            raise SpecError(f"--dask {args.dask}: no Dask scheduler answers there ({e})")
     if args.jobqueue:
         cluster = make_jobqueue_cluster(args.jobqueue, parse_jobqueue_options(args.jobqueue_option))
         cluster.scale(jobs=args.workers or 1)
@@ -624,6 +627,10 @@ def main(argv=None):
         return _sweep(args)
     except SpecError as e:
         print(f"sweep.py: error: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:
+        print(f"sweep.py: error: {e}: pip install dask distributed dask-jobqueue pyyaml "
+              f"(the versions CI uses are pinned in .ci/run)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"\n[sweep] interrupted: the runs already done are kept in {args.out}; "
