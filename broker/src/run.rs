@@ -178,12 +178,109 @@ impl KubeletArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ShimChoice {
+    /// Linked when the scheduler's binary carries timeshim, else seccomp.
+    Auto,
     /// The scheduler links timeshim (`timeshim::install()` in main).
     Linked,
     /// LD_PRELOAD the shim library into an unmodified binary (--shim-lib).
     Preload,
+    /// Any unmodified binary (Go, static, C, Rust): its clock reads and
+    /// timed waits are answered by a seccomp supervisor in batkube.
+    Seccomp,
     /// No shim: the scheduler runs on real time (timeout policy only).
     None,
+}
+
+/// The program a `--scheduler` command line runs: its first word after
+/// leading `VAR=value` assignments (and an `env` prefix), found on PATH.
+fn scheduler_program(command: &str) -> Option<PathBuf> {
+    let words = shell_words(command)?;
+    let mut it = words.iter().skip_while(|w| {
+        w.as_str() == "exec"
+            || w.as_str() == "env"
+            || (w.contains('=') && !w.starts_with('=') && !w.starts_with('-'))
+    });
+    let prog = it.next()?;
+    if prog.contains('/') {
+        return Some(PathBuf::from(prog));
+    }
+    std::env::var_os("PATH")
+        .map(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(prog))
+                .collect::<Vec<_>>()
+        })?
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
+/// Minimal POSIX word splitting (quotes and backslashes, no expansion).
+fn shell_words(s: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                for c in chars.by_ref() {
+                    if c == '\'' {
+                        break;
+                    }
+                    cur.push(c);
+                }
+            }
+            '"' => {
+                in_word = true;
+                while let Some(c) = chars.next() {
+                    match c {
+                        '"' => break,
+                        '\\' => cur.push(chars.next()?),
+                        c => cur.push(c),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                cur.push(chars.next()?);
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    Some(words)
+}
+
+/// Whether a binary links timeshim: its linked shim reads `TIMESHIM_PAGE`.
+fn carries_shim(program: &Path) -> bool {
+    let Ok(bytes) = std::fs::read(program) else {
+        return false;
+    };
+    let needle = timeshim::ENV_PAGE.as_bytes();
+    bytes.windows(needle.len()).any(|w| w == needle)
+}
+
+/// `--shim auto`: linked when the binary carries the shim, else seccomp.
+pub fn resolve_shim(choice: ShimChoice, command: &str) -> ShimChoice {
+    match choice {
+        ShimChoice::Auto => match scheduler_program(command) {
+            Some(p) if carries_shim(&p) => ShimChoice::Linked,
+            _ => ShimChoice::Seccomp,
+        },
+        other => other,
+    }
 }
 
 /// `batkube run`.
@@ -208,9 +305,14 @@ pub struct RunArgs {
     /// Use the built-in stand-in even if Batsim is installed.
     #[arg(long = "standin")]
     pub standin: bool,
-    /// How the scheduler gets simulated time.
-    #[arg(long, value_enum, default_value_t = ShimChoice::Linked)]
+    /// How the scheduler gets simulated time (`auto`: linked when its
+    /// binary carries timeshim, else seccomp, which works for any binary).
+    #[arg(long, value_enum, default_value_t = ShimChoice::Auto)]
     pub shim: ShimChoice,
+    /// Under `--shim seccomp`: make the randomness the scheduler reads
+    /// (AT_RANDOM, getrandom) a deterministic stream from this seed.
+    #[arg(long = "seed", value_name = "N")]
+    pub scheduler_seed: Option<u64>,
     /// The preloadable shim library (libtimeshim.so) for --shim preload.
     #[arg(long = "shim-lib")]
     pub shim_lib: Option<PathBuf>,
@@ -356,7 +458,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     for (i, p) in args.workloads.iter().enumerate() {
         workloads.push(Workload::from_file(p, &format!("w{i}"))?);
     }
-    let shim = args.shim != ShimChoice::None;
+    let shim_choice = resolve_shim(args.shim, &args.scheduler);
+    let shim = shim_choice != ShimChoice::None;
+    if args.scheduler_seed.is_some() && shim_choice != ShimChoice::Seccomp {
+        anyhow::bail!(
+            "--seed works under the seccomp supervisor only (the scheduler runs with --shim {:?}); add --shim seccomp",
+            shim_choice
+        );
+    }
     let policy = args.clock.policy(shim)?;
     let Api {
         rt,
@@ -385,19 +494,24 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
-    if let Some(c) = &controller {
-        let mode = match args.shim {
+    let child = if let Some(c) = &controller {
+        let mode = match shim_choice {
             ShimChoice::Preload => ShimMode::Preloaded(args.shim_lib.clone().ok_or_else(|| {
                 anyhow::anyhow!("--shim preload needs --shim-lib PATH/libtimeshim.so")
             })?),
+            ShimChoice::Seccomp => ShimMode::Seccomp {
+                seed: args.scheduler_seed,
+            },
             _ => ShimMode::Linked,
         };
-        c.configure(&mut cmd, &mode);
+        tracing::info!(shim = ?shim_choice, "starting the scheduler");
+        die_with_parent(&mut cmd);
+        c.spawn(cmd, &mode)
+    } else {
+        die_with_parent(&mut cmd);
+        cmd.spawn()
     }
-    die_with_parent(&mut cmd);
-    let child = cmd
-        .spawn()
-        .with_context(|| format!("starting the scheduler: {}", args.scheduler))?;
+    .with_context(|| format!("starting the scheduler: {}", args.scheduler))?;
     children.lock().push(child);
     let side = match &controller {
         Some(c) => SchedulerSide::Shim(ShimSide {

@@ -47,6 +47,11 @@ pub enum ShimMode {
     /// An unmodified dynamically linked binary; the given `libtimeshim.so` is
     /// put in `LD_PRELOAD`.
     Preloaded(PathBuf),
+    /// Any unmodified binary (static, Go, C, Rust): clock reads and timed
+    /// waits are system calls answered by a supervisor thread of this
+    /// process (see [`crate::seccomp`]). Only [`Controller::spawn`] can start
+    /// a program so. `seed` makes `AT_RANDOM` and `getrandom` deterministic.
+    Seccomp { seed: Option<u64> },
 }
 
 /// One look at the scheduler process.
@@ -112,6 +117,13 @@ pub struct Controller {
     page: *const Page,
     path: PathBuf,
     eventfd: OwnedFd,
+    supervisor: std::sync::Mutex<Option<Supervised>>,
+}
+
+/// The program started under the seccomp supervisor.
+struct Supervised {
+    shared: std::sync::Arc<crate::seccomp::supervisor::Shared>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 // SAFETY: the page is only accessed through atomics.
@@ -204,7 +216,12 @@ impl Controller {
             page,
             path,
             eventfd,
+            supervisor: std::sync::Mutex::new(None),
         })
+    }
+
+    fn sup(&self) -> std::sync::MutexGuard<'_, Option<Supervised>> {
+        self.supervisor.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn page(&self) -> &Page {
@@ -220,6 +237,9 @@ impl Controller {
     /// Sets up `cmd` to run under this clock: `TIMESHIM_PAGE`, the inherited
     /// eventfd (`TIMESHIM_EVENTFD`), and `LD_PRELOAD` in preloaded mode.
     pub fn configure(&self, cmd: &mut Command, mode: &ShimMode) {
+        if let ShimMode::Seccomp { .. } = mode {
+            return; // set up by `spawn`
+        }
         let efd = self.eventfd.as_raw_fd();
         cmd.env(ENV_PAGE, &self.path)
             .env(ENV_EVENTFD, efd.to_string());
@@ -243,14 +263,59 @@ impl Controller {
         }
     }
 
-    /// Convenience: [`configure`](Self::configure) then spawn.
+    /// Starts `cmd` under this clock: [`configure`](Self::configure) then
+    /// spawn for the linked and preloaded modes; for [`ShimMode::Seccomp`],
+    /// under the seccomp filter with its supervisor (one program per
+    /// controller).
     pub fn spawn(&self, mut cmd: Command, mode: &ShimMode) -> io::Result<Child> {
+        if let ShimMode::Seccomp { seed } = mode {
+            let mut slot = self.sup();
+            if slot.is_some() {
+                return Err(io::Error::other(
+                    "this controller already supervises a program",
+                ));
+            }
+            let launched = crate::seccomp::launch::spawn(cmd, *seed)?;
+            let (shared, thread) = crate::seccomp::supervisor::start(
+                launched.child.id(),
+                launched.listener,
+                self.page,
+                *seed,
+            )?;
+            *slot = Some(Supervised {
+                shared,
+                thread: Some(thread),
+            });
+            return Ok(launched.child);
+        }
         self.configure(&mut cmd, mode);
         cmd.spawn()
     }
 
-    /// Pid of the process that attached to the page, once it has.
+    /// Counters of the seccomp supervisor (clock reads answered, timed waits
+    /// held or answered, futex wakes seen), if it runs.
+    pub fn supervisor_counts(&self) -> Option<(u64, u64, u64)> {
+        self.sup().as_ref().map(|s| {
+            (
+                s.shared.clock_reads.load(Ordering::Relaxed),
+                s.shared.waits.load(Ordering::Relaxed),
+                s.shared.wakes.load(Ordering::Relaxed),
+            )
+        })
+    }
+
+    /// CPU time used so far by every thread of the scheduler process (ns).
+    /// Equal readings before and after a check prove no thread ran during it.
+    pub fn cpu_time_ns(&self) -> Option<u64> {
+        crate::seccomp::remote::process_cpu_time_ns(self.attached_pid()?).ok()
+    }
+
+    /// Pid of the process that attached to the page, once it has (under the
+    /// seccomp supervisor: the supervised program, from its start).
     pub fn attached_pid(&self) -> Option<u32> {
+        if let Some(s) = self.sup().as_ref() {
+            return Some(s.shared.pid);
+        }
         match self.page().owner_pid.load(Ordering::Acquire) {
             0 => None,
             pid => Some(pid),
@@ -329,18 +394,31 @@ impl Controller {
                 8,
             );
         }
+        if let Some(s) = self.sup().as_ref() {
+            s.shared.kick();
+        }
     }
 
     /// Earliest deadline among the scheduler's threads currently waiting
     /// (the instant its next timer fires if nothing else happens).
     pub fn earliest_deadline(&self) -> Option<SimTime> {
+        if let Some(s) = self.sup().as_ref() {
+            return match s.shared.earliest.load(Ordering::Acquire) {
+                u64::MAX => None,
+                d => Some(SimTime::from_nanos(d)),
+            };
+        }
         self.page().earliest_deadline().map(SimTime::from_nanos)
     }
 
     /// Looks at the attached process once.
     pub fn probe(&self) -> Result<Probe, ControlError> {
         let pid = self.attached_pid().ok_or(ControlError::NotAttached)?;
+        let supervised = self.sup().as_ref().map(|s| s.shared.clone());
         let p = self.page();
+        let sup_before = supervised
+            .as_ref()
+            .map(|s| (s.generation.load(Ordering::Acquire), s.pending()));
         let waiting_before = p.waiting_threads.load(Ordering::Acquire);
         let task_dir = format!("/proc/{pid}/task");
         let entries = match std::fs::read_dir(&task_dir) {
@@ -377,9 +455,20 @@ impl Controller {
                 _ => all_sleeping = false,
             }
         }
-        let waiting = p.waiting_threads.load(Ordering::Acquire);
+        let mut waiting = p.waiting_threads.load(Ordering::Acquire);
         if waiting != waiting_before {
             all_sleeping = false; // something moved while we looked
+        }
+        if let (Some(s), Some((generation, pending))) = (supervised.as_ref(), sup_before) {
+            // Under the supervisor a thread asleep in the kernel waits for
+            // I/O, another thread, or a reply we hold: parked, unless a
+            // notification is waiting or was handled while we looked.
+            let moved =
+                pending || s.pending() || s.generation.load(Ordering::Acquire) != generation;
+            if moved {
+                all_sleeping = false;
+            }
+            waiting = if all_sleeping { threads } else { 0 };
         }
         let earliest_deadline = self.earliest_deadline();
         Ok(Probe {
@@ -474,6 +563,12 @@ impl Drop for ControllerWaiting<'_> {
 
 impl Drop for Controller {
     fn drop(&mut self) {
+        if let Some(mut s) = self.sup().take() {
+            s.shared.stop();
+            if let Some(t) = s.thread.take() {
+                let _ = t.join();
+            }
+        }
         // SAFETY: unmapping our own mapping; nothing borrows it past self.
         unsafe { libc::munmap(self.page as *mut libc::c_void, PAGE_BYTES) };
         let _ = std::fs::remove_file(&self.path);

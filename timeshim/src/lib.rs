@@ -33,6 +33,7 @@ pub mod control;
 mod page;
 pub mod patch;
 pub mod policy;
+pub mod seccomp;
 mod shim;
 mod time;
 

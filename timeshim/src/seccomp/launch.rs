@@ -1,0 +1,372 @@
+//! Starting a program under the supervisor.
+//!
+//! In the child, between fork and exec: `PR_SET_NO_NEW_PRIVS`,
+//! `PTRACE_TRACEME`, the seccomp filter with a new listener, and the
+//! listener sent to the parent over a socket pair (`SCM_RIGHTS`). The filter
+//! is inherited by every thread and child of the program.
+//!
+//! In the parent, at each exec stop: the auxiliary vector on the new
+//! program's stack is rewritten so that `AT_SYSINFO_EHDR` becomes
+//! `AT_IGNORE`. Go's runtime and glibc then find no vDSO and read every clock
+//! with a real `clock_gettime` system call, which the filter hands to the
+//! supervisor. With a seed, the 16 `AT_RANDOM` bytes (Go seeds its map
+//! hashing and `math/rand` from them, glibc its stack protector) are
+//! replaced too. Shell wrappers (`sh -c 'exec …'`, `env`, `nice`…) are
+//! followed to the program they exec; at the first other program the
+//! tracer detaches, and from then on the program runs untraced.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command};
+
+use super::filter;
+
+const AT_NULL: u64 = 0;
+const AT_IGNORE: u64 = 1;
+const AT_RANDOM: u64 = 25;
+const AT_SYSINFO_EHDR: u64 = 33;
+
+const SECCOMP_SET_MODE_FILTER: libc::c_ulong = 1;
+const SECCOMP_FILTER_FLAG_NEW_LISTENER: libc::c_ulong = 1 << 3;
+
+/// Programs that only exec another: the tracer follows them.
+const WRAPPERS: &[&str] = &[
+    "sh", "dash", "bash", "zsh", "busybox", "env", "nice", "ionice", "taskset", "chrt", "setsid",
+    "stdbuf", "numactl", "nohup",
+];
+
+/// A started program and the listener of its seccomp filter.
+pub(crate) struct Launched {
+    pub child: Child,
+    pub listener: OwnedFd,
+}
+
+fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: fds is a valid out array of two ints.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: two fresh descriptors we own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Sends `fd` over `sock`. Async-signal-safe (used in the child).
+fn send_fd(sock: RawFd, fd: RawFd) -> io::Result<()> {
+    // SAFETY: a msghdr over stack buffers that live through the call; the
+    // control buffer is sized and aligned for one SCM_RIGHTS descriptor.
+    unsafe {
+        let mut byte = [0u8; 1];
+        let mut iov = libc::iovec {
+            iov_base: byte.as_mut_ptr() as *mut libc::c_void,
+            iov_len: 1,
+        };
+        let mut cbuf = [0u64; 4];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = libc::CMSG_SPACE(4) as _;
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(4) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut RawFd, fd);
+        if libc::sendmsg(sock, &msg, 0) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+fn recv_fd(sock: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: as in send_fd; the received descriptor is owned from here on.
+    unsafe {
+        let mut byte = [0u8; 1];
+        let mut iov = libc::iovec {
+            iov_base: byte.as_mut_ptr() as *mut libc::c_void,
+            iov_len: 1,
+        };
+        let mut cbuf = [0u64; 4];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = std::mem::size_of_val(&cbuf) as _;
+        let n = libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT);
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        if c.is_null() || (*c).cmsg_type != libc::SCM_RIGHTS {
+            return Err(io::Error::other(
+                "the child did not send its seccomp listener",
+            ));
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const RawFd);
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// Spawns `cmd` under the filter; returns once the program it runs (past
+/// shell wrappers) has been exec'd, its vDSO hidden, and the tracer detached.
+pub(crate) fn spawn(mut cmd: Command, seed: Option<u64>) -> io::Result<Launched> {
+    if !cfg!(target_arch = "x86_64") {
+        return Err(io::Error::other(
+            "--shim seccomp supports x86_64 only for now",
+        ));
+    }
+    let (parent_sock, child_sock) = socketpair()?;
+    let prog = filter::assemble(seed.is_some());
+    let child_fd = child_sock.as_raw_fd();
+    // SAFETY: the closure runs in the forked child before exec and makes
+    // only async-signal-safe raw system calls; `prog` is a copy owned by
+    // the closure (the child's copy of the parent's memory).
+    unsafe {
+        cmd.pre_exec(move || {
+            let fprog = libc::sock_fprog {
+                len: prog.len() as u16,
+                filter: prog.as_ptr() as *mut libc::sock_filter,
+            };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let fd = libc::syscall(
+                libc::SYS_seccomp,
+                SECCOMP_SET_MODE_FILTER,
+                SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                &fprog as *const libc::sock_fprog,
+            );
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            send_fd(child_fd, fd as RawFd)?;
+            libc::close(fd as RawFd);
+            Ok(())
+        });
+    }
+    // The thread that forks is the tracer (ptrace is per thread): a thread
+    // of its own, which stays to follow a wrapper to the program it execs.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("timeshim-launch".into())
+        .spawn(move || {
+            let mut child = match cmd.spawn() {
+                Ok(c) => c,
+                Err(e) => return drop(tx.send(Err(e))),
+            };
+            drop(child_sock);
+            let pid = child.id();
+            let listener = match recv_fd(parent_sock.as_raw_fd()) {
+                Ok(l) => l,
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return drop(tx.send(Err(e)));
+                }
+            };
+            match next_exec(pid, true, seed) {
+                Ok(Stop::Detached) => {
+                    let _ = tx.send(Ok(Launched { child, listener }));
+                    linger(pid);
+                }
+                Ok(Stop::Wrapper) => {
+                    let _ = tx.send(Ok(Launched { child, listener }));
+                    follow_wrapper(pid, seed);
+                    linger(pid);
+                }
+                Ok(Stop::Exited) => drop(tx.send(Ok(Launched { child, listener }))),
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    let _ = tx.send(Err(e));
+                }
+            }
+        })?;
+    rx.recv()
+        .unwrap_or_else(|_| Err(io::Error::other("the launcher thread died")))
+}
+
+/// Stays until the program exits, without reaping it: this thread forked
+/// it, so a `PR_SET_PDEATHSIG` the caller set fires when this thread ends.
+fn linger(pid: u32) {
+    loop {
+        // SAFETY: a zeroed siginfo for waitid to fill.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: peeking at our own child's exit without reaping it.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT | libc::__WALL,
+            )
+        };
+        if r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
+    }
+}
+
+enum Stop {
+    /// At a wrapper's exec, rewritten and resumed, still traced.
+    Wrapper,
+    /// At the program's exec, rewritten and detached.
+    Detached,
+    /// The process ended (left for its parent to reap).
+    Exited,
+}
+
+/// Follows a wrapper until it execs a program, or ends.
+fn follow_wrapper(pid: u32, seed: Option<u64>) {
+    loop {
+        match next_exec(pid, false, seed) {
+            Ok(Stop::Wrapper) => continue,
+            Ok(Stop::Detached) | Ok(Stop::Exited) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, pid, "seccomp launcher: lost track of the scheduler command");
+                return;
+            }
+        }
+    }
+}
+
+fn is_wrapper(pid: u32) -> bool {
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .is_some_and(|n| WRAPPERS.contains(&n.as_str()))
+}
+
+/// Waits for the next exec stop of `pid` (passing other signals on),
+/// rewrites the new program's auxiliary vector, then resumes it traced (a
+/// wrapper) or detaches. Exit is only peeked at (`WNOWAIT`), never reaped:
+/// the status belongs to whoever holds the `Child`.
+fn next_exec(pid: u32, first: bool, seed: Option<u64>) -> io::Result<Stop> {
+    loop {
+        // SAFETY: a zeroed siginfo for waitid to fill.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: peeking at our own child's state.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WSTOPPED | libc::WNOWAIT | libc::__WALL,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(e);
+        }
+        let code = info.si_code;
+        if code == libc::CLD_EXITED || code == libc::CLD_KILLED || code == libc::CLD_DUMPED {
+            return Ok(Stop::Exited);
+        }
+        // A stop: consume it.
+        let mut status = 0;
+        // SAFETY: reaping the stop we just saw (not an exit: WNOHANG-free
+        // waitpid returns this stop at once).
+        let r = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::__WALL) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if !libc::WIFSTOPPED(status) {
+            return Ok(Stop::Exited);
+        }
+        let sig = libc::WSTOPSIG(status);
+        let event = (status >> 16) & 0xff;
+        let exec_stop = sig == libc::SIGTRAP && (first || event == libc::PTRACE_EVENT_EXEC);
+        if !exec_stop {
+            // A signal for the wrapper: deliver it.
+            // SAFETY: restarting our stopped tracee.
+            unsafe { libc::ptrace(libc::PTRACE_CONT, pid, 0, sig as libc::c_long) };
+            continue;
+        }
+        if first {
+            // SAFETY: options on our stopped tracee.
+            let r = unsafe {
+                libc::ptrace(
+                    libc::PTRACE_SETOPTIONS,
+                    pid,
+                    0,
+                    (libc::PTRACE_O_TRACEEXEC | libc::PTRACE_O_EXITKILL) as libc::c_long,
+                )
+            };
+            if r != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        rewrite_auxv(pid, seed)?;
+        if is_wrapper(pid) {
+            // SAFETY: restarting our stopped tracee.
+            unsafe { libc::ptrace(libc::PTRACE_CONT, pid, 0, 0) };
+            return Ok(Stop::Wrapper);
+        }
+        // SAFETY: detaching from our stopped tracee; it resumes.
+        if unsafe { libc::ptrace(libc::PTRACE_DETACH, pid, 0, 0) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        return Ok(Stop::Detached);
+    }
+}
+
+/// At an exec stop, the stack pointer is at `argc`; then come `argv`,
+/// `NULL`, `envp`, `NULL`, and the auxiliary vector (type, value pairs).
+fn rewrite_auxv(pid: u32, seed: Option<u64>) -> io::Result<()> {
+    use super::remote;
+    // SAFETY: reading the registers of our stopped tracee into a zeroed struct.
+    let mut regs: libc::user_regs_struct = unsafe { std::mem::zeroed() };
+    let r = unsafe {
+        libc::ptrace(
+            libc::PTRACE_GETREGS,
+            pid,
+            0,
+            &mut regs as *mut libc::user_regs_struct,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let sp = regs.rsp;
+    let argc = remote::read_u64(pid, sp)?;
+    let mut at = sp + 8 + 8 * (argc + 1);
+    while remote::read_u64(pid, at)? != 0 {
+        at += 8;
+    }
+    at += 8;
+    for _ in 0..512 {
+        let kind = remote::read_u64(pid, at)?;
+        match kind {
+            AT_NULL => return Ok(()),
+            AT_SYSINFO_EHDR => remote::write(pid, at, &AT_IGNORE.to_ne_bytes())?,
+            AT_RANDOM => {
+                if let Some(seed) = seed {
+                    let addr = remote::read_u64(pid, at + 8)?;
+                    let mut rng = super::SeededBytes::new(seed ^ 0x6175_7876_5f72_6e64);
+                    let mut bytes = [0u8; 16];
+                    rng.fill(&mut bytes);
+                    remote::write(pid, addr, &bytes)?;
+                }
+            }
+            _ => {}
+        }
+        at += 16;
+    }
+    Err(io::Error::other("no end to the auxiliary vector"))
+}

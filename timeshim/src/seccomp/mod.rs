@@ -1,0 +1,49 @@
+//! Simulated time for any binary: a seccomp supervisor (`--shim seccomp`).
+//!
+//! Static and Go binaries read the clock through the vDSO, which no
+//! preloaded library reaches. Started without `AT_SYSINFO_EHDR` in its
+//! auxiliary vector, a process finds no vDSO and makes real `clock_gettime`
+//! system calls (Go's runtime and glibc both fall back so). A seccomp filter
+//! with a user-notification listener ([`filter`]) hands those calls, and
+//! every timed wait, to a supervisor thread of the controlling process
+//! ([`supervisor`]), which answers from the clock page the controller
+//! writes. [`launch`] starts the program so: filter installed between fork
+//! and exec, vDSO hidden at the exec stop by a brief ptrace.
+//!
+//! The supervisor knows, thread by thread, who waits on what until when;
+//! with the kernel's view of the threads (all asleep) and the process's CPU
+//! time (unchanged across the check), quiescence is exact, with no grace
+//! period. See `timeshim/README.md` for what is covered and the limits.
+
+pub(crate) mod filter;
+pub(crate) mod launch;
+pub mod remote;
+pub(crate) mod supervisor;
+
+/// A deterministic byte stream (splitmix64) for `--seed`: `AT_RANDOM` and
+/// `getrandom`. Not cryptographic, by design: the point is reproducibility.
+#[derive(Debug, Clone)]
+pub(crate) struct SeededBytes {
+    state: u64,
+}
+
+impl SeededBytes {
+    pub fn new(seed: u64) -> Self {
+        SeededBytes { state: seed }
+    }
+
+    fn next(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            let v = self.next().to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+    }
+}

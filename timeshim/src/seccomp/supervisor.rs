@@ -1,0 +1,957 @@
+//! The supervisor: one thread in the controlling process that answers the
+//! supervised program's time-related system calls from the simulated clock.
+//!
+//! - Clock reads are answered at once (the value is written into the
+//!   caller's memory).
+//! - Timed waits are *held*: the caller stays blocked inside its system call
+//!   until the simulated clock reaches its deadline (the controller moves it)
+//!   or what it waits for happens first:
+//!   - epoll and poll waits: the supervisor takes a duplicate of the
+//!     caller's descriptors (`pidfd_getfd`) and watches them in its own epoll
+//!     set; when they are ready it collects the events itself (`epoll_wait`
+//!     with no timeout on the same epoll instance, or `poll`), writes them
+//!     into the caller's buffer and returns their count, as the kernel would;
+//!   - futex waits: the word is compared first (`EAGAIN` if it changed, as
+//!     the kernel does), and every futex wake of the program passes through
+//!     the supervisor, which releases the held waiters it is meant for before
+//!     letting the kernel wake the others.
+//! - Everything held is known: thread, deadline, what it waits on. That is
+//!   the earliest deadline the controller asks for, and, with the threads'
+//!   kernel states and the process's CPU time, exact quiescence.
+//!
+//! Replies use `SECCOMP_IOCTL_NOTIF_SEND`; a caller interrupted by a signal
+//! meanwhile makes the reply fail with `ENOENT` (its notification is gone)
+//! and is dropped. Held notifications are revalidated
+//! (`SECCOMP_IOCTL_NOTIF_ID_VALID`) before the earliest deadline is published.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::filter::nr;
+use super::remote;
+use super::SeededBytes;
+use crate::page::{Page, MODE_FROZEN};
+
+const SECCOMP_IOCTL_NOTIF_RECV: libc::c_ulong = 0xc050_2100;
+const SECCOMP_IOCTL_NOTIF_SEND: libc::c_ulong = 0xc018_2101;
+const SECCOMP_IOCTL_NOTIF_ID_VALID: libc::c_ulong = 0x4008_2102;
+const SECCOMP_USER_NOTIF_FLAG_CONTINUE: u32 = 1;
+
+const TOKEN_LISTENER: u64 = 0;
+const TOKEN_WAKE: u64 = 1;
+/// Tokens of held waits' descriptors: `TOKEN_HELD + hold sequence number`.
+const TOKEN_HELD: u64 = 1 << 32;
+
+const NO_DEADLINE: u64 = u64::MAX;
+const NS: u64 = 1_000_000_000;
+const TAI_OFFSET_NS: u64 = 37 * NS;
+
+/// What the controller and the probe read, updated by the supervisor thread.
+pub(crate) struct Shared {
+    pub pid: u32,
+    listener: OwnedFd,
+    wake: OwnedFd,
+    page: *const Page,
+    /// Earliest deadline (simulated realtime ns) of a held wait, or MAX.
+    pub earliest: AtomicU64,
+    /// Threads held in a timed wait.
+    pub held: AtomicU32,
+    /// Bumped on every notification received and every reply sent.
+    pub generation: AtomicU64,
+    /// Set while a notification is being handled.
+    pub busy: AtomicBool,
+    stop: AtomicBool,
+    /// Counters for benchmarks and tests.
+    pub clock_reads: AtomicU64,
+    pub waits: AtomicU64,
+    pub wakes: AtomicU64,
+}
+
+// SAFETY: the page is only accessed through atomics and outlives the
+// supervisor (the controller joins the thread before unmapping it).
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// A notification is waiting to be received, or being handled.
+    pub fn pending(&self) -> bool {
+        if self.busy.load(Ordering::Acquire) {
+            return true;
+        }
+        let mut p = libc::pollfd {
+            fd: self.listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no timeout.
+        unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents & libc::POLLIN != 0 }
+    }
+
+    /// Wakes the supervisor thread (the clock moved).
+    pub fn kick(&self) {
+        let one: u64 = 1;
+        // SAFETY: 8-byte write to our eventfd.
+        unsafe {
+            libc::write(
+                self.wake.as_raw_fd(),
+                &one as *const u64 as *const libc::c_void,
+                8,
+            )
+        };
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.kick();
+    }
+
+    fn page(&self) -> &Page {
+        // SAFETY: see the Send/Sync impl.
+        unsafe { &*self.page }
+    }
+}
+
+pub(crate) fn start(
+    pid: u32,
+    listener: OwnedFd,
+    page: *const Page,
+    seed: Option<u64>,
+) -> io::Result<(Arc<Shared>, std::thread::JoinHandle<()>)> {
+    // SAFETY: plain syscall; a non-negative result is a new fd we own.
+    let wake = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if wake < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptor.
+    let wake = unsafe { OwnedFd::from_raw_fd(wake) };
+    // SAFETY: plain syscall.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if ep < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptor.
+    let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+    epoll_add(
+        ep.as_raw_fd(),
+        listener.as_raw_fd(),
+        libc::EPOLLIN as u32,
+        TOKEN_LISTENER,
+    )?;
+    epoll_add(
+        ep.as_raw_fd(),
+        wake.as_raw_fd(),
+        libc::EPOLLIN as u32,
+        TOKEN_WAKE,
+    )?;
+    let shared = Arc::new(Shared {
+        pid,
+        listener,
+        wake,
+        page,
+        earliest: AtomicU64::new(NO_DEADLINE),
+        held: AtomicU32::new(0),
+        generation: AtomicU64::new(0),
+        busy: AtomicBool::new(false),
+        stop: AtomicBool::new(false),
+        clock_reads: AtomicU64::new(0),
+        waits: AtomicU64::new(0),
+        wakes: AtomicU64::new(0),
+    });
+    let mut sup = Supervisor {
+        shared: shared.clone(),
+        ep,
+        held: Vec::new(),
+        next_seq: 0,
+        tgids: HashMap::new(),
+        pidfds: HashMap::new(),
+        rng: seed.map(SeededBytes::new),
+    };
+    let thread = std::thread::Builder::new()
+        .name("timeshim-seccomp".into())
+        .spawn(move || sup.run())?;
+    Ok((shared, thread))
+}
+
+fn epoll_add(ep: RawFd, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
+    let mut ev = libc::epoll_event { events, u64: token };
+    // SAFETY: valid epoll_event.
+    if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[derive(Debug)]
+enum Kind {
+    Sleep,
+    Futex {
+        uaddr: u64,
+        bitset: u32,
+    },
+    Epoll {
+        dup: OwnedFd,
+        events: u64,
+        max: usize,
+    },
+    Poll {
+        fds_addr: u64,
+        pollfds: Vec<libc::pollfd>,
+        dups: Vec<Option<OwnedFd>>,
+    },
+}
+
+#[derive(Debug)]
+struct Held {
+    id: u64,
+    tid: u32,
+    tgid: u32,
+    seq: u64,
+    /// Simulated realtime ns.
+    deadline: u64,
+    kind: Kind,
+}
+
+struct Supervisor {
+    shared: Arc<Shared>,
+    ep: OwnedFd,
+    held: Vec<Held>,
+    next_seq: u64,
+    tgids: HashMap<u32, u32>,
+    pidfds: HashMap<u32, OwnedFd>,
+    rng: Option<SeededBytes>,
+}
+
+/// The result of handling one call.
+enum Answer {
+    /// Return this value (>= 0) or error (errno > 0).
+    Value(i64),
+    Errno(i32),
+    /// Let the kernel run the call as made.
+    Continue,
+    /// Held: the reply comes later.
+    Held,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct Resp {
+    id: u64,
+    val: i64,
+    error: i32,
+    flags: u32,
+}
+
+impl Supervisor {
+    fn run(&mut self) {
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 32];
+        loop {
+            if self.shared.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let timeout = self.loop_timeout_ms();
+            // SAFETY: valid buffer of 32 events.
+            let n = unsafe {
+                libc::epoll_wait(
+                    self.ep.as_raw_fd(),
+                    events.as_mut_ptr(),
+                    events.len() as i32,
+                    timeout,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                tracing::error!(error = %e, "seccomp supervisor: epoll_wait failed");
+                return;
+            }
+            for ev in &events[..n as usize] {
+                let token = ev.u64;
+                match token {
+                    TOKEN_LISTENER => {
+                        if ev.events & (libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0
+                            && !self.shared.pending()
+                        {
+                            // Every supervised process has exited.
+                            self.release_all();
+                            self.publish();
+                            return;
+                        }
+                        self.receive_all();
+                    }
+                    TOKEN_WAKE => {
+                        let mut buf = 0u64;
+                        // SAFETY: 8-byte read from our nonblocking eventfd.
+                        unsafe {
+                            libc::read(
+                                self.shared.wake.as_raw_fd(),
+                                &mut buf as *mut u64 as *mut libc::c_void,
+                                8,
+                            )
+                        };
+                    }
+                    t if t >= TOKEN_HELD => self.io_ready(t - TOKEN_HELD),
+                    _ => {}
+                }
+            }
+            self.release_due();
+            self.publish();
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.shared.page().snapshot().sim_realtime_ns(real_mono_ns)
+    }
+
+    /// How long the loop may sleep: forever with a frozen clock; until the
+    /// earliest deadline in realtime mode.
+    fn loop_timeout_ms(&self) -> i32 {
+        let snap = self.shared.page().snapshot();
+        if snap.mode == MODE_FROZEN {
+            return -1;
+        }
+        let Some(d) = self.held.iter().map(|h| h.deadline).min() else {
+            return -1;
+        };
+        let now = snap.sim_realtime_ns(real_mono_ns);
+        (d.saturating_sub(now).div_ceil(1_000_000)).min(i32::MAX as u64) as i32
+    }
+
+    fn receive_all(&mut self) {
+        loop {
+            if !self.listener_readable() {
+                return;
+            }
+            self.shared.busy.store(true, Ordering::Release);
+            let mut req: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+            // SAFETY: RECV into a zeroed seccomp_notif of the kernel's size.
+            let r = unsafe {
+                libc::ioctl(
+                    self.shared.listener.as_raw_fd(),
+                    SECCOMP_IOCTL_NOTIF_RECV as _,
+                    &mut req as *mut libc::seccomp_notif,
+                )
+            };
+            self.shared.generation.fetch_add(1, Ordering::AcqRel);
+            if r != 0 {
+                // ENOENT: the caller was interrupted before we took it.
+                self.shared.busy.store(false, Ordering::Release);
+                continue;
+            }
+            let answer = self.handle(&req);
+            match answer {
+                Answer::Held => {}
+                Answer::Value(v) => {
+                    self.reply(req.id, v, 0, 0);
+                }
+                Answer::Errno(e) => {
+                    self.reply(req.id, 0, -e, 0);
+                }
+                Answer::Continue => {
+                    self.reply(req.id, 0, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
+                }
+            }
+            self.shared.busy.store(false, Ordering::Release);
+        }
+    }
+
+    fn listener_readable(&self) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.shared.listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no timeout.
+        unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents & libc::POLLIN != 0 }
+    }
+
+    fn reply(&self, id: u64, val: i64, error: i32, flags: u32) -> bool {
+        let mut resp = Resp {
+            id,
+            val,
+            error,
+            flags,
+        };
+        // SAFETY: SEND with a seccomp_notif_resp-shaped struct.
+        let r = unsafe {
+            libc::ioctl(
+                self.shared.listener.as_raw_fd(),
+                SECCOMP_IOCTL_NOTIF_SEND as _,
+                &mut resp as *mut Resp,
+            )
+        };
+        self.shared.generation.fetch_add(1, Ordering::AcqRel);
+        r == 0
+    }
+
+    fn id_valid(&self, id: u64) -> bool {
+        let mut id = id;
+        // SAFETY: ID_VALID reads one u64.
+        unsafe {
+            libc::ioctl(
+                self.shared.listener.as_raw_fd(),
+                SECCOMP_IOCTL_NOTIF_ID_VALID as _,
+                &mut id as *mut u64,
+            ) == 0
+        }
+    }
+
+    fn tgid(&mut self, tid: u32) -> u32 {
+        if let Some(&t) = self.tgids.get(&tid) {
+            return t;
+        }
+        let t = remote::tgid_of(tid).unwrap_or(tid);
+        self.tgids.insert(tid, t);
+        t
+    }
+
+    fn remote_fd(&mut self, tid: u32, fd: i32) -> io::Result<OwnedFd> {
+        let tgid = self.tgid(tid);
+        if !self.pidfds.contains_key(&tgid) {
+            let p = remote::pidfd_open(tgid)?;
+            self.pidfds.insert(tgid, p);
+        }
+        let r = remote::pidfd_getfd(self.pidfds[&tgid].as_raw_fd(), fd);
+        if r.is_err() {
+            // The process may have gone and its pid been reused: forget it.
+            self.pidfds.remove(&tgid);
+        }
+        r
+    }
+
+    fn clock_ns(&self, clk: i32) -> Option<u64> {
+        let snap = self.shared.page().snapshot();
+        let rt = snap.sim_realtime_ns(real_mono_ns);
+        match clk {
+            libc::CLOCK_REALTIME | libc::CLOCK_REALTIME_COARSE | libc::CLOCK_REALTIME_ALARM => {
+                Some(rt)
+            }
+            libc::CLOCK_TAI => Some(rt + TAI_OFFSET_NS),
+            libc::CLOCK_MONOTONIC
+            | libc::CLOCK_MONOTONIC_RAW
+            | libc::CLOCK_MONOTONIC_COARSE
+            | libc::CLOCK_BOOTTIME
+            | libc::CLOCK_BOOTTIME_ALARM => Some(rt.saturating_sub(snap.mono_offset_ns)),
+            _ => None,
+        }
+    }
+
+    /// An absolute time on `clk` as a simulated realtime deadline.
+    fn abs_deadline(&self, clk: i32, abs: u64) -> Option<u64> {
+        let snap = self.shared.page().snapshot();
+        match clk {
+            libc::CLOCK_REALTIME | libc::CLOCK_REALTIME_COARSE | libc::CLOCK_REALTIME_ALARM => {
+                Some(abs)
+            }
+            libc::CLOCK_TAI => Some(abs.saturating_sub(TAI_OFFSET_NS)),
+            libc::CLOCK_MONOTONIC
+            | libc::CLOCK_MONOTONIC_RAW
+            | libc::CLOCK_MONOTONIC_COARSE
+            | libc::CLOCK_BOOTTIME
+            | libc::CLOCK_BOOTTIME_ALARM => Some(abs.saturating_add(snap.mono_offset_ns)),
+            _ => None,
+        }
+    }
+
+    fn handle(&mut self, req: &libc::seccomp_notif) -> Answer {
+        let a = req.data.args;
+        let tid = req.pid;
+        let errno = |e: io::Error| Answer::Errno(e.raw_os_error().unwrap_or(libc::EFAULT));
+        match req.data.nr as u32 {
+            nr::CLOCK_GETTIME => {
+                self.shared.clock_reads.fetch_add(1, Ordering::Relaxed);
+                let Some(ns) = self.clock_ns(a[0] as i32) else {
+                    return Answer::Continue;
+                };
+                match remote::write_timespec(tid, a[1], ns) {
+                    Ok(()) => Answer::Value(0),
+                    Err(e) => errno(e),
+                }
+            }
+            nr::GETTIMEOFDAY => {
+                self.shared.clock_reads.fetch_add(1, Ordering::Relaxed);
+                let ns = self.now();
+                if a[0] != 0 {
+                    let mut b = [0u8; 16];
+                    b[..8].copy_from_slice(&((ns / NS) as i64).to_ne_bytes());
+                    b[8..].copy_from_slice(&(((ns % NS) / 1000) as i64).to_ne_bytes());
+                    if let Err(e) = remote::write(tid, a[0], &b) {
+                        return errno(e);
+                    }
+                }
+                if a[1] != 0 {
+                    if let Err(e) = remote::write(tid, a[1], &[0u8; 8]) {
+                        return errno(e);
+                    }
+                }
+                Answer::Value(0)
+            }
+            nr::TIME => {
+                self.shared.clock_reads.fetch_add(1, Ordering::Relaxed);
+                let secs = (self.now() / NS) as i64;
+                if a[0] != 0 {
+                    if let Err(e) = remote::write(tid, a[0], &secs.to_ne_bytes()) {
+                        return errno(e);
+                    }
+                }
+                Answer::Value(secs)
+            }
+            nr::NANOSLEEP => match remote::read_timespec_ns(tid, a[0]) {
+                Ok(0) => Answer::Value(0),
+                Ok(d) => {
+                    let deadline = self.now().saturating_add(d);
+                    self.hold(req, deadline, Kind::Sleep)
+                }
+                Err(e) => errno(e),
+            },
+            nr::CLOCK_NANOSLEEP => {
+                let clk = a[0] as i32;
+                let Some(now) = self.clock_ns(clk) else {
+                    return Answer::Continue;
+                };
+                let t = match remote::read_timespec_ns(tid, a[2]) {
+                    Ok(t) => t,
+                    Err(e) => return errno(e),
+                };
+                let deadline = if a[1] as i32 & libc::TIMER_ABSTIME != 0 {
+                    self.abs_deadline(clk, t).unwrap_or(NO_DEADLINE)
+                } else {
+                    self.now().saturating_add(t)
+                };
+                let _ = now;
+                if deadline <= self.now() {
+                    return Answer::Value(0);
+                }
+                self.hold(req, deadline, Kind::Sleep)
+            }
+            nr::FUTEX => self.futex(req),
+            nr::EPOLL_WAIT | nr::EPOLL_PWAIT | nr::EPOLL_PWAIT2 => {
+                let max = a[2] as i32;
+                if max <= 0 {
+                    return Answer::Errno(libc::EINVAL);
+                }
+                let timeout_ns = if req.data.nr as u32 == nr::EPOLL_PWAIT2 {
+                    match remote::read_timespec_ns(tid, a[3]) {
+                        Ok(t) => t,
+                        Err(e) => return errno(e),
+                    }
+                } else {
+                    (a[3] as i32) as u64 * 1_000_000
+                };
+                if timeout_ns == 0 {
+                    return Answer::Continue;
+                }
+                let dup = match self.remote_fd(tid, a[0] as i32) {
+                    Ok(d) => d,
+                    Err(e) => return errno(e),
+                };
+                let kind = Kind::Epoll {
+                    dup,
+                    events: a[1],
+                    max: (max as usize).min(1024),
+                };
+                if let Some(n) = self.collect(tid, &kind) {
+                    return n;
+                }
+                let deadline = self.now().saturating_add(timeout_ns);
+                self.hold(req, deadline, kind)
+            }
+            nr::POLL | nr::PPOLL => {
+                let nfds = a[1] as usize;
+                if nfds > 65536 {
+                    return Answer::Errno(libc::EINVAL);
+                }
+                let timeout_ns = if req.data.nr as u32 == nr::PPOLL {
+                    match remote::read_timespec_ns(tid, a[2]) {
+                        Ok(t) => t,
+                        Err(e) => return errno(e),
+                    }
+                } else {
+                    (a[2] as i32) as u64 * 1_000_000
+                };
+                let mut raw = vec![0u8; nfds * 8];
+                if let Err(e) = remote::read(tid, a[0], &mut raw) {
+                    return errno(e);
+                }
+                let pollfds: Vec<libc::pollfd> = raw
+                    .chunks_exact(8)
+                    .map(|c| libc::pollfd {
+                        fd: i32::from_ne_bytes(c[0..4].try_into().expect("4 bytes")),
+                        events: i16::from_ne_bytes(c[4..6].try_into().expect("2 bytes")),
+                        revents: 0,
+                    })
+                    .collect();
+                let dups = pollfds
+                    .iter()
+                    .map(|p| {
+                        if p.fd < 0 {
+                            None
+                        } else {
+                            self.remote_fd(tid, p.fd).ok()
+                        }
+                    })
+                    .collect();
+                let kind = Kind::Poll {
+                    fds_addr: a[0],
+                    pollfds,
+                    dups,
+                };
+                if let Some(n) = self.collect(tid, &kind) {
+                    return n;
+                }
+                if timeout_ns == 0 {
+                    return Answer::Continue;
+                }
+                let deadline = self.now().saturating_add(timeout_ns);
+                self.hold(req, deadline, kind)
+            }
+            nr::GETRANDOM => {
+                let Some(rng) = self.rng.as_mut() else {
+                    return Answer::Continue;
+                };
+                let len = (a[1] as usize).min(1 << 20);
+                let mut buf = vec![0u8; len];
+                rng.fill(&mut buf);
+                match remote::write(tid, a[0], &buf) {
+                    Ok(()) => Answer::Value(len as i64),
+                    Err(e) => errno(e),
+                }
+            }
+            _ => Answer::Continue,
+        }
+    }
+
+    fn futex(&mut self, req: &libc::seccomp_notif) -> Answer {
+        let a = req.data.args;
+        let tid = req.pid;
+        let op = a[1] as i32;
+        let cmd = op & 0x7f;
+        let realtime = op & libc::FUTEX_CLOCK_REALTIME != 0;
+        let tgid = self.tgid(tid);
+        match cmd {
+            libc::FUTEX_WAIT | libc::FUTEX_WAIT_BITSET => {
+                self.shared.waits.fetch_add(1, Ordering::Relaxed);
+                let bitset = if cmd == libc::FUTEX_WAIT {
+                    u32::MAX
+                } else {
+                    a[5] as u32
+                };
+                if bitset == 0 {
+                    return Answer::Errno(libc::EINVAL);
+                }
+                let t = match remote::read_timespec_ns(tid, a[3]) {
+                    Ok(t) => t,
+                    Err(e) => return Answer::Errno(e.raw_os_error().unwrap_or(libc::EFAULT)),
+                };
+                let deadline = if cmd == libc::FUTEX_WAIT {
+                    self.now().saturating_add(t)
+                } else {
+                    let clk = if realtime {
+                        libc::CLOCK_REALTIME
+                    } else {
+                        libc::CLOCK_MONOTONIC
+                    };
+                    self.abs_deadline(clk, t).unwrap_or(NO_DEADLINE)
+                };
+                // The kernel's check: block only if the word still holds `val`.
+                match remote::read_u32(tid, a[0]) {
+                    Ok(v) if v != a[2] as u32 => return Answer::Errno(libc::EAGAIN),
+                    Ok(_) => {}
+                    Err(e) => return Answer::Errno(e.raw_os_error().unwrap_or(libc::EFAULT)),
+                }
+                if !self.id_valid(req.id) {
+                    return Answer::Held; // gone; nothing to answer
+                }
+                if deadline <= self.now() {
+                    return Answer::Errno(libc::ETIMEDOUT);
+                }
+                self.hold(
+                    req,
+                    deadline,
+                    Kind::Futex {
+                        uaddr: a[0],
+                        bitset,
+                    },
+                )
+            }
+            libc::FUTEX_WAKE | libc::FUTEX_WAKE_BITSET => {
+                self.shared.wakes.fetch_add(1, Ordering::Relaxed);
+                let n = (a[2] as i32).max(0) as usize;
+                let mask = if cmd == libc::FUTEX_WAKE {
+                    u32::MAX
+                } else {
+                    a[5] as u32
+                };
+                let woken = self.wake_futex(tgid, a[0], mask, n);
+                if n > 0 && woken >= n {
+                    Answer::Value(woken as i64)
+                } else {
+                    Answer::Continue
+                }
+            }
+            libc::FUTEX_WAKE_OP | libc::FUTEX_REQUEUE | libc::FUTEX_CMP_REQUEUE => {
+                self.shared.wakes.fetch_add(1, Ordering::Relaxed);
+                // Held waiters of either word wake up (a spurious wake-up,
+                // which futex users must tolerate), then the kernel does the rest.
+                self.wake_futex(tgid, a[0], u32::MAX, usize::MAX);
+                if cmd == libc::FUTEX_WAKE_OP {
+                    self.wake_futex(tgid, a[4], u32::MAX, usize::MAX);
+                }
+                Answer::Continue
+            }
+            _ => Answer::Continue,
+        }
+    }
+
+    /// Releases up to `n` held waiters of (`tgid`, `uaddr`) matching `mask`,
+    /// oldest first.
+    fn wake_futex(&mut self, tgid: u32, uaddr: u64, mask: u32, n: usize) -> usize {
+        let mut woken = 0;
+        let mut i = 0;
+        while i < self.held.len() && woken < n {
+            let h = &self.held[i];
+            let hit = h.tgid == tgid
+                && matches!(h.kind, Kind::Futex { uaddr: u, bitset } if u == uaddr && bitset & mask != 0);
+            if hit {
+                let h = self.held.remove(i);
+                if self.reply(h.id, 0, 0, 0) {
+                    woken += 1;
+                }
+            } else {
+                i += 1;
+            }
+        }
+        woken
+    }
+
+    fn hold(&mut self, req: &libc::seccomp_notif, deadline: u64, kind: Kind) -> Answer {
+        self.shared.waits.fetch_add(1, Ordering::Relaxed);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let ep = self.ep.as_raw_fd();
+        match &kind {
+            Kind::Epoll { dup, .. } => {
+                if epoll_add(ep, dup.as_raw_fd(), libc::EPOLLIN as u32, TOKEN_HELD + seq).is_err() {
+                    return Answer::Continue;
+                }
+            }
+            Kind::Poll { pollfds, dups, .. } => {
+                for (p, d) in pollfds.iter().zip(dups) {
+                    if let Some(d) = d {
+                        let ev = (p.events as u32)
+                            & (libc::EPOLLIN | libc::EPOLLPRI | libc::EPOLLOUT | libc::EPOLLRDHUP)
+                                as u32;
+                        let _ = epoll_add(ep, d.as_raw_fd(), ev, TOKEN_HELD + seq);
+                    }
+                }
+            }
+            _ => {}
+        }
+        let tgid = self.tgid(req.pid);
+        self.held.push(Held {
+            id: req.id,
+            tid: req.pid,
+            tgid,
+            seq,
+            deadline,
+            kind,
+        });
+        Answer::Held
+    }
+
+    /// Ready events of an epoll or poll wait, written into the caller's
+    /// memory; `None` when nothing is ready.
+    fn collect(&self, tid: u32, kind: &Kind) -> Option<Answer> {
+        match kind {
+            Kind::Epoll { dup, events, max } => {
+                let mut buf = vec![libc::epoll_event { events: 0, u64: 0 }; *max];
+                // SAFETY: buffer of `max` events; no timeout.
+                let n =
+                    unsafe { libc::epoll_wait(dup.as_raw_fd(), buf.as_mut_ptr(), *max as i32, 0) };
+                if n <= 0 {
+                    return None;
+                }
+                let n = n as usize;
+                // SAFETY: epoll_event is a packed 12-byte struct on x86_64;
+                // viewing the filled prefix as bytes.
+                let bytes = unsafe {
+                    std::slice::from_raw_parts(
+                        buf.as_ptr() as *const u8,
+                        n * std::mem::size_of::<libc::epoll_event>(),
+                    )
+                };
+                // Events already taken from the instance: if the caller's
+                // buffer is gone there is no one left to give them to.
+                Some(match remote::write(tid, *events, bytes) {
+                    Ok(()) => Answer::Value(n as i64),
+                    Err(e) => Answer::Errno(e.raw_os_error().unwrap_or(libc::EFAULT)),
+                })
+            }
+            Kind::Poll {
+                fds_addr,
+                pollfds,
+                dups,
+            } => {
+                let mut local: Vec<libc::pollfd> = pollfds
+                    .iter()
+                    .zip(dups)
+                    .map(|(p, d)| libc::pollfd {
+                        fd: d.as_ref().map_or(-1, |d| d.as_raw_fd()),
+                        events: p.events,
+                        revents: 0,
+                    })
+                    .collect();
+                // SAFETY: valid array of pollfds; no timeout.
+                let r = unsafe { libc::poll(local.as_mut_ptr(), local.len() as _, 0) };
+                let mut ready = r.max(0) as i64;
+                for (l, (p, d)) in local.iter_mut().zip(pollfds.iter().zip(dups)) {
+                    if p.fd >= 0 && d.is_none() {
+                        l.revents = libc::POLLNVAL;
+                        ready += 1;
+                    }
+                }
+                if ready == 0 {
+                    return None;
+                }
+                let revents: Vec<i16> = local.iter().map(|l| l.revents).collect();
+                Some(write_revents(tid, *fds_addr, pollfds, &revents, ready))
+            }
+            _ => None,
+        }
+    }
+
+    fn io_ready(&mut self, seq: u64) {
+        let Some(i) = self.held.iter().position(|h| h.seq == seq) else {
+            return;
+        };
+        let h = &self.held[i];
+        if let Some(answer) = self.collect(h.tid, &h.kind) {
+            let h = self.held.remove(i);
+            self.finish(h, answer);
+        }
+    }
+
+    fn finish(&mut self, h: Held, answer: Answer) {
+        let (val, err) = match answer {
+            Answer::Value(v) => (v, 0),
+            Answer::Errno(e) => (0, -e),
+            _ => (0, 0),
+        };
+        self.unwatch(&h);
+        self.reply(h.id, val, err, 0);
+    }
+
+    fn unwatch(&self, h: &Held) {
+        let ep = self.ep.as_raw_fd();
+        let del = |fd: RawFd| {
+            // SAFETY: removing a descriptor we added (an error is harmless).
+            unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
+        };
+        match &h.kind {
+            Kind::Epoll { dup, .. } => del(dup.as_raw_fd()),
+            Kind::Poll { dups, .. } => dups.iter().flatten().for_each(|d| del(d.as_raw_fd())),
+            _ => {}
+        }
+    }
+
+    /// Replies to every held wait whose deadline has come.
+    fn release_due(&mut self) {
+        let now = self.now();
+        let mut i = 0;
+        while i < self.held.len() {
+            if self.held[i].deadline <= now {
+                let h = self.held.remove(i);
+                let answer = match &h.kind {
+                    Kind::Sleep => Answer::Value(0),
+                    Kind::Futex { .. } => Answer::Errno(libc::ETIMEDOUT),
+                    Kind::Epoll { .. } => self.collect(h.tid, &h.kind).unwrap_or(Answer::Value(0)),
+                    Kind::Poll {
+                        fds_addr, pollfds, ..
+                    } => self.collect(h.tid, &h.kind).unwrap_or_else(|| {
+                        write_revents(h.tid, *fds_addr, pollfds, &vec![0; pollfds.len()], 0)
+                    }),
+                };
+                self.finish(h, answer);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn release_all(&mut self) {
+        for h in std::mem::take(&mut self.held) {
+            self.finish(h, Answer::Errno(libc::EINTR));
+        }
+    }
+
+    /// Drops held waits whose caller went away (a signal interrupted it),
+    /// then publishes the earliest deadline and wakes a waiting controller.
+    fn publish(&mut self) {
+        let mut i = 0;
+        while i < self.held.len() {
+            if self.id_valid(self.held[i].id) {
+                i += 1;
+            } else {
+                let h = self.held.remove(i);
+                self.unwatch(&h);
+            }
+        }
+        let earliest = self
+            .held
+            .iter()
+            .filter(|h| h.tgid == self.shared.pid)
+            .map(|h| h.deadline)
+            .min()
+            .unwrap_or(NO_DEADLINE);
+        self.shared.earliest.store(earliest, Ordering::Release);
+        self.shared
+            .held
+            .store(self.held.len() as u32, Ordering::Release);
+        self.shared.generation.fetch_add(1, Ordering::AcqRel);
+        let page = self.shared.page();
+        if page.controller_waiting.load(Ordering::Acquire) != 0 {
+            page.activity_futex.fetch_add(1, Ordering::AcqRel);
+            // SAFETY: FUTEX_WAKE on a word of the shared page.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    page.activity_futex.as_ptr(),
+                    libc::FUTEX_WAKE,
+                    i32::MAX,
+                    0,
+                    0,
+                    0,
+                )
+            };
+        }
+    }
+}
+
+/// Writes the poll array back with the new `revents` (fd and events as
+/// the caller gave them) and answers with the count of ready entries.
+fn write_revents(tid: u32, addr: u64, fds: &[libc::pollfd], revents: &[i16], ready: i64) -> Answer {
+    let mut raw = Vec::with_capacity(fds.len() * 8);
+    for (p, r) in fds.iter().zip(revents) {
+        raw.extend_from_slice(&p.fd.to_ne_bytes());
+        raw.extend_from_slice(&p.events.to_ne_bytes());
+        raw.extend_from_slice(&r.to_ne_bytes());
+    }
+    match remote::write(tid, addr, &raw) {
+        Ok(()) => Answer::Value(ready),
+        Err(e) => Answer::Errno(e.raw_os_error().unwrap_or(libc::EFAULT)),
+    }
+}
+
+fn real_mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out pointer (this process has no page: real clock).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * NS + ts.tv_nsec as u64
+}

@@ -1,0 +1,3 @@
+module batkube.test/timeshim
+
+go 1.22
