@@ -69,6 +69,27 @@ pub struct Probe {
     pub earliest_deadline: Option<SimTime>,
     /// A waiting thread's deadline has passed: it is about to wake up.
     pub overdue: bool,
+    /// What this probe saw of the process's progress; two quiescent probes
+    /// with equal stamps prove that no thread of the process ran, and no
+    /// wait was entered, left or answered, from the start of the first to
+    /// the end of the second.
+    pub stamp: Stamp,
+}
+
+/// The process's CPU time (every thread's, in ns) and the count of
+/// wait-related events (waits entered under the linked shim; notifications
+/// received and replies sent under the supervisor).
+///
+/// CPU time is what makes quiescence exact without a grace period: a thread
+/// that ran at all between two readings was scheduled out with its runtime
+/// added, or is still running and shows as such in `/proc`. Whatever wakes a
+/// sleeping thread is either another thread of the process (which ran), or
+/// comes from outside: the clock (the controller), a supervisor reply (the
+/// count), or I/O (the caller's own byte accounting).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stamp {
+    pub cpu_ns: u64,
+    pub events: u64,
 }
 
 impl Probe {
@@ -90,6 +111,8 @@ pub enum Quiescence {
     Quiescent {
         earliest_deadline: Option<SimTime>,
         waited: Duration,
+        /// The stamp of the probes that agreed (see [`Stamp`]).
+        stamp: Stamp,
     },
     /// Still busy when the wall-clock bound ran out.
     TimedOut { last: Probe },
@@ -411,6 +434,14 @@ impl Controller {
         self.page().earliest_deadline().map(SimTime::from_nanos)
     }
 
+    /// The count of wait-related events (see [`Stamp`]).
+    fn events(&self, supervised: Option<&crate::seccomp::supervisor::Shared>) -> u64 {
+        match supervised {
+            Some(s) => s.generation.load(Ordering::Acquire),
+            None => u64::from(self.page().activity_futex.load(Ordering::Acquire)),
+        }
+    }
+
     /// Looks at the attached process once.
     pub fn probe(&self) -> Result<Probe, ControlError> {
         let pid = self.attached_pid().ok_or(ControlError::NotAttached)?;
@@ -420,6 +451,8 @@ impl Controller {
             .as_ref()
             .map(|s| (s.generation.load(Ordering::Acquire), s.pending()));
         let waiting_before = p.waiting_threads.load(Ordering::Acquire);
+        let events_before = self.events(supervised.as_deref());
+        let cpu_before = crate::seccomp::remote::process_cpu_time_ns(pid).ok();
         let task_dir = format!("/proc/{pid}/task");
         let entries = match std::fs::read_dir(&task_dir) {
             Ok(e) => e,
@@ -431,6 +464,7 @@ impl Controller {
                     exited: true,
                     earliest_deadline: None,
                     overdue: false,
+                    stamp: Stamp::default(),
                 })
             }
             Err(source) => return Err(ControlError::Proc { pid, source }),
@@ -470,6 +504,11 @@ impl Controller {
             }
             waiting = if all_sleeping { threads } else { 0 };
         }
+        let cpu_after = crate::seccomp::remote::process_cpu_time_ns(pid).ok();
+        let events = self.events(supervised.as_deref());
+        if cpu_before.is_none() || cpu_after != cpu_before || events != events_before {
+            all_sleeping = false; // a thread ran, or a wait moved, while we looked
+        }
         let earliest_deadline = self.earliest_deadline();
         Ok(Probe {
             threads,
@@ -478,6 +517,10 @@ impl Controller {
             exited,
             earliest_deadline,
             overdue: earliest_deadline.is_some_and(|d| d <= self.now()),
+            stamp: Stamp {
+                cpu_ns: cpu_after.unwrap_or(0),
+                events,
+            },
         })
     }
 
@@ -506,6 +549,7 @@ impl Controller {
                     exited: false,
                     earliest_deadline: None,
                     overdue: false,
+                    stamp: Stamp::default(),
                 },
                 Err(e) => return Err(e),
             };
@@ -517,10 +561,15 @@ impl Controller {
             let settled = |probe: &Probe| {
                 probe.quiescent() && p.activity_futex.load(Ordering::Acquire) == activity
             };
-            if settled(&probe) && self.probe().is_ok_and(|again| settled(&again)) {
+            if settled(&probe)
+                && self
+                    .probe()
+                    .is_ok_and(|again| settled(&again) && again.stamp == probe.stamp)
+            {
                 return Ok(Quiescence::Quiescent {
                     earliest_deadline: probe.earliest_deadline,
                     waited: start.elapsed(),
+                    stamp: probe.stamp,
                 });
             }
             let elapsed = start.elapsed();

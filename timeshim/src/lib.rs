@@ -37,7 +37,7 @@ pub mod seccomp;
 mod shim;
 mod time;
 
-pub use control::{ControlError, Controller, Probe, Quiescence, ShimMode};
+pub use control::{ControlError, Controller, Probe, Quiescence, ShimMode, Stamp};
 pub use page::{ENV_EVENTFD, ENV_PAGE};
 pub use time::SimTime;
 

@@ -1,12 +1,15 @@
 //! Knowing when the scheduler is done reacting.
 //!
-//! Under the shim, the scheduler is *quiescent* when all three hold at once:
-//! every thread of its process is parked in a shim-controlled wait (timeshim's
-//! probe), the API has no request in flight and no watch event waiting to be
-//! written (fakeapi's activity), and no byte is waiting in a socket between
-//! the two (the kernel's TCP queues for the API port, from `/proc/net/tcp`).
-//! The last check closes the gap between "fakeapi wrote an event" and "the
-//! scheduler's thread woke up to read it".
+//! Under the shim, the scheduler is *quiescent* when all of these hold at
+//! once: every thread of its process is parked (timeshim's probe: in a shim
+//! wait, or asleep with every timed wait held by the seccomp supervisor), the
+//! API has no request in flight and no watch event waiting to be written
+//! (fakeapi's activity), and no byte is on its way between the two (the
+//! client sockets' receive queues by sock_diag, fakeapi's unread requests,
+//! the kernel's packet backlog). Two probes with the same [`timeshim::Stamp`]
+//! (the process's CPU time and its count of wait events) bracket the API and
+//! socket checks: no scheduler thread ran in between, so nothing it could
+//! have been woken by escaped them. Exact by construction, no grace period.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -73,32 +76,6 @@ impl ShimSide {
         }
     }
 
-    /// A last look after a short pause: the same counters, the same
-    /// sockets, and the scheduler still parked with the same deadline.
-    /// Some hand-overs are invisible for a few microseconds to every probe
-    /// above (a wake-up between two looks that leaves every counter as it
-    /// was); the pause lets them surface.
-    fn still_quiet_after_grace(
-        &self,
-        before: &fakeapi::ActivitySnapshot,
-        net_before: Softnet,
-        deadline: Option<SimTime>,
-    ) -> Result<bool, timeshim::ControlError> {
-        let grace = *GRACE;
-        if grace.is_zero() {
-            return Ok(true);
-        }
-        let conns = self.activity.connections();
-        std::thread::sleep(grace);
-        let probe = self.controller.probe()?;
-        Ok(probe.quiescent()
-            && probe.earliest_deadline == deadline
-            && self.activity.snapshot() == *before
-            && softnet() == net_before
-            && self.activity.connections() == conns
-            && tcp_backlog(&self.activity, &mut self.diag.lock(), self.api_port) == 0)
-    }
-
     /// Waits at most `bound` of wall time for quiescence.
     pub fn wait(&self, bound: Duration) -> Result<Quiet, timeshim::ControlError> {
         let start = Instant::now();
@@ -114,28 +91,32 @@ impl ShimSide {
                 }
                 other => other?,
             };
-            let deadline = match q {
+            let (deadline, stamp) = match q {
                 Quiescence::Exited => return Ok(Quiet::Exited),
                 Quiescence::TimedOut { .. } => return Ok(Quiet::Busy),
                 Quiescence::Quiescent {
-                    earliest_deadline, ..
-                } => earliest_deadline,
+                    earliest_deadline,
+                    stamp,
+                    ..
+                } => (earliest_deadline, stamp),
             };
+            // Between two probes with the same stamp no thread of the
+            // scheduler ran and no wait of it moved; in between, nothing was
+            // on its way to it: no request or watch event in the API, no
+            // byte in a socket or in the kernel's packet backlog. Whatever
+            // could wake it would have had to come through one of those.
             let before = self.activity.snapshot();
             let net_before = softnet();
             if self.idle_api(&before)
                 && net_before.backlog == 0
                 && tcp_backlog(&self.activity, &mut self.diag.lock(), self.api_port) == 0
             {
-                // Nothing moved while we looked: a consistent idle state.
                 let probe = self.controller.probe()?;
-                let after = self.activity.snapshot();
-                let net_after = softnet();
                 if probe.quiescent()
-                    && after == before
-                    && net_after == net_before
+                    && probe.stamp == stamp
                     && probe.earliest_deadline == deadline
-                    && self.still_quiet_after_grace(&before, net_before, deadline)?
+                    && self.activity.snapshot() == before
+                    && softnet() == net_before
                 {
                     return Ok(Quiet::Yes {
                         earliest_deadline: deadline,
@@ -173,16 +154,6 @@ pub fn tcp_backlog(activity: &fakeapi::Activity, diag: &mut Option<SockDiag>, po
     }
     total
 }
-
-/// Pause before the last look (`BATKUBE_QUIET_GRACE_US`, default 100 µs).
-static GRACE: std::sync::LazyLock<Duration> = std::sync::LazyLock::new(|| {
-    Duration::from_micros(
-        std::env::var("BATKUBE_QUIET_GRACE_US")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(100),
-    )
-});
 
 /// The kernel's packet backlog (`/proc/net/softnet_stat`): packets queued
 /// between a sender and a receiving socket (loopback traffic waits there

@@ -15,6 +15,7 @@
 //! | `epoll_wait`, `epoll_pwait` | the timeout is positive (0 polls, -1 waits for I/O only) |
 //! | `epoll_pwait2`, `ppoll` | a timeout is given |
 //! | `poll` | the timeout is positive |
+//! | `select`, `pselect6` | a timeout is given |
 //! | `getrandom` | only with a seed |
 //!
 //! Waits without a timeout stay in the kernel: they can only end through I/O
@@ -23,6 +24,7 @@
 /// System call numbers (x86_64).
 pub(crate) mod nr {
     pub const POLL: u32 = 7;
+    pub const SELECT: u32 = 23;
     pub const NANOSLEEP: u32 = 35;
     pub const GETTIMEOFDAY: u32 = 96;
     pub const TIME: u32 = 201;
@@ -30,6 +32,7 @@ pub(crate) mod nr {
     pub const CLOCK_GETTIME: u32 = 228;
     pub const CLOCK_NANOSLEEP: u32 = 230;
     pub const EPOLL_WAIT: u32 = 232;
+    pub const PSELECT6: u32 = 270;
     pub const PPOLL: u32 = 271;
     pub const EPOLL_PWAIT: u32 = 281;
     pub const GETRANDOM: u32 = 318;
@@ -87,6 +90,8 @@ const INT_TIMEOUT_ARG2: usize = 5;
 const PTR_ARG2: usize = 6;
 const PTR_ARG3_HI: usize = 7;
 const PTR_ARG2_HI: usize = 8;
+const PTR_ARG4: usize = 9;
+const PTR_ARG4_HI: usize = 10;
 
 fn program(seeded: bool) -> Vec<Op> {
     use Op::*;
@@ -106,6 +111,8 @@ fn program(seeded: bool) -> Vec<Op> {
         Eq(nr::EPOLL_PWAIT2, Go(PTR_ARG3), Next),
         Eq(nr::POLL, Go(INT_TIMEOUT_ARG2), Next),
         Eq(nr::PPOLL, Go(PTR_ARG2), Next),
+        Eq(nr::SELECT, Go(PTR_ARG4), Next),
+        Eq(nr::PSELECT6, Go(PTR_ARG4), Next),
     ];
     if seeded {
         p.push(Eq(nr::GETRANDOM, Notify, Next));
@@ -151,6 +158,12 @@ fn program(seeded: bool) -> Vec<Op> {
         Eq(0, Go(PTR_ARG2_HI), Notify),
         At(PTR_ARG2_HI),
         Load(arg_hi(2)),
+        Eq(0, Allow, Notify),
+        At(PTR_ARG4),
+        Load(arg_lo(4)),
+        Eq(0, Go(PTR_ARG4_HI), Notify),
+        At(PTR_ARG4_HI),
+        Load(arg_hi(4)),
         Eq(0, Allow, Notify),
     ]);
     p
@@ -270,6 +283,9 @@ mod tests {
         assert_eq!(run(&p, nr::POLL, [ptr, 1, u64::MAX, 0, 0, 0]), ALLOW);
         assert_eq!(run(&p, nr::PPOLL, [ptr, 1, 0, 0, 0, 0]), ALLOW);
         assert_eq!(run(&p, nr::PPOLL, [ptr, 1, ptr, 0, 0, 0]), NOTIFY);
+        assert_eq!(run(&p, nr::SELECT, [4, ptr, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(run(&p, nr::SELECT, [4, ptr, 0, 0, ptr, 0]), NOTIFY);
+        assert_eq!(run(&p, nr::PSELECT6, [4, ptr, 0, 0, ptr, 0]), NOTIFY);
         assert_eq!(run(&p, 0 /* read */, [0; 6]), ALLOW);
         assert_eq!(run(&p, nr::GETRANDOM, [ptr, 16, 0, 0, 0, 0]), ALLOW);
         assert_eq!(

@@ -76,6 +76,20 @@ pub(crate) fn read_timespec_ns(tid: u32, addr: u64) -> io::Result<u64> {
         .saturating_add(nsec as u64))
 }
 
+/// A `struct timeval` at `addr`, as nanoseconds; EINVAL if malformed.
+pub(crate) fn read_timeval_ns(tid: u32, addr: u64) -> io::Result<u64> {
+    let mut b = [0u8; 16];
+    read(tid, addr, &mut b)?;
+    let sec = i64::from_ne_bytes(b[..8].try_into().expect("8 bytes"));
+    let usec = i64::from_ne_bytes(b[8..].try_into().expect("8 bytes"));
+    if sec < 0 || !(0..1_000_000).contains(&usec) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    Ok((sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(usec as u64 * 1000))
+}
+
 pub(crate) fn write_timespec(tid: u32, addr: u64, ns: u64) -> io::Result<()> {
     let mut b = [0u8; 16];
     b[..8].copy_from_slice(&((ns / 1_000_000_000) as i64).to_ne_bytes());

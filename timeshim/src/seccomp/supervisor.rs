@@ -197,11 +197,32 @@ enum Kind {
         max: usize,
     },
     Poll {
-        fds_addr: u64,
+        out: PollOut,
         pollfds: Vec<libc::pollfd>,
         dups: Vec<Option<OwnedFd>>,
     },
 }
+
+/// Where a poll-like wait's result goes in the caller's memory.
+#[derive(Debug, Clone, Copy)]
+enum PollOut {
+    /// `poll`/`ppoll`: the `struct pollfd` array.
+    Array(u64),
+    /// `select`/`pselect6`: the three descriptor sets (0 when absent), and
+    /// for `select` the `struct timeval` the kernel updates.
+    Sets {
+        sets: [u64; 3],
+        nfds: usize,
+        timeval: u64,
+    },
+}
+
+/// poll events that make a descriptor ready for each of select's sets
+/// (read, write, except), as the kernel's `select` maps them.
+const SELECT_IN: i16 =
+    libc::POLLIN | libc::POLLRDNORM | libc::POLLRDBAND | libc::POLLHUP | libc::POLLERR;
+const SELECT_OUT: i16 = libc::POLLOUT | libc::POLLWRNORM | libc::POLLWRBAND | libc::POLLERR;
+const SELECT_EX: i16 = libc::POLLPRI;
 
 #[derive(Debug)]
 struct Held {
@@ -596,7 +617,89 @@ impl Supervisor {
                     })
                     .collect();
                 let kind = Kind::Poll {
-                    fds_addr: a[0],
+                    out: PollOut::Array(a[0]),
+                    pollfds,
+                    dups,
+                };
+                if let Some(n) = self.collect(tid, &kind) {
+                    return n;
+                }
+                if timeout_ns == 0 {
+                    return Answer::Continue;
+                }
+                let deadline = self.now().saturating_add(timeout_ns);
+                self.hold(req, deadline, kind)
+            }
+            nr::SELECT | nr::PSELECT6 => {
+                let nfds = a[0] as i32;
+                if !(0..=libc::FD_SETSIZE as i32).contains(&nfds) {
+                    return Answer::Errno(libc::EINVAL);
+                }
+                let nfds = nfds as usize;
+                let timeout_ns = if req.data.nr as u32 == nr::PSELECT6 {
+                    remote::read_timespec_ns(tid, a[4])
+                } else {
+                    remote::read_timeval_ns(tid, a[4])
+                };
+                let timeout_ns = match timeout_ns {
+                    Ok(t) => t,
+                    Err(e) => return errno(e),
+                };
+                let words = nfds.div_ceil(64);
+                let sets = [a[1], a[2], a[3]];
+                let mut bits = [vec![0u64; words], vec![0u64; words], vec![0u64; words]];
+                for (set, b) in sets.iter().zip(bits.iter_mut()) {
+                    if *set == 0 {
+                        continue;
+                    }
+                    let mut raw = vec![0u8; words * 8];
+                    if let Err(e) = remote::read(tid, *set, &mut raw) {
+                        return errno(e);
+                    }
+                    for (w, c) in b.iter_mut().zip(raw.chunks_exact(8)) {
+                        *w = u64::from_ne_bytes(c.try_into().expect("8 bytes"));
+                    }
+                }
+                let mut pollfds = Vec::new();
+                for fd in 0..nfds {
+                    let has = |b: &Vec<u64>| b[fd / 64] >> (fd % 64) & 1 == 1;
+                    let mut events = 0;
+                    if has(&bits[0]) {
+                        events |= libc::POLLIN;
+                    }
+                    if has(&bits[1]) {
+                        events |= libc::POLLOUT;
+                    }
+                    if has(&bits[2]) {
+                        events |= libc::POLLPRI;
+                    }
+                    if events != 0 {
+                        pollfds.push(libc::pollfd {
+                            fd: fd as i32,
+                            events,
+                            revents: 0,
+                        });
+                    }
+                }
+                let mut dups = Vec::with_capacity(pollfds.len());
+                for p in &pollfds {
+                    match self.remote_fd(tid, p.fd) {
+                        Ok(d) => dups.push(Some(d)),
+                        // select, unlike poll, fails on a closed descriptor.
+                        Err(_) => return Answer::Errno(libc::EBADF),
+                    }
+                }
+                let timeval = if req.data.nr as u32 == nr::SELECT {
+                    a[4]
+                } else {
+                    0
+                };
+                let kind = Kind::Poll {
+                    out: PollOut::Sets {
+                        sets,
+                        nfds,
+                        timeval,
+                    },
                     pollfds,
                     dups,
                 };
@@ -791,11 +894,7 @@ impl Supervisor {
                     Err(e) => Answer::Errno(e.raw_os_error().unwrap_or(libc::EFAULT)),
                 })
             }
-            Kind::Poll {
-                fds_addr,
-                pollfds,
-                dups,
-            } => {
+            Kind::Poll { out, pollfds, dups } => {
                 let mut local: Vec<libc::pollfd> = pollfds
                     .iter()
                     .zip(dups)
@@ -818,7 +917,11 @@ impl Supervisor {
                     return None;
                 }
                 let revents: Vec<i16> = local.iter().map(|l| l.revents).collect();
-                Some(write_revents(tid, *fds_addr, pollfds, &revents, ready))
+                let answer = write_poll_result(tid, *out, pollfds, &revents);
+                match answer {
+                    Answer::Value(0) => None, // ready for none of the sets asked
+                    a => Some(a),
+                }
             }
             _ => None,
         }
@@ -869,11 +972,11 @@ impl Supervisor {
                     Kind::Sleep => Answer::Value(0),
                     Kind::Futex { .. } => Answer::Errno(libc::ETIMEDOUT),
                     Kind::Epoll { .. } => self.collect(h.tid, &h.kind).unwrap_or(Answer::Value(0)),
-                    Kind::Poll {
-                        fds_addr, pollfds, ..
-                    } => self.collect(h.tid, &h.kind).unwrap_or_else(|| {
-                        write_revents(h.tid, *fds_addr, pollfds, &vec![0; pollfds.len()], 0)
-                    }),
+                    Kind::Poll { out, pollfds, .. } => {
+                        self.collect(h.tid, &h.kind).unwrap_or_else(|| {
+                            write_poll_result(h.tid, *out, pollfds, &vec![0; pollfds.len()])
+                        })
+                    }
                 };
                 self.finish(h, answer);
             } else {
@@ -931,17 +1034,58 @@ impl Supervisor {
     }
 }
 
-/// Writes the poll array back with the new `revents` (fd and events as
-/// the caller gave them) and answers with the count of ready entries.
-fn write_revents(tid: u32, addr: u64, fds: &[libc::pollfd], revents: &[i16], ready: i64) -> Answer {
-    let mut raw = Vec::with_capacity(fds.len() * 8);
-    for (p, r) in fds.iter().zip(revents) {
-        raw.extend_from_slice(&p.fd.to_ne_bytes());
-        raw.extend_from_slice(&p.events.to_ne_bytes());
-        raw.extend_from_slice(&r.to_ne_bytes());
-    }
-    match remote::write(tid, addr, &raw) {
-        Ok(()) => Answer::Value(ready),
+/// Writes a poll-like wait's result into the caller's memory and answers
+/// as the kernel would: for `poll`, the array with the new `revents` and
+/// the count of entries with any; for `select`, the three sets reduced to
+/// the ready descriptors, the count of bits set, and (for `select`) the
+/// time left, zero when nothing was ready.
+fn write_poll_result(tid: u32, out: PollOut, fds: &[libc::pollfd], revents: &[i16]) -> Answer {
+    let result = match out {
+        PollOut::Array(addr) => {
+            let mut raw = Vec::with_capacity(fds.len() * 8);
+            for (p, r) in fds.iter().zip(revents) {
+                raw.extend_from_slice(&p.fd.to_ne_bytes());
+                raw.extend_from_slice(&p.events.to_ne_bytes());
+                raw.extend_from_slice(&r.to_ne_bytes());
+            }
+            let ready = revents.iter().filter(|r| **r != 0).count() as i64;
+            remote::write(tid, addr, &raw).map(|()| ready)
+        }
+        PollOut::Sets {
+            sets,
+            nfds,
+            timeval,
+        } => (|| {
+            let words = nfds.div_ceil(64);
+            let mut bits = [vec![0u64; words], vec![0u64; words], vec![0u64; words]];
+            let mut ready = 0i64;
+            for (p, r) in fds.iter().zip(revents) {
+                let fd = p.fd as usize;
+                for (i, mask) in [(0, SELECT_IN), (1, SELECT_OUT), (2, SELECT_EX)] {
+                    let asked = [libc::POLLIN, libc::POLLOUT, libc::POLLPRI][i];
+                    if p.events & asked != 0 && r & mask != 0 {
+                        bits[i][fd / 64] |= 1 << (fd % 64);
+                        ready += 1;
+                    }
+                }
+            }
+            if ready == 0 && revents.iter().any(|r| *r != 0) {
+                return Ok(0); // ready for nothing asked: keep waiting
+            }
+            for (addr, b) in sets.iter().zip(&bits) {
+                if *addr != 0 {
+                    let raw: Vec<u8> = b.iter().flat_map(|w| w.to_ne_bytes()).collect();
+                    remote::write(tid, *addr, &raw)?;
+                }
+            }
+            if timeval != 0 && ready == 0 {
+                remote::write(tid, timeval, &[0u8; 16])?;
+            }
+            Ok(ready)
+        })(),
+    };
+    match result {
+        Ok(n) => Answer::Value(n),
         Err(e) => Answer::Errno(e.raw_os_error().unwrap_or(libc::EFAULT)),
     }
 }

@@ -1,3 +1,3 @@
 module batkube.test/timeshim
 
-go 1.22
+go 1.19

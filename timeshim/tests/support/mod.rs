@@ -184,3 +184,51 @@ pub fn dump_threads(pid: u32) -> String {
     }
     out
 }
+
+/// Builds a Go program of `timeshim/tests/go` (static, `CGO_ENABLED=0`)
+/// into the target directory with the machine's Go toolchain. Go is a
+/// requirement of the test suite: without it this fails, never skips.
+pub fn go_build(package: &str) -> PathBuf {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/go");
+    let out = profile_dir().join("go").join(package);
+    let mut cmd = std::process::Command::new("go");
+    cmd.current_dir(&src)
+        .args(["build", "-trimpath", "-o"])
+        .arg(&out)
+        .arg(format!("./{package}"))
+        .env("CGO_ENABLED", "0");
+    if std::env::var_os("HOME").is_none() && std::env::var_os("GOCACHE").is_none() {
+        cmd.env("GOCACHE", profile_dir().join("go-cache"));
+    }
+    let o = cmd.output().unwrap_or_else(|e| {
+        panic!("the tests need Go (go build of {package}): {e}; install it (Go 1.19+ on PATH)")
+    });
+    assert!(
+        o.status.success(),
+        "go build {package} failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+/// Compiles a C program of `timeshim/tests/c` as a static binary.
+pub fn cc_static(source: &str) -> PathBuf {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(source);
+    let dir = profile_dir().join("c");
+    std::fs::create_dir_all(&dir).expect("target/<profile>/c");
+    let out = dir.join(source.trim_end_matches(".c"));
+    let o = std::process::Command::new("cc")
+        .args(["-static", "-O2", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .unwrap_or_else(|e| panic!("the tests need a C compiler (cc): {e}"));
+    assert!(
+        o.status.success(),
+        "cc -static {source} failed (static glibc is in libc6-dev):\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}

@@ -18,6 +18,23 @@ func main() {
 	since := func() float64 { return time.Since(start).Seconds() }
 	fmt.Printf("start %d\n", start.Unix())
 
+	// First, an HTTP request slower than nothing but faster than its timeout:
+	// with the clock frozen while we wait for I/O, the 5 s timeout never fires.
+	if len(os.Args) > 1 {
+		t3 := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "GET", os.Args[1], nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			fmt.Printf("http error %v\n", err)
+		} else {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			fmt.Printf("http %d %q %.6f\n", resp.StatusCode, string(body), time.Since(t3).Seconds())
+		}
+		cancel()
+	}
+
 	time.Sleep(3600 * time.Second)
 	fmt.Printf("sleep %.6f\n", since())
 
@@ -65,21 +82,5 @@ loop:
 	wg.Wait()
 	fmt.Printf("afterfunc %v\n", fired)
 
-	// An HTTP request slower than nothing but faster than its timeout: with
-	// the clock frozen while we wait for I/O, the 5 s timeout never fires.
-	if len(os.Args) > 1 {
-		t3 := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, "GET", os.Args[1], nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			fmt.Printf("http error %v\n", err)
-		} else {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			fmt.Printf("http %d %q %.6f\n", resp.StatusCode, string(body), time.Since(t3).Seconds())
-		}
-		cancel()
-	}
 	fmt.Printf("end %.6f\n", since())
 }

@@ -1,0 +1,202 @@
+//! `--shim seccomp`: unmodified static binaries on simulated time, driven by
+//! `examples/simrun` (the exact policy without a simulator: the clock moves
+//! to the program's next deadline whenever it is quiescent).
+//!
+//! - a static Go program (built here with the machine's Go): `time.Now`,
+//!   `Sleep`, tickers, timers, context deadlines, `AfterFunc`, and an HTTP
+//!   request to a server that answers after 50 ms of wall time, whose 5 s
+//!   timeout must not fire (the clock stands still while the program waits
+//!   for I/O);
+//! - a static C program: `nanosleep`, `clock_nanosleep` (absolute),
+//!   `usleep`, `pthread_cond_timedwait` (timed out and signalled), `poll`,
+//!   `select`;
+//! - `--seed`: the randomness a program is given (`AT_RANDOM`, `getrandom`)
+//!   is the same on every run with a seed: a static C program's, and a Go
+//!   program's crypto/rand. (Go's map order and global math/rand draw from
+//!   per-thread generators seeded in the order the runtime creates its
+//!   threads, which varies from run to run: not covered.)
+
+mod support;
+
+use std::io::{Read, Write};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use timeshim::{Controller, Quiescence, ShimMode, SimTime};
+
+fn simrun(args: &[&str], program: &[&str]) -> Output {
+    let o = Command::new(support::example("simrun"))
+        .args(args)
+        .arg("--")
+        .args(program)
+        .output()
+        .expect("simrun");
+    assert!(
+        o.status.success(),
+        "simrun {program:?} failed: {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+fn stdout(o: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A one-shot HTTP server that answers after 50 ms of wall time. It is
+/// busy (the simulation must not move on) from the start until the client
+/// has read the whole response and closed the connection: the program makes
+/// its request first.
+fn slow_server() -> (String, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/probe", l.local_addr().unwrap());
+    let busy = Arc::new(AtomicBool::new(true));
+    let b = busy.clone();
+    let h = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = [0u8; 4096];
+        let mut got = Vec::new();
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = s.read(&mut buf).unwrap();
+            if n == 0 {
+                return;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let _ =
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+        while s.read(&mut buf).is_ok_and(|n| n > 0) {}
+        b.store(false, Ordering::Release);
+    });
+    (url, busy, h)
+}
+
+/// The exact policy in a few lines, with an outside party: the clock moves
+/// to the program's next deadline when it is quiescent and `busy` is false.
+fn run_with_server(program: &[&str], busy: &AtomicBool) -> Vec<String> {
+    let clock = Controller::new(SimTime::from_secs_f64(1_700_000_000.0)).unwrap();
+    let mut cmd = Command::new(program[0]);
+    cmd.args(&program[1..]).stdout(Stdio::piped());
+    let mut child = clock.spawn(cmd, &ShimMode::Seccomp { seed: None }).unwrap();
+    let start = Instant::now();
+    loop {
+        assert!(
+            start.elapsed() < support::PATIENCE,
+            "the program never ended"
+        );
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if busy.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        }
+        match clock.wait_quiescent(Duration::from_millis(100)).unwrap() {
+            Quiescence::Quiescent {
+                earliest_deadline: Some(d),
+                stamp,
+                ..
+            } => {
+                // Still quiescent, nothing ran since, the server still idle.
+                let p = clock.probe().unwrap();
+                if p.quiescent() && p.stamp == stamp && !busy.load(Ordering::Acquire) {
+                    clock.advance_to(d.max(clock.now())).unwrap();
+                }
+            }
+            Quiescence::Exited => break,
+            _ => {}
+        }
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{:?}", o.status);
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn static_go_program_runs_on_simulated_time() {
+    let probe = support::go_build("timeprobe");
+    let (url, busy, server) = slow_server();
+    let wall = Instant::now();
+    let out = run_with_server(&[probe.to_str().unwrap(), &url], &busy);
+    server.join().unwrap();
+    assert_eq!(
+        out,
+        [
+            "start 1700000000",
+            "http 200 \"hello\" 0.000000",
+            "sleep 3600.000000",
+            "ticks 5 5.000000",
+            "timer 10.000000 ticks 10",
+            "deadline 2.000000 context deadline exceeded",
+            "afterfunc [1 2 3]",
+            "end 3615.000000",
+        ]
+    );
+    // An hour of sleeps and timers is not waited out on the wall clock.
+    assert!(
+        wall.elapsed() < Duration::from_secs(50),
+        "{:?}",
+        wall.elapsed()
+    );
+}
+
+#[test]
+fn static_c_program_runs_on_simulated_time() {
+    let probe = support::cc_static("timeprobe.c");
+    let o = simrun(&[], &[probe.to_str().unwrap()]);
+    assert_eq!(
+        stdout(&o),
+        [
+            "start 1700000000 1700000000",
+            "nanosleep 3600.000000",
+            "clock_nanosleep 10.000000",
+            "usleep 0.250000",
+            "condwait timedout 5.000000",
+            "condwait signalled 2.000000",
+            "poll 1.500000",
+            "select 0 2.500000",
+            "select ready 1 1 0.000000",
+            "end 3621.250000",
+        ],
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn a_seed_makes_the_randomness_a_program_is_given_reproducible() {
+    for probe in [
+        support::cc_static("randprobe.c"),
+        support::go_build("randprobe"),
+    ] {
+        let p = probe.to_str().unwrap();
+        // Go: only crypto/rand is the process's own draw (see the module doc).
+        let given = |o: Output| -> Vec<String> {
+            stdout(&o)
+                .into_iter()
+                .filter(|l| !l.starts_with("map ") && !l.starts_with("math/rand "))
+                .collect()
+        };
+        let a = given(simrun(&["--seed", "42"], &[p]));
+        let b = given(simrun(&["--seed", "42"], &[p]));
+        let c = given(simrun(&["--seed", "7"], &[p]));
+        let free = given(simrun(&[], &[p]));
+        assert!(
+            !a.is_empty() && a.iter().all(|l| !l.contains("error")),
+            "{a:?}"
+        );
+        assert_eq!(a, b, "{p}: the same seed gave different randomness");
+        assert_ne!(a, c, "{p}: two seeds gave the same randomness");
+        assert_ne!(a, free, "{p}: without a seed the randomness is the OS's");
+    }
+}
