@@ -589,6 +589,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     let standin_result = standin.map(|h| h.join());
     let (pods, samples, mut summary) = broker.report();
     summary.flags = flags();
+    summary.shim = format!("{shim_choice:?}").to_lowercase();
     let mut error = result.err().map(|e| format!("{e:#}"));
     if let Some(Ok(Err(e))) = &standin_result {
         if error.is_none() {

@@ -308,3 +308,71 @@ fn crash_detection_with_a_scheduler_that_never_binds() {
     assert_eq!(s["completed"], false);
     assert!(s["error"].as_str().unwrap().contains("crashed or stuck"));
 }
+
+/// The project's scheduler, unmodified, under the seccomp supervisor (its
+/// clock reads become system calls once the vDSO is hidden) decides exactly
+/// as when it links the shim: the same jobs.csv byte for byte.
+#[test]
+fn seccomp_supervisor_gives_the_linked_jobs_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = platform(dir.path(), 4);
+    let w = workload(dir.path(), 24, 1.0, 7.0);
+    let sched = scheduler().display().to_string();
+    let linked = run(
+        dir.path(),
+        "linked",
+        &p,
+        &w,
+        &sched,
+        &["--shim", "linked", "--strict"],
+    );
+    let seccomp = run(
+        dir.path(),
+        "seccomp",
+        &p,
+        &w,
+        &sched,
+        &["--shim", "seccomp", "--strict"],
+    );
+    assert!(linked.ok, "{}", linked.stderr);
+    assert!(seccomp.ok, "{}", seccomp.stderr);
+    assert_eq!(seccomp.summary()["jobs_succeeded"], 24);
+    assert_eq!(
+        linked.jobs_csv(),
+        seccomp.jobs_csv(),
+        "seccomp and linked differ"
+    );
+}
+
+/// `--shim auto` (the default) takes the linked shim for a binary that
+/// carries it, and `--seed` is refused outside the supervisor.
+#[test]
+fn shim_auto_and_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = platform(dir.path(), 2);
+    let w = workload(dir.path(), 4, 1.0, 3.0);
+    let sched = scheduler().display().to_string();
+    let a = run(dir.path(), "auto", &p, &w, &sched, &[]);
+    assert!(a.ok, "{}", a.stderr);
+    let log = std::fs::read_to_string(a.out.join("summary.json")).unwrap();
+    assert!(
+        log.contains("\"shim\""),
+        "summary.json names the shim: {log}"
+    );
+    assert_eq!(a.summary()["shim"], "linked");
+    let s = run(
+        dir.path(),
+        "seed",
+        &p,
+        &w,
+        &sched,
+        &["--shim", "linked", "--seed", "3"],
+    );
+    assert!(!s.ok);
+    assert!(
+        s.stderr
+            .contains("--seed works under the seccomp supervisor only"),
+        "{}",
+        s.stderr
+    );
+}

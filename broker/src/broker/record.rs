@@ -120,6 +120,9 @@ pub struct Summary {
     pub wake_ups_requested: u64,
     pub windows_bound_hit: u64,
     pub batkube_version: String,
+    /// How the scheduler got simulated time: linked, seccomp, preload or
+    /// none (`--shim auto` resolved).
+    pub shim: String,
     pub flags: BTreeMap<String, String>,
     pub error: Option<String>,
 }

@@ -131,12 +131,16 @@ impl ShimSide {
     }
 }
 
-/// Bytes sent and not yet read on the API's client connections, both ways:
-/// requests fakeapi has not read yet (its own sockets, `FIONREAD`) and
-/// responses or watch events the scheduler has not read yet (the client's
-/// end, looked up by address with the kernel's sock_diag, one exact lookup
-/// per connection). Scanning `/proc/net/tcp` instead costs about 4 ms per
-/// look on a kernel with a 256k-bucket table, which made every window slow.
+/// Bytes on their way between the API and the scheduler, both ways:
+/// requests fakeapi has not read yet (its own sockets, `FIONREAD`, and its
+/// accept queue), responses or watch events fakeapi has not sent yet
+/// (`SIOCOUTQNSD`), and on the scheduler's end of each connection, looked
+/// up with the kernel's sock_diag (one exact lookup per connection), what it
+/// has not read (receive queue) and what it wrote that fakeapi's socket has
+/// not acknowledged (write queue: not yet sent, deferred by Nagle or TCP
+/// small queues, in flight, or parked in the server socket's backlog while
+/// fakeapi holds its lock). Scanning `/proc/net/tcp` instead costs about
+/// 4 ms per look on a kernel with a 256k-bucket table.
 pub fn tcp_backlog(activity: &fakeapi::Activity, diag: &mut Option<SockDiag>, port: u16) -> u64 {
     let mut total = activity.unread_by_server();
     if diag.is_none() {
@@ -146,8 +150,8 @@ pub fn tcp_backlog(activity: &fakeapi::Activity, diag: &mut Option<SockDiag>, po
         return total + proc_net_tcp_backlog(port);
     };
     for c in activity.connections() {
-        match d.rqueue(c.client, c.server) {
-            Ok(Some(n)) => total += n as u64,
+        match d.queues(c.client, c.server) {
+            Ok(Some((r, w))) => total += r as u64 + w as u64,
             Ok(None) => {} // closed meanwhile
             Err(_) => return activity.unread_by_server() + proc_net_tcp_backlog(port),
         }
@@ -216,6 +220,17 @@ impl SockDiag {
         src: std::net::SocketAddr,
         dst: std::net::SocketAddr,
     ) -> std::io::Result<Option<u32>> {
+        Ok(self.queues(src, dst)?.map(|(r, _)| r))
+    }
+
+    /// The receive queue (bytes not read) and the write queue (bytes
+    /// written and not acknowledged by the peer) of the TCP socket bound to
+    /// `src` and connected to `dst`; `None` if there is no such socket.
+    pub fn queues(
+        &self,
+        src: std::net::SocketAddr,
+        dst: std::net::SocketAddr,
+    ) -> std::io::Result<Option<(u32, u32)>> {
         use std::net::SocketAddr;
         use std::os::fd::AsRawFd;
         const SOCK_DIAG_BY_FAMILY: u16 = 20;
@@ -287,12 +302,8 @@ impl SockDiag {
         }
         // inet_diag_msg at 16: 4 bytes, sockid (48), expires, rqueue, wqueue.
         let at = 16 + 4 + 48 + 4;
-        Ok(Some(u32::from_ne_bytes([
-            buf[at],
-            buf[at + 1],
-            buf[at + 2],
-            buf[at + 3],
-        ])))
+        let word = |at: usize| u32::from_ne_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
+        Ok(Some((word(at), word(at + 4))))
     }
 }
 
