@@ -1,6 +1,8 @@
-//! Runs a program on simulated time under the seccomp supervisor, moving the
-//! clock to the program's next deadline whenever it is quiescent (the exact
-//! policy with no simulator): `simrun [--start SECS] [--seed N] [--max SECS] -- CMD ARGS…`.
+//! Runs a program on simulated time under the seccomp supervisor (or, with
+//! `--linked`, through the page of a program that links the shim), moving
+//! the clock to the program's next deadline whenever it is quiescent (the
+//! exact policy with no simulator):
+//! `simrun [--linked] [--start SECS] [--seed N] [--max SECS] -- CMD ARGS…`.
 //!
 //! Prints, on stderr, the simulated time at the end and the supervisor's
 //! counters; exits with the program's status. Used by the tests.
@@ -14,6 +16,7 @@ fn main() {
     let mut start = 1_700_000_000.0;
     let mut seed = None;
     let mut max = f64::INFINITY;
+    let mut linked = false;
     let mut cmd: Vec<String> = Vec::new();
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -24,6 +27,7 @@ fn main() {
                     .expect("--start SECS")
             }
             "--seed" => seed = args.next().and_then(|v| v.parse().ok()),
+            "--linked" => linked = true,
             "--max" => {
                 max = args
                     .next()
@@ -46,7 +50,14 @@ fn main() {
     let mut c = Command::new(&cmd[0]);
     c.args(&cmd[1..]);
     let mut child = clock
-        .spawn(c, &ShimMode::Seccomp { seed })
+        .spawn(
+            c,
+            &if linked {
+                ShimMode::Linked
+            } else {
+                ShimMode::Seccomp { seed }
+            },
+        )
         .unwrap_or_else(|e| panic!("starting {}: {e}", cmd[0]));
     let wall = Instant::now();
     let mut moves = 0u64;

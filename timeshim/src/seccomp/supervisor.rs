@@ -39,6 +39,8 @@ const SECCOMP_IOCTL_NOTIF_RECV: libc::c_ulong = 0xc050_2100;
 const SECCOMP_IOCTL_NOTIF_SEND: libc::c_ulong = 0xc018_2101;
 const SECCOMP_IOCTL_NOTIF_ID_VALID: libc::c_ulong = 0x4008_2102;
 const SECCOMP_USER_NOTIF_FLAG_CONTINUE: u32 = 1;
+const SECCOMP_IOCTL_NOTIF_SET_FLAGS: libc::c_ulong = 0x4008_2104;
+const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: libc::c_ulong = 1;
 
 const TOKEN_LISTENER: u64 = 0;
 const TOKEN_WAKE: u64 = 1;
@@ -134,6 +136,17 @@ pub(crate) fn start(
     }
     // SAFETY: fresh descriptor.
     let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+    // Replies wake the caller on the supervisor's CPU (Linux 6.6+): a clock
+    // read is then a hand-off between two threads, not two cross-CPU
+    // wake-ups. Older kernels refuse the flag; nothing else changes.
+    // SAFETY: SET_FLAGS reads one u64 of flags.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            SECCOMP_IOCTL_NOTIF_SET_FLAGS as _,
+            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
+        )
+    };
     epoll_add(
         ep.as_raw_fd(),
         listener.as_raw_fd(),
