@@ -584,6 +584,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     };
 
     let result = wait_for_scheduler(&store, &children, args.clock.window_bound, &out)
+        .and_then(|()| check_attached(controller.as_deref(), shim_choice))
         .and_then(|()| drive(&mut broker, &mut link, &metrics));
     drop(link);
     let standin_result = standin.map(|h| h.join());
@@ -653,6 +654,33 @@ fn wait_for_scheduler(
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// A scheduler that watches the API but never read the clock through the
+/// linked or preloaded shim runs on real time: say so at once, with what to
+/// do, rather than letting the simulation crawl on wall-clock timeouts.
+fn check_attached(controller: Option<&Controller>, shim: ShimChoice) -> anyhow::Result<()> {
+    let Some(c) = controller else { return Ok(()) };
+    if !matches!(shim, ShimChoice::Linked | ShimChoice::Preload) {
+        return Ok(());
+    }
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(2) {
+        if c.attached_pid().is_some() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let what = match shim {
+        ShimChoice::Linked => {
+            "its binary does not link timeshim (`timeshim::install()` in main)"
+        }
+        _ => "the preloaded library did not take (a static or Go binary ignores LD_PRELOAD)",
+    };
+    bail!(
+        "the scheduler watches the API but never read the clock through the time shim ({what}), \
+         so it would run on real time; run it with --shim seccomp (any binary) or --shim auto"
+    )
 }
 
 fn drive(

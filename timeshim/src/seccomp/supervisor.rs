@@ -181,6 +181,7 @@ pub(crate) fn start(
         tgids: HashMap::new(),
         pidfds: HashMap::new(),
         rng: seed.map(SeededBytes::new),
+        go_usleep: HashMap::new(),
     };
     let thread = std::thread::Builder::new()
         .name("timeshim-seccomp".into())
@@ -256,6 +257,8 @@ struct Supervisor {
     tgids: HashMap<u32, u32>,
     pidfds: HashMap<u32, OwnedFd>,
     rng: Option<SeededBytes>,
+    /// Call sites of `nanosleep` seen so far: Go's `runtime.usleep` or not.
+    go_usleep: HashMap<u64, bool>,
 }
 
 /// The result of handling one call.
@@ -443,6 +446,32 @@ impl Supervisor {
         t
     }
 
+    /// Whether a `nanosleep` comes from Go's `runtime.usleep`, recognised by
+    /// its code (the microseconds-to-timespec conversion, then
+    /// `nanosleep(SP, NULL)`). The runtime sleeps so only to wait for other
+    /// threads' progress (sysmon's polling, work stealing, waiting for a
+    /// goroutine to stop): a computation, not a wait for simulated time, so
+    /// it runs on real time. Held on a frozen clock, a thread stealing work
+    /// would wait forever for an owner that waits for it. Go's timers
+    /// (`time.Sleep`, tickers) never use it.
+    fn is_go_runtime_usleep(&mut self, tid: u32, ip: u64) -> bool {
+        /// `MOVL $1000, AX; MULL DX; MOVQ AX, 8(SP); MOVQ SP, DI;
+        /// MOVL $0, SI; MOVL $SYS_nanosleep, AX; SYSCALL` (sys_linux_amd64.s).
+        const GO_USLEEP: [u8; 27] = [
+            0xb8, 0xe8, 0x03, 0x00, 0x00, 0xf7, 0xe2, 0x48, 0x89, 0x44, 0x24, 0x08, 0x48, 0x89,
+            0xe7, 0xbe, 0x00, 0x00, 0x00, 0x00, 0xb8, 0x23, 0x00, 0x00, 0x00, 0x0f, 0x05,
+        ];
+        if let Some(&known) = self.go_usleep.get(&ip) {
+            return known;
+        }
+        let mut code = [0u8; GO_USLEEP.len()];
+        let hit = ip >= code.len() as u64
+            && remote::read(tid, ip - code.len() as u64, &mut code).is_ok()
+            && code == GO_USLEEP;
+        self.go_usleep.insert(ip, hit);
+        hit
+    }
+
     fn remote_fd(&mut self, tid: u32, fd: i32) -> io::Result<OwnedFd> {
         let tgid = self.tgid(tid);
         if !self.pidfds.contains_key(&tgid) {
@@ -533,6 +562,9 @@ impl Supervisor {
                     }
                 }
                 Answer::Value(secs)
+            }
+            nr::NANOSLEEP if self.is_go_runtime_usleep(tid, req.data.instruction_pointer) => {
+                Answer::Continue
             }
             nr::NANOSLEEP => match remote::read_timespec_ns(tid, a[0]) {
                 Ok(0) => Answer::Value(0),
