@@ -313,6 +313,13 @@ pub struct RunArgs {
     /// (AT_RANDOM, getrandom) a deterministic stream from this seed.
     #[arg(long = "seed", value_name = "N")]
     pub scheduler_seed: Option<u64>,
+    /// Under a shim, the scheduler starts this many simulated seconds
+    /// before the simulation's time 0, with the nodes already there, and
+    /// runs its own timers until then (the upstream kube-scheduler polls for
+    /// its caches to sync every 100 ms): the workload meets a ready
+    /// scheduler, as on a real cluster.
+    #[arg(long = "warm-up", value_name = "SECS", default_value_t = 1.0)]
+    pub warm_up: f64,
     /// The preloadable shim library (libtimeshim.so) for --shim preload.
     #[arg(long = "shim-lib")]
     pub shim_lib: Option<PathBuf>,
@@ -417,12 +424,12 @@ struct Api {
     kubeconfig: PathBuf,
 }
 
-fn start_api(addr: std::net::SocketAddr, out: &Path) -> anyhow::Result<Api> {
+fn start_api(addr: std::net::SocketAddr, out: &Path, start: f64) -> anyhow::Result<Api> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let clock = SimClock::default();
+    let clock = SimClock::starting_at(start);
     let store = fakeapi::Store::with_config(fakeapi::StoreConfig {
         clock: clock.store_clock(),
         // A watch resumes from at most this many changes back per resource
@@ -467,20 +474,30 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         );
     }
     let policy = args.clock.policy(shim)?;
+    if !(args.warm_up >= 0.0 && args.warm_up.is_finite()) {
+        bail!(
+            "--warm-up must be a non-negative number of seconds, not {}",
+            args.warm_up
+        );
+    }
     let Api {
         rt,
         clock,
         store,
         server,
         kubeconfig,
-    } = start_api("127.0.0.1:0".parse()?, &out)?;
+    } = start_api(
+        "127.0.0.1:0".parse()?,
+        &out,
+        if shim { -args.warm_up } else { 0.0 },
+    )?;
     let children = Arc::new(Mutex::new(Vec::new()));
     let reaper = Reaper(children.clone());
     install_interrupt(children.clone());
 
     // The scheduler, under the shim.
     let controller = if shim {
-        let c = Controller::new(sim_time(0.0)).context("creating the shim clock page")?;
+        let c = Controller::new(sim_time(-args.warm_up)).context("creating the shim clock page")?;
         c.set_clock_mode(policy.clock);
         Some(Arc::new(c))
     } else {
@@ -672,9 +689,7 @@ fn check_attached(controller: Option<&Controller>, shim: ShimChoice) -> anyhow::
         std::thread::sleep(Duration::from_millis(5));
     }
     let what = match shim {
-        ShimChoice::Linked => {
-            "its binary does not link timeshim (`timeshim::install()` in main)"
-        }
+        ShimChoice::Linked => "its binary does not link timeshim (`timeshim::install()` in main)",
         _ => "the preloaded library did not take (a static or Go binary ignores LD_PRELOAD)",
     };
     bail!(
@@ -749,7 +764,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
         store,
         server,
         kubeconfig,
-    } = start_api(args.api, &args.out)?;
+    } = start_api(args.api, &args.out, 0.0)?;
     let mut link = BatsimLink::bind(&args.socket)?;
     eprintln!(
         "batkube serve: API on http://{} (kubeconfig {}), waiting for Batsim on {}",

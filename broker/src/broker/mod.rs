@@ -54,6 +54,14 @@ pub const SIM_EPOCH_SECS: f64 = 1_767_225_600.0;
 pub struct SimClock(Arc<AtomicU64>);
 
 impl SimClock {
+    /// A clock that starts at Batsim time `t` (negative for a warm-up
+    /// before the simulation's time 0).
+    pub fn starting_at(t: f64) -> Self {
+        let c = SimClock::default();
+        c.set(t);
+        c
+    }
+
     pub fn now(&self) -> f64 {
         f64::from_bits(self.0.load(Ordering::Acquire))
     }
@@ -86,14 +94,14 @@ const SIM_EPOCH_NANOS: u64 = 1_767_225_600_000_000_000;
 
 /// Batsim seconds to the shim's clock, in integer nanoseconds (an f64 of
 /// seconds since 1970 would only resolve about 0.2 us).
+/// Negative Batsim times (the scheduler's warm-up) come before the epoch.
 pub fn sim_time(t: f64) -> SimTime {
-    SimTime::from_nanos(SIM_EPOCH_NANOS + (t.max(0.0) * 1e9).round() as u64)
+    let ns = SIM_EPOCH_NANOS as i128 + (t * 1e9).round() as i128;
+    SimTime::from_nanos(ns.clamp(0, u64::MAX as i128) as u64)
 }
 
 pub fn batsim_time(t: SimTime) -> f64 {
-    t.saturating_duration_since(SimTime::from_nanos(SIM_EPOCH_NANOS))
-        .as_nanos() as f64
-        / 1e9
+    (t.as_nanos() as i128 - SIM_EPOCH_NANOS as i128) as f64 / 1e9
 }
 
 /// Rounds up to Batsim's microsecond so that a wake-up is never before the
@@ -276,12 +284,13 @@ impl Broker {
     pub fn handle(&mut self, msg: Message) -> anyhow::Result<Message> {
         self.messages += 2;
         let t = msg.now.max(self.clock.now());
-        self.advance(t)?;
         let mut out: Vec<EventData> = Vec::new();
         // Nodes exist before the first pod, as in a real cluster: the hosts
-        // become nodes, the scheduler takes them in, and only then do the
-        // instant's other events (the first submissions) happen. Otherwise
-        // the scheduler may see pods before nodes and put them in backoff.
+        // become nodes, the scheduler takes them in (during its warm-up,
+        // before simulated time 0, if the clock started earlier), and only
+        // then do the instant's other events (the first submissions)
+        // happen. Otherwise the scheduler may see pods before nodes and put
+        // them in backoff, or still be syncing its caches.
         let mut msg = msg;
         if let Some(i) = msg
             .events
@@ -293,8 +302,9 @@ impl Broker {
                 let _hold = self.store.hold();
                 self.apply(begins.data, &mut out)?;
             }
-            self.settle()?;
+            self.settle(t)?;
         }
+        self.advance(t)?;
         // Everything of one instant reaches each watcher in one frame, so
         // the scheduler sees simultaneous events together (16 completions
         // at once, not one and then 15 more while it already decides).
@@ -321,18 +331,30 @@ impl Broker {
         Ok(reply)
     }
 
-    /// Waits until the scheduler has taken in what the API just told it,
-    /// without moving the clock (at startup: its caches hold every node).
-    fn settle(&mut self) -> anyhow::Result<()> {
+    /// Waits until the scheduler has taken in what the API just told it (at
+    /// startup: its caches hold every node). The clock moves only through
+    /// the warm-up, the scheduler's own timers before `until` (a scheduler
+    /// polling for its caches to sync, as the upstream one does every
+    /// 100 ms, is ready when the simulation starts).
+    fn settle(&mut self, until: f64) -> anyhow::Result<()> {
         const BOUND: Duration = Duration::from_secs(30);
         let start = Instant::now();
         match &self.side {
-            SchedulerSide::Shim(s) => {
+            SchedulerSide::Shim(_) => {
                 loop {
-                    match s
+                    let SchedulerSide::Shim(s) = &self.side else {
+                        unreachable!()
+                    };
+                    let q = s
                         .wait(Duration::from_millis(50))
-                        .map_err(|e| anyhow::anyhow!("watching the scheduler: {e}"))?
-                    {
+                        .map_err(|e| anyhow::anyhow!("watching the scheduler: {e}"))?;
+                    match q {
+                        Quiet::Yes {
+                            earliest_deadline: Some(d),
+                        } if batsim_time(d) < until && start.elapsed() < BOUND => {
+                            let d = batsim_time(d);
+                            self.advance(d)?;
+                        }
                         Quiet::Yes { .. } => {
                             tracing::debug!(waited = ?start.elapsed(), "scheduler settled after the nodes were created");
                             return Ok(());
