@@ -3,12 +3,21 @@
 //!
 //! The broker's exact clock policy moves simulated time only when the
 //! scheduler is quiescent; this is the API side of that question.
+//!
+//! The count of pending watch events is exact by construction: every event
+//! queued to a watcher carries a [`PendingEvents`] token that counted it, and
+//! the count goes down only when that token is consumed (the event flushed to
+//! the client's socket) or dropped (the event discarded with its queue, its
+//! watch or its connection, on any path). A count that would go below zero,
+//! or a watch that ends with events still counted that nothing holds, is an
+//! [`AccountingViolation`], recorded for the broker to fail the run on.
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use tokio::sync::Notify;
 
 /// Shared counters, updated by the store (watch events queued and written)
@@ -21,6 +30,36 @@ pub struct Activity {
     events_written: AtomicU64,
     idle: Notify,
     pub(crate) conns: Mutex<Conns>,
+    /// The first accounting inconsistency seen, and how many there were.
+    violation: Mutex<Option<AccountingViolation>>,
+    violations: AtomicU64,
+}
+
+/// The activity counters were found inconsistent: a count released more
+/// often than it was taken, or a watch that ended with events still counted
+/// as pending that neither its queue nor its connection holds. Quiescence
+/// can no longer be trusted, so the broker fails the run on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountingViolation {
+    /// What was found.
+    pub message: String,
+    /// The connection involved, if any (its number in the server's registry
+    /// of connections, counted from 1 in the order they were accepted).
+    pub connection: Option<u64>,
+    /// That connection's client address.
+    pub client: Option<SocketAddr>,
+}
+
+impl std::fmt::Display for AccountingViolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)?;
+        match (self.connection, self.client) {
+            (Some(id), Some(peer)) => write!(f, " (connection #{id} from {peer})"),
+            (Some(id), None) => write!(f, " (connection #{id})"),
+            (None, Some(peer)) => write!(f, " (connection from {peer})"),
+            (None, None) => f.write_str(" (no connection: the Rust API)"),
+        }
+    }
 }
 
 /// The server's sockets: its listener and the connections it accepted.
@@ -175,31 +214,160 @@ impl Activity {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
     }
 
-    pub(crate) fn request_finished(&self) {
+    pub(crate) fn request_finished(&self, conn: ConnLabel) {
         self.served.fetch_add(1, Ordering::Relaxed);
-        if self.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+        if self.release(&self.in_flight, 1, "requests in flight", conn) {
             self.maybe_notify();
         }
     }
 
-    pub(crate) fn events_queued(&self, n: usize) {
-        if n > 0 {
-            self.pending.fetch_add(n, Ordering::SeqCst);
-        }
+    /// The first accounting inconsistency found, if any (see
+    /// [`AccountingViolation`]); the broker checks it with quiescence.
+    pub fn violation(&self) -> Option<AccountingViolation> {
+        self.violation.lock().clone()
     }
 
-    /// `n` queued events left the queue; `written` says whether they went to
-    /// a client (rather than being dropped with a closed watch).
-    pub(crate) fn events_done(&self, n: usize, written: bool) {
+    /// How many accounting inconsistencies were found.
+    pub fn violation_count(&self) -> u64 {
+        self.violations.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn record_violation(&self, v: AccountingViolation) {
+        tracing::error!(violation = %v, "fakeapi activity accounting is inconsistent");
+        self.violations.fetch_add(1, Ordering::SeqCst);
+        self.violation.lock().get_or_insert(v);
+    }
+
+    /// Takes `n` from `counter`; going below zero is a violation (and
+    /// leaves the counter at zero). Whether the counter is now zero.
+    fn release(&self, counter: &AtomicUsize, n: usize, what: &str, conn: ConnLabel) -> bool {
+        let prev = counter
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| {
+                Some(v.saturating_sub(n))
+            })
+            .expect("the update always succeeds");
+        if prev < n {
+            self.record_violation(AccountingViolation {
+                message: format!("{what}: {n} released with only {prev} counted"),
+                connection: conn.id,
+                client: conn.peer,
+            });
+        }
+        prev <= n
+    }
+
+    fn events_counted(&self, n: usize) {
+        self.pending.fetch_add(n, Ordering::SeqCst);
+    }
+
+    fn events_released(&self, n: usize, written: bool, conn: ConnLabel) {
         if n == 0 {
             return;
         }
         if written {
             self.events_written.fetch_add(n as u64, Ordering::Relaxed);
         }
-        if self.pending.fetch_sub(n, Ordering::SeqCst) == n {
+        if self.release(&self.pending, n, "watch events pending", conn) {
             self.maybe_notify();
         }
+    }
+}
+
+/// Which connection something belongs to, for violation reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ConnLabel {
+    pub(crate) id: Option<u64>,
+    pub(crate) peer: Option<SocketAddr>,
+}
+
+/// One watch's share of the pending count: how many of its events are
+/// counted now (queued, or handed to its connection and not yet flushed).
+#[derive(Debug)]
+pub(crate) struct WatchTally {
+    activity: Arc<Activity>,
+    outstanding: AtomicUsize,
+    pub(crate) conn: ConnLabel,
+}
+
+impl WatchTally {
+    pub(crate) fn new(activity: Arc<Activity>, conn: ConnLabel) -> Arc<Self> {
+        Arc::new(WatchTally {
+            activity,
+            outstanding: AtomicUsize::new(0),
+            conn,
+        })
+    }
+
+    /// Events of this watch counted as pending now.
+    pub(crate) fn outstanding(&self) -> usize {
+        self.outstanding.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn activity(&self) -> &Activity {
+        &self.activity
+    }
+}
+
+/// Watch events of one watch counted as pending for exactly as long as this
+/// token lives: [`PendingEvents::written`] releases them as written to the
+/// client, dropping the token (a closed watch, a closed connection, a queue
+/// freed, an unwinding panic) releases them as discarded. Either happens
+/// exactly once, whichever path the events take.
+#[must_use = "dropping the token releases its events as not written"]
+#[derive(Debug)]
+pub(crate) struct PendingEvents {
+    tally: Arc<WatchTally>,
+    n: usize,
+}
+
+impl PendingEvents {
+    /// Counts one event of this watch as pending.
+    pub(crate) fn one(tally: &Arc<WatchTally>) -> Self {
+        tally.outstanding.fetch_add(1, Ordering::SeqCst);
+        tally.activity.events_counted(1);
+        PendingEvents {
+            tally: tally.clone(),
+            n: 1,
+        }
+    }
+
+    pub(crate) fn count(&self) -> usize {
+        self.n
+    }
+
+    pub(crate) fn tally(&self) -> &Arc<WatchTally> {
+        &self.tally
+    }
+
+    /// Takes over `other`'s events (of the same watch).
+    pub(crate) fn absorb(&mut self, mut other: PendingEvents) {
+        debug_assert!(Arc::ptr_eq(&self.tally, &other.tally));
+        if Arc::ptr_eq(&self.tally, &other.tally) {
+            self.n += std::mem::take(&mut other.n);
+        }
+        // Otherwise `other` releases its own events when dropped here.
+    }
+
+    /// The events reached the client's socket.
+    pub(crate) fn written(mut self) {
+        self.release(true);
+    }
+
+    fn release(&mut self, written: bool) {
+        let n = std::mem::take(&mut self.n);
+        if n == 0 {
+            return;
+        }
+        let t = &self.tally;
+        t.activity
+            .release(&t.outstanding, n, "a watch's events pending", t.conn);
+        t.activity.events_released(n, written, t.conn);
+    }
+}
+
+impl Drop for PendingEvents {
+    fn drop(&mut self) {
+        self.release(false);
     }
 }
 
@@ -224,7 +392,32 @@ impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         match &self.conn {
             Some(c) => c.response_handed(),
-            None => self.activity.request_finished(),
+            None => self.activity.request_finished(ConnLabel::default()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn releasing_more_than_was_counted_is_a_violation() {
+        let a = Activity::default();
+        let conn = ConnLabel {
+            id: Some(3),
+            peer: Some("127.0.0.1:5000".parse().unwrap()),
+        };
+        a.request_started();
+        a.request_finished(conn);
+        assert_eq!(a.violation(), None);
+        a.request_finished(conn);
+        let v = a.violation().expect("a violation");
+        assert_eq!(
+            v.to_string(),
+            "requests in flight: 1 released with only 0 counted (connection #3 from 127.0.0.1:5000)"
+        );
+        // The counter stays at zero rather than wrapping around.
+        assert!(a.is_idle());
     }
 }

@@ -9,15 +9,19 @@
 //! are parked there and reported to [`Activity`] only when hyper flushes the
 //! connection (`poll_flush` on the socket, which hyper calls after every
 //! buffered byte has been written), or dropped when the connection closes.
+//! Whatever is handed over after the connection closed (hyper drops a
+//! connection's socket before the handler future it was running, and an
+//! HTTP/2 stream's body runs on its own task) is released at once: nothing
+//! stays counted on a connection that is gone.
 
-use crate::activity::Activity;
+use crate::activity::{Activity, ConnLabel, PendingEvents, WatchTally};
 use axum::extract::connect_info::Connected;
 use axum::serve::{IncomingStream, Listener};
+use parking_lot::Mutex;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -27,35 +31,92 @@ use tokio::net::{TcpListener, TcpStream};
 #[derive(Debug)]
 pub(crate) struct ConnTrack {
     activity: Arc<Activity>,
-    responses: AtomicUsize,
-    events: AtomicUsize,
+    pub(crate) label: ConnLabel,
+    parked: Mutex<Parked>,
+}
+
+#[derive(Debug, Default)]
+struct Parked {
+    /// The socket is gone: hand-overs are released at once.
+    closed: bool,
+    responses: usize,
+    /// One token per watch with events in flight on this connection.
+    events: Vec<PendingEvents>,
 }
 
 impl ConnTrack {
-    fn new(activity: Arc<Activity>) -> Self {
+    fn new(activity: Arc<Activity>, label: ConnLabel) -> Self {
         ConnTrack {
             activity,
-            responses: AtomicUsize::new(0),
-            events: AtomicUsize::new(0),
+            label,
+            parked: Mutex::new(Parked::default()),
         }
     }
 
     /// A response (or a watch's headers) was handed to hyper.
     pub(crate) fn response_handed(&self) {
-        self.responses.fetch_add(1, Ordering::SeqCst);
+        let mut p = self.parked.lock();
+        if p.closed {
+            drop(p);
+            self.activity.request_finished(self.label);
+        } else {
+            p.responses += 1;
+        }
     }
 
-    /// `n` watch events were handed to hyper in one frame.
-    pub(crate) fn events_handed(&self, n: usize) {
-        self.events.fetch_add(n, Ordering::SeqCst);
+    /// Watch events were handed to hyper in one frame.
+    pub(crate) fn events_handed(&self, events: PendingEvents) {
+        let mut p = self.parked.lock();
+        if p.closed {
+            drop(p);
+            drop(events); // released as not written
+            return;
+        }
+        match p
+            .events
+            .iter_mut()
+            .find(|e| Arc::ptr_eq(e.tally(), events.tally()))
+        {
+            Some(e) => e.absorb(events),
+            None => p.events.push(events),
+        }
     }
 
-    /// Everything handed so far is in the socket (or lost with it).
-    fn settle(&self, written: bool) {
-        let e = self.events.swap(0, Ordering::SeqCst);
-        self.activity.events_done(e, written);
-        for _ in 0..self.responses.swap(0, Ordering::SeqCst) {
-            self.activity.request_finished();
+    /// Events of this watch handed over and not yet flushed (none once the
+    /// connection is closed), read together with the watch's own count.
+    pub(crate) fn parked_for<R>(&self, tally: &Arc<WatchTally>, f: impl FnOnce(usize) -> R) -> R {
+        let p = self.parked.lock();
+        let n = p
+            .events
+            .iter()
+            .filter(|e| Arc::ptr_eq(e.tally(), tally))
+            .map(PendingEvents::count)
+            .sum();
+        f(n)
+    }
+
+    /// Everything handed so far is in the socket (or lost with it). Tokens
+    /// are released under the lock, so [`ConnTrack::parked_for`] never sees
+    /// a token gone from here and not yet released.
+    fn settle(&self, written: bool, close: bool) {
+        let mut p = self.parked.lock();
+        if close {
+            p.closed = true;
+        }
+        if p.responses == 0 && p.events.is_empty() {
+            return;
+        }
+        for e in p.events.drain(..) {
+            if written {
+                e.written();
+            } else {
+                drop(e);
+            }
+        }
+        let responses = std::mem::take(&mut p.responses);
+        drop(p);
+        for _ in 0..responses {
+            self.activity.request_finished(self.label);
         }
     }
 }
@@ -100,7 +161,11 @@ impl Listener for TrackedListener {
             match accepted {
                 Ok((stream, peer, id)) => {
                     let _ = stream.set_nodelay(true);
-                    let track = Arc::new(ConnTrack::new(self.activity.clone()));
+                    let label = ConnLabel {
+                        id: Some(id),
+                        peer: Some(peer),
+                    };
+                    let track = Arc::new(ConnTrack::new(self.activity.clone(), label));
                     let io = TrackedIo {
                         inner: stream,
                         track: track.clone(),
@@ -120,7 +185,7 @@ impl Listener for TrackedListener {
     fn local_addr(&self) -> io::Result<Self::Addr> {
         let addr = self.inner.local_addr()?;
         Ok(ConnHandle {
-            track: Arc::new(ConnTrack::new(self.activity.clone())),
+            track: Arc::new(ConnTrack::new(self.activity.clone(), ConnLabel::default())),
             peer: addr,
         })
     }
@@ -174,7 +239,7 @@ impl AsyncWrite for TrackedIo {
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let r = Pin::new(&mut self.inner).poll_flush(cx);
         if let Poll::Ready(Ok(())) = r {
-            self.track.settle(true);
+            self.track.settle(true, false);
         }
         r
     }
@@ -189,7 +254,7 @@ impl Drop for TrackedIo {
         // Out of the registry before the socket closes (the field drops
         // after this body), so the registry never names a closed fd.
         self.track.activity.connection_closed(self.id);
-        self.track.settle(false);
+        self.track.settle(false, true);
     }
 }
 

@@ -47,7 +47,7 @@ mod store;
 mod table;
 mod watch;
 
-pub use activity::{Activity, ActivitySnapshot, Connection};
+pub use activity::{AccountingViolation, Activity, ActivitySnapshot, Connection};
 pub use discovery::SERVER_VERSION;
 pub use error::{ApiError, Result};
 pub use patch::PatchKind;

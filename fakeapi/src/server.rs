@@ -1,7 +1,7 @@
 //! The HTTP side: one catch-all handler parses Kubernetes API paths and
 //! dispatches on the resource table, so no resource has its own handler.
 
-use crate::activity::{Activity, InFlight};
+use crate::activity::{Activity, InFlight, WatchTally};
 use crate::conn::{ConnHandle, ConnTrack, TrackedListener};
 use crate::discovery;
 use crate::error::ApiError;
@@ -665,7 +665,11 @@ fn watch(ctx: &Ctx, r: &Req, t: &Target, name: Option<&str>) -> Result<Response,
     } else {
         Render::Json
     };
-    let reg = ctx.store.watch_in(t.info, sel, start);
+    let tally = WatchTally::new(
+        ctx.store.activity(),
+        r.conn.as_ref().map(|c| c.label).unwrap_or_default(),
+    );
+    let reg = ctx.store.watch_in(t.info, sel, start, tally);
     let stream = WatchStream::new(
         ctx.store.clone(),
         t.info,

@@ -5,7 +5,7 @@
 //! `try_send`), never across an `.await`. Each change gets the next global
 //! resourceVersion, like etcd's revision.
 
-use crate::activity::Activity;
+use crate::activity::{Activity, PendingEvents, WatchTally};
 use crate::error::{ApiError, Result};
 use crate::patch::{apply_patch, PatchKind};
 use crate::resources::{self, ResourceInfo, RESOURCES};
@@ -173,10 +173,21 @@ pub(crate) enum WatchItem {
     Bookmark { rv: u64, initial_end: bool },
 }
 
+/// An event queued to a watcher, counted as pending in [`Activity`] by its
+/// token until it is written or dropped, wherever it is dropped.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    pub item: WatchItem,
+    pub count: PendingEvents,
+}
+
 struct Watcher {
+    /// To find it again when its stream ends.
+    id: u64,
     selection: Selection,
-    tx: mpsc::Sender<WatchItem>,
+    tx: mpsc::Sender<Queued>,
     overflow: Arc<AtomicBool>,
+    tally: Arc<WatchTally>,
 }
 
 #[derive(Default)]
@@ -190,6 +201,8 @@ struct Table {
 
 struct State {
     rv: u64,
+    /// Last watcher id handed out.
+    watch_ids: u64,
     tables: Vec<Table>,
     subscribers: Vec<mpsc::UnboundedSender<Change>>,
 }
@@ -199,7 +212,14 @@ struct Inner {
     config: StoreConfig,
     activity: Arc<Activity>,
     hold: HoldState,
+    #[cfg(test)]
+    pub(crate) test_hook: parking_lot::Mutex<Option<TestHook>>,
 }
+
+/// Called at named points of the store's code, so a test can interleave two
+/// threads exactly.
+#[cfg(test)]
+pub(crate) type TestHook = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Watch delivery held back while a batch of changes is made.
 #[derive(Default)]
@@ -268,10 +288,21 @@ pub enum WatchStart {
 
 /// A registered watch, handed to the HTTP layer to stream.
 pub(crate) struct WatchRegistration {
-    pub initial: VecDeque<WatchItem>,
-    pub rx: mpsc::Receiver<WatchItem>,
+    /// The watcher's place in the store, for [`Store::unwatch`] (none when
+    /// `gone`: nothing was registered).
+    pub key: Option<WatchKey>,
+    pub initial: VecDeque<Queued>,
+    pub rx: mpsc::Receiver<Queued>,
     pub overflow: Arc<AtomicBool>,
     pub gone: Option<String>,
+    pub tally: Arc<WatchTally>,
+}
+
+/// Where a registered watcher is: its resource's table and its id.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WatchKey {
+    table: usize,
+    id: u64,
 }
 
 /// One page of a list.
@@ -359,6 +390,7 @@ impl Store {
     pub fn with_config(config: StoreConfig) -> Self {
         let state = State {
             rv: 0,
+            watch_ids: 0,
             tables: RESOURCES.iter().map(|_| Table::default()).collect(),
             subscribers: Vec::new(),
         };
@@ -369,6 +401,8 @@ impl Store {
                 config,
                 activity: Arc::new(Activity::default()),
                 hold: HoldState::default(),
+                #[cfg(test)]
+                test_hook: Default::default(),
             }),
         };
         for ns in namespaces {
@@ -380,6 +414,21 @@ impl Store {
         }
         store
     }
+
+    #[cfg(test)]
+    pub(crate) fn test_hook(&self, point: &str) {
+        let h = self.inner.test_hook.lock().clone();
+        if let Some(h) = h {
+            h(point);
+        }
+    }
+    #[cfg(test)]
+    pub(crate) fn inner_test_hook(&self) -> &parking_lot::Mutex<Option<TestHook>> {
+        &self.inner.test_hook
+    }
+    #[cfg(not(test))]
+    #[inline(always)]
+    pub(crate) fn test_hook(&self, _point: &str) {}
 
     pub fn config(&self) -> &StoreConfig {
         &self.inner.config
@@ -438,8 +487,7 @@ impl Store {
         rx
     }
 
-    /// Open watches (a closed one is counted until the next change of its
-    /// resource notices it).
+    /// Open watches (a watch leaves when its stream ends).
     pub fn watcher_count(&self) -> usize {
         self.inner
             .state
@@ -901,7 +949,6 @@ impl Store {
             lines: Default::default(),
         });
         let history_cap = self.inner.config.watch_history;
-        let activity = &self.inner.activity;
         let change = Change {
             kind: ty,
             resource: info,
@@ -928,24 +975,29 @@ impl Store {
                 table.evicted_rv = e.rv;
             }
         }
-        let mut queued = 0;
+        // Each event is counted (by its token) before it can be seen in the
+        // queue, and released by whoever ends up with it: the stream that
+        // writes it, or the drop of a queue no one will read.
         table.watchers.retain(|w| {
             let Some(t) = effective_type(&w.selection, &event) else {
                 return true;
             };
-            match w.tx.try_send(WatchItem::Change(t, event.clone())) {
-                Ok(()) => {
-                    queued += 1;
+            match w.tx.try_reserve() {
+                Ok(permit) => {
+                    self.test_hook("reserved");
+                    permit.send(Queued {
+                        item: WatchItem::Change(t, event.clone()),
+                        count: PendingEvents::one(&w.tally),
+                    });
                     true
                 }
-                Err(mpsc::error::TrySendError::Full(_)) => {
+                Err(mpsc::error::TrySendError::Full(())) => {
                     w.overflow.store(true, Ordering::SeqCst);
                     false
                 }
-                Err(mpsc::error::TrySendError::Closed(_)) => false,
+                Err(mpsc::error::TrySendError::Closed(())) => false,
             }
         });
-        activity.events_queued(queued);
         stored
     }
 
@@ -1320,12 +1372,14 @@ impl Store {
     }
 
     /// Registers a watch; initial events and history replay are computed
-    /// under the same lock as the registration, so nothing is missed.
+    /// under the same lock as the registration, so nothing is missed. Its
+    /// events are counted in `tally` (one watch, on one connection).
     pub(crate) fn watch_in(
         &self,
         info: &ResourceInfo,
         selection: Selection,
         start: WatchStart,
+        tally: Arc<WatchTally>,
     ) -> WatchRegistration {
         let idx = resources::index_of(info);
         let (tx, rx) = mpsc::channel(self.inner.config.watch_buffer.max(1));
@@ -1334,19 +1388,25 @@ impl Store {
         let mut gone = None;
         let mut st = self.inner.state.write();
         let current_rv = st.rv;
+        st.watch_ids += 1;
+        let id = st.watch_ids;
         let table = &mut st.tables[idx];
+        let queued = |item| Queued {
+            item,
+            count: PendingEvents::one(&tally),
+        };
         match start {
             WatchStart::Current | WatchStart::InitialEvents => {
                 for ((ns, _), s) in &table.objects {
                     if selection.matches(ns, &s.value) {
-                        initial.push_back(WatchItem::Initial(s.clone()));
+                        initial.push_back(queued(WatchItem::Initial(s.clone())));
                     }
                 }
                 if start == WatchStart::InitialEvents {
-                    initial.push_back(WatchItem::Bookmark {
+                    initial.push_back(queued(WatchItem::Bookmark {
                         rv: current_rv,
                         initial_end: true,
-                    });
+                    }));
                 }
             }
             WatchStart::After(rv) => {
@@ -1359,31 +1419,43 @@ impl Store {
                     let first = table.history.partition_point(|e| e.rv <= rv);
                     for e in table.history.iter().skip(first) {
                         if let Some(t) = effective_type(&selection, e) {
-                            initial.push_back(WatchItem::Change(t, e.clone()));
+                            initial.push_back(queued(WatchItem::Change(t, e.clone())));
                         }
                     }
                 }
             }
         }
-        if gone.is_none() {
+        let key = gone.is_none().then(|| {
             table.watchers.push(Watcher {
+                id,
                 selection,
                 tx,
                 overflow: overflow.clone(),
+                tally: tally.clone(),
             });
-        }
-        self.inner.activity.events_queued(initial.len());
+            WatchKey { table: idx, id }
+        });
         WatchRegistration {
+            key,
             initial,
             rx,
             overflow,
             gone,
+            tally,
         }
+    }
+
+    /// Removes a watcher (its stream ended), dropping its queue's sender.
+    /// Under the store's lock, like every send: once this returns, no event
+    /// is on its way into that queue, and every event in it can be drained.
+    pub(crate) fn unwatch(&self, key: WatchKey) {
+        let mut st = self.inner.state.write();
+        st.tables[key.table].watchers.retain(|w| w.id != key.id);
     }
 
     /// The current resourceVersion if `rx` holds nothing (so a bookmark at
     /// that version cannot overtake a queued event).
-    pub(crate) fn bookmark_rv(&self, rx: &mpsc::Receiver<WatchItem>) -> Option<u64> {
+    pub(crate) fn bookmark_rv(&self, rx: &mpsc::Receiver<Queued>) -> Option<u64> {
         let st = self.inner.state.read();
         rx.is_empty().then_some(st.rv)
     }

@@ -1,13 +1,18 @@
 //! The body of a watch response: one JSON event per line.
 //!
 //! Events arrive through a bounded channel filled by the store; their bytes
-//! are shared by all watchers. Every event taken out of the channel is
-//! reported to [`Activity`](crate::Activity) so the broker knows when all of
-//! them reached the clients.
+//! are shared by all watchers. Each carries the token that counts it as
+//! pending in [`Activity`](crate::Activity); the tokens of a frame go with it
+//! to the connection, which releases them when hyper has flushed the frame
+//! to the socket, so the broker knows when all of them reached the clients.
+//! However a watch ends (its client gone, its timeout, a 410, the server
+//! shutting down), the tokens still queued are dropped with it and release
+//! their count.
 
+use crate::activity::{AccountingViolation, PendingEvents, WatchTally};
 use crate::conn::ConnTrack;
 use crate::resources::ResourceInfo;
-use crate::store::{event_line, Store, WatchItem, WatchRegistration};
+use crate::store::{event_line, Queued, Store, WatchItem, WatchKey, WatchRegistration};
 use crate::table;
 use bytes::{Bytes, BytesMut};
 use futures_util::Stream;
@@ -36,9 +41,13 @@ pub(crate) enum Render {
 pub(crate) struct WatchStream {
     store: Store,
     info: &'static ResourceInfo,
-    initial: VecDeque<WatchItem>,
-    rx: mpsc::Receiver<WatchItem>,
+    /// Registered in the store until dropped.
+    key: Option<WatchKey>,
+    initial: VecDeque<Queued>,
+    rx: mpsc::Receiver<Queued>,
     overflow: Arc<AtomicBool>,
+    /// This watch's count of pending events.
+    tally: Arc<WatchTally>,
     gone: Option<String>,
     deadline: Option<Pin<Box<Sleep>>>,
     bookmarks: Option<Interval>,
@@ -72,17 +81,17 @@ fn bookmark_line(info: &ResourceInfo, rv: u64, initial_end: bool) -> Bytes {
 struct Batch {
     first: Bytes,
     rest: Option<BytesMut>,
-    count: usize,
+    count: PendingEvents,
 }
 
 const BATCH_BYTES: usize = 256 * 1024;
 
 impl Batch {
-    fn new(first: Bytes) -> Self {
+    fn new(first: Bytes, count: PendingEvents) -> Self {
         Batch {
             first,
             rest: None,
-            count: 1,
+            count,
         }
     }
     fn len(&self) -> usize {
@@ -91,7 +100,7 @@ impl Batch {
     fn has_room(&self) -> bool {
         self.len() < BATCH_BYTES
     }
-    fn push(&mut self, b: Bytes) {
+    fn push(&mut self, b: Bytes, count: PendingEvents) {
         let first = &self.first;
         let buf = self.rest.get_or_insert_with(|| {
             let mut m = BytesMut::with_capacity(BATCH_BYTES + b.len());
@@ -99,13 +108,14 @@ impl Batch {
             m
         });
         buf.extend_from_slice(&b);
-        self.count += 1;
+        self.count.absorb(count);
     }
-    fn finish(self) -> Bytes {
-        match self.rest {
+    fn finish(self) -> (Bytes, PendingEvents) {
+        let bytes = match self.rest {
             Some(m) => m.freeze(),
             None => self.first,
-        }
+        };
+        (bytes, self.count)
     }
 }
 
@@ -128,9 +138,11 @@ impl WatchStream {
         WatchStream {
             store,
             info,
+            key: reg.key,
             initial: reg.initial,
             rx: reg.rx,
             overflow: reg.overflow,
+            tally: reg.tally,
             gone: reg.gone,
             deadline: timeout.map(|t| Box::pin(tokio::time::sleep(t))),
             bookmarks,
@@ -167,18 +179,18 @@ impl WatchStream {
     }
 
     /// The next event: initial ones (and any put back) first, then changes.
-    fn next_item(&mut self, cx: &mut Context<'_>) -> Poll<Option<WatchItem>> {
+    fn next_item(&mut self, cx: &mut Context<'_>) -> Poll<Option<Queued>> {
         match self.initial.pop_front() {
             Some(item) => Poll::Ready(Some(item)),
             None => self.rx.poll_recv(cx),
         }
     }
 
-    /// `n` events leave in the frame being returned to hyper.
-    fn handed(&self, n: usize) {
+    /// These events leave in the frame being returned to hyper.
+    fn handed(&self, events: PendingEvents) {
         match &self.conn {
-            Some(c) => c.events_handed(n),
-            None => self.store.activity().events_done(n, true),
+            Some(c) => c.events_handed(events),
+            None => events.written(),
         }
     }
 
@@ -212,26 +224,27 @@ impl Stream for WatchStream {
             return Poll::Pending;
         }
         match this.next_item(cx) {
-            Poll::Ready(Some(item)) => {
+            Poll::Ready(Some(q)) => {
                 if this.store.held(cx.waker()) {
-                    this.initial.push_front(item);
+                    this.initial.push_front(q);
                     return Poll::Pending;
                 }
-                let first = this.render_item(item);
-                let mut batch = Batch::new(first);
+                let first = this.render_item(q.item);
+                let mut batch = Batch::new(first, q.count);
                 while batch.has_room() {
-                    let Poll::Ready(Some(item)) = this.next_item(cx) else {
+                    let Poll::Ready(Some(q)) = this.next_item(cx) else {
                         break;
                     };
                     if this.store.held(cx.waker()) {
-                        this.initial.push_front(item);
+                        this.initial.push_front(q);
                         break;
                     }
-                    let bytes = this.render_item(item);
-                    batch.push(bytes);
+                    let bytes = this.render_item(q.item);
+                    batch.push(bytes, q.count);
                 }
-                this.handed(batch.count);
-                return Poll::Ready(Some(Ok(batch.finish())));
+                let (bytes, count) = batch.finish();
+                this.handed(count);
+                return Poll::Ready(Some(Ok(bytes)));
             }
             Poll::Ready(None) => {
                 if this.overflow.load(Ordering::SeqCst) {
@@ -266,12 +279,184 @@ impl Stream for WatchStream {
 
 impl Drop for WatchStream {
     fn drop(&mut self) {
-        let mut dropped = self.initial.len();
-        self.initial.clear();
-        self.rx.close();
-        while self.rx.try_recv().is_ok() {
-            dropped += 1;
+        // Out of the store first: under its lock, so no change is being
+        // queued to this watch meanwhile, and the queue's only sender goes
+        // with the watcher. Every event still queued is then in the queue
+        // and is released (as not written) with it.
+        if let Some(key) = self.key.take() {
+            self.store.test_hook("unwatching");
+            self.store.unwatch(key);
         }
-        self.store.activity().events_done(dropped, false);
+        self.rx.close();
+        while self.rx.try_recv().is_ok() {}
+        self.initial.clear();
+        // What this watch still counts must be events handed to its
+        // connection and not yet flushed (released with the flush or the
+        // connection); anything more is a count nothing holds.
+        let check = |parked: usize| {
+            let left = self.tally.outstanding();
+            (left != parked).then_some((left, parked))
+        };
+        let wrong = match &self.conn {
+            Some(c) => c.parked_for(&self.tally, check),
+            None => check(0),
+        };
+        if let Some((left, parked)) = wrong {
+            self.tally.activity().record_violation(AccountingViolation {
+                message: format!(
+                    "a watch of {} ended with {left} events still counted as pending, \
+                     {parked} of them held by its connection",
+                    self.info.plural
+                ),
+                connection: self.tally.conn.id,
+                client: self.tally.conn.peer,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::selector::Selection;
+    use crate::store::WatchStart;
+    use std::sync::mpsc as std_mpsc;
+    use std::time::Duration;
+
+    fn pod(name: &str) -> serde_json::Value {
+        json!({"metadata": {"name": name, "namespace": "default"},
+               "spec": {"containers": [{"name": "c", "image": "i"}]}})
+    }
+
+    fn open_watch(store: &Store) -> WatchStream {
+        let info = crate::resources::lookup_qualified("pods").unwrap();
+        let tally = WatchTally::new(store.activity(), Default::default());
+        let reg = store.watch_in(
+            info,
+            Selection::default(),
+            WatchStart::After(store.resource_version()),
+            tally,
+        );
+        WatchStream::new(store.clone(), info, reg, None, false, Render::Json, None)
+    }
+
+    /// The leak of issue #18, made deterministic: a change is being queued to
+    /// a watcher (the store has reserved room in its queue, the event is not
+    /// in it yet) at the very moment the watch stream is dropped (its client
+    /// went away, or its timeout ended it). The event must not stay counted
+    /// as pending once both are done.
+    #[test]
+    fn a_watch_dropped_while_an_event_is_being_queued_leaves_nothing_pending() {
+        let store = Store::new();
+        store.create("pods", None, pod("a")).unwrap();
+        let stream = open_watch(&store);
+        assert!(store.activity().is_idle());
+
+        // The writer stops inside the fan-out, room reserved, until the
+        // stream's drop has either finished or started waiting for it.
+        let (to_writer, writer_rx) = std_mpsc::channel::<&'static str>();
+        let (to_test, test_rx) = std_mpsc::channel::<()>();
+        let writer_rx = parking_lot::Mutex::new(writer_rx);
+        let to_writer_hook = to_writer.clone();
+        *store.inner_test_hook().lock() = Some(Arc::new(move |point: &str| match point {
+            "reserved" => {
+                to_test.send(()).unwrap();
+                let why = writer_rx.lock().recv().unwrap();
+                assert!(why == "dropped" || why == "unwatching", "{why}");
+            }
+            "unwatching" => {
+                let _ = to_writer_hook.send("unwatching");
+            }
+            _ => {}
+        }));
+        let writer = {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut p = store.get("pods", Some("default"), "a").unwrap();
+                p["metadata"]["labels"] = json!({"x": "1"});
+                store.update("pods", Some("default"), p).unwrap();
+            })
+        };
+        test_rx.recv_timeout(Duration::from_secs(60)).unwrap();
+        drop(stream);
+        let _ = to_writer.send("dropped");
+        writer.join().unwrap();
+        *store.inner_test_hook().lock() = None;
+
+        let snap = store.activity().snapshot();
+        assert_eq!(
+            snap.watch_events_pending, 0,
+            "an event queued to a dropped watch is still counted: {snap:?}"
+        );
+        assert_eq!(store.watcher_count(), 0);
+        assert_eq!(store.activity().violation(), None);
+    }
+
+    /// A count that outlives its watch (here a token leaked on purpose) is
+    /// reported, with the connection, rather than left for the broker to
+    /// wait on.
+    #[test]
+    fn a_watch_ending_with_events_counted_that_nothing_holds_is_a_violation() {
+        let store = Store::new();
+        let info = crate::resources::lookup_qualified("pods").unwrap();
+        let conn = crate::activity::ConnLabel {
+            id: Some(7),
+            peer: Some("127.0.0.1:4242".parse().unwrap()),
+        };
+        let tally = WatchTally::new(store.activity(), conn);
+        let reg = store.watch_in(info, Selection::default(), WatchStart::Current, tally);
+        let mut stream =
+            WatchStream::new(store.clone(), info, reg, None, false, Render::Json, None);
+        store.create("pods", None, pod("a")).unwrap();
+        let q = stream.rx.try_recv().unwrap();
+        std::mem::forget(q);
+        drop(stream);
+        let v = store.activity().violation().expect("a violation");
+        assert_eq!(v.connection, Some(7));
+        assert_eq!(
+            v.to_string(),
+            "a watch of pods ended with 1 events still counted as pending, 0 of them held \
+             by its connection (connection #7 from 127.0.0.1:4242)"
+        );
+        assert_eq!(store.activity().violation_count(), 1);
+    }
+
+    /// Without a violation, every way out releases the count: written,
+    /// left in the queue, put back by a hold.
+    #[test]
+    fn every_event_is_released_once() {
+        let store = Store::new();
+        store.create("pods", None, pod("a")).unwrap();
+        let info = crate::resources::lookup_qualified("pods").unwrap();
+        let tally = WatchTally::new(store.activity(), Default::default());
+        let reg = store.watch_in(info, Selection::default(), WatchStart::Current, tally);
+        let mut stream =
+            WatchStream::new(store.clone(), info, reg, None, false, Render::Json, None);
+        assert_eq!(store.activity().snapshot().watch_events_pending, 1);
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(matches!(
+            Pin::new(&mut stream).poll_next(&mut cx),
+            Poll::Ready(Some(Ok(_)))
+        ));
+        let snap = store.activity().snapshot();
+        assert_eq!(
+            (snap.watch_events_pending, snap.watch_events_written),
+            (0, 1)
+        );
+        let hold = store.hold();
+        store.create("pods", None, pod("b")).unwrap();
+        store.create("pods", None, pod("c")).unwrap();
+        assert!(Pin::new(&mut stream).poll_next(&mut cx).is_pending());
+        assert_eq!(store.activity().snapshot().watch_events_pending, 2);
+        drop(stream);
+        drop(hold);
+        let snap = store.activity().snapshot();
+        assert_eq!(
+            (snap.watch_events_pending, snap.watch_events_written),
+            (0, 1)
+        );
+        assert_eq!(store.watcher_count(), 0);
+        assert_eq!(store.activity().violation(), None);
     }
 }

@@ -36,48 +36,31 @@ pub struct ShimSide {
     pub diag: parking_lot::Mutex<Option<SockDiag>>,
     /// The store, to look at its watchers' queues.
     pub store: fakeapi::Store,
-    /// A nonzero pending count, since when, and whether it was reported.
+    /// Unused: fakeapi's pending count is exact by construction now (see
+    /// `fakeapi::AccountingViolation`); kept while run.rs still sets it.
     pub stale_pending: parking_lot::Mutex<Option<(usize, Instant, bool)>>,
 }
 
 impl ShimSide {
     /// The API is idle: no request in flight and no watch event pending.
-    /// A pending count that has not moved for a second while every
-    /// watcher's queue is empty is taken as a miscount (seen once in a long
-    /// run: one event counted and never released), with a warning, rather
-    /// than holding every later window to its wall-clock bound.
-    fn idle_api(&self, s: &fakeapi::ActivitySnapshot) -> bool {
-        if s.is_idle() {
-            *self.stale_pending.lock() = None;
-            return true;
-        }
-        if s.requests_in_flight != 0 || self.store.queued_watch_events() != 0 {
-            return false;
-        }
-        let mut stale = self.stale_pending.lock();
-        match *stale {
-            Some((n, since, ref mut warned))
-                if n == s.watch_events_pending && since.elapsed() >= Duration::from_secs(1) =>
-            {
-                if !*warned {
-                    tracing::warn!(
-                        pending = n,
-                        "the API counts watch events as pending that no watcher holds; ignoring them"
-                    );
-                    *warned = true;
+    /// If fakeapi found its own counts inconsistent, quiescence cannot be
+    /// trusted any more: the run fails, at this simulated time, naming the
+    /// connection involved.
+    fn idle_api(&self, s: &fakeapi::ActivitySnapshot) -> anyhow::Result<bool> {
+        if self.activity.violation_count() != 0 {
+            if let Some(v) = self.activity.violation() {
+                return Err(super::BrokerError {
+                    time: super::batsim_time(self.controller.now()),
+                    message: format!("the API's activity accounting is inconsistent: {v}"),
                 }
-                true
-            }
-            Some((n, _, _)) if n == s.watch_events_pending => false,
-            _ => {
-                *stale = Some((s.watch_events_pending, Instant::now(), false));
-                false
+                .into());
             }
         }
+        Ok(s.is_idle())
     }
 
     /// Waits at most `bound` of wall time for quiescence.
-    pub fn wait(&self, bound: Duration) -> Result<Quiet, timeshim::ControlError> {
+    pub fn wait(&self, bound: Duration) -> anyhow::Result<Quiet> {
         let start = Instant::now();
         loop {
             let left = bound.saturating_sub(start.elapsed());
@@ -107,7 +90,7 @@ impl ShimSide {
             // could wake it would have had to come through one of those.
             let before = self.activity.snapshot();
             let net_before = softnet();
-            if self.idle_api(&before)
+            if self.idle_api(&before)?
                 && net_before.backlog == 0
                 && tcp_backlog(&self.activity, &mut self.diag.lock(), self.api_port) == 0
             {
