@@ -182,6 +182,7 @@ pub(crate) fn start(
         pidfds: HashMap::new(),
         rng: seed.map(SeededBytes::new),
         go_usleep: HashMap::new(),
+        dirty: true,
     };
     let thread = std::thread::Builder::new()
         .name("timeshim-seccomp".into())
@@ -259,6 +260,8 @@ struct Supervisor {
     rng: Option<SeededBytes>,
     /// Call sites of `nanosleep` seen so far: Go's `runtime.usleep` or not.
     go_usleep: HashMap<u64, bool>,
+    /// The held set changed since it was last published.
+    dirty: bool,
 }
 
 /// The result of handling one call.
@@ -336,7 +339,11 @@ impl Supervisor {
                 }
             }
             self.release_due();
-            self.publish();
+            // A clock read changes nothing the controller looks at (the
+            // stamp's count moved with the notification itself).
+            if self.dirty {
+                self.publish();
+            }
         }
     }
 
@@ -358,6 +365,9 @@ impl Supervisor {
         (d.saturating_sub(now).div_ceil(1_000_000)).min(i32::MAX as u64) as i32
     }
 
+    /// Receives and answers notifications until none is waiting. Each RECV
+    /// is preceded by a look: a notification whose caller was interrupted
+    /// meanwhile vanishes, and a RECV would then block the supervisor.
     fn receive_all(&mut self) {
         loop {
             if !self.listener_readable() {
@@ -866,6 +876,8 @@ impl Supervisor {
                 && matches!(h.kind, Kind::Futex { uaddr: u, bitset } if u == uaddr && bitset & mask != 0);
             if hit {
                 let h = self.held.remove(i);
+            self.dirty = true;
+                self.dirty = true;
                 if self.reply(h.id, 0, 0, 0) {
                     woken += 1;
                 }
@@ -900,6 +912,7 @@ impl Supervisor {
             _ => {}
         }
         let tgid = self.tgid(req.pid);
+        self.dirty = true;
         self.held.push(Held {
             id: req.id,
             tid: req.pid,
@@ -979,6 +992,7 @@ impl Supervisor {
         let h = &self.held[i];
         if let Some(answer) = self.collect(h.tid, &h.kind) {
             let h = self.held.remove(i);
+            self.dirty = true;
             self.finish(h, answer);
         }
     }
@@ -1013,6 +1027,8 @@ impl Supervisor {
         while i < self.held.len() {
             if self.held[i].deadline <= now {
                 let h = self.held.remove(i);
+            self.dirty = true;
+                self.dirty = true;
                 let answer = match &h.kind {
                     Kind::Sleep => Answer::Value(0),
                     Kind::Futex { .. } => Answer::Errno(libc::ETIMEDOUT),
@@ -1031,6 +1047,7 @@ impl Supervisor {
     }
 
     fn release_all(&mut self) {
+        self.dirty = true;
         for h in std::mem::take(&mut self.held) {
             self.finish(h, Answer::Errno(libc::EINTR));
         }
@@ -1039,12 +1056,15 @@ impl Supervisor {
     /// Drops held waits whose caller went away (a signal interrupted it),
     /// then publishes the earliest deadline and wakes a waiting controller.
     fn publish(&mut self) {
+        self.dirty = false;
         let mut i = 0;
         while i < self.held.len() {
             if self.id_valid(self.held[i].id) {
                 i += 1;
             } else {
                 let h = self.held.remove(i);
+            self.dirty = true;
+                self.dirty = true;
                 self.unwatch(&h);
             }
         }
