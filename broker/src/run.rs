@@ -608,6 +608,20 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     let (pods, samples, mut summary) = broker.report();
     summary.flags = flags();
     summary.shim = format!("{shim_choice:?}").to_lowercase();
+    summary.supervisor =
+        controller
+            .as_ref()
+            .and_then(|c| c.supervisor_counts())
+            .map(|(reads, waits, wakes)| {
+                [
+                    ("clock_reads", reads),
+                    ("timed_waits", waits),
+                    ("futex_wakes", wakes),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect()
+            });
     let mut error = result.err().map(|e| format!("{e:#}"));
     if let Some(Ok(Err(e))) = &standin_result {
         if error.is_none() {

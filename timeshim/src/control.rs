@@ -533,6 +533,22 @@ impl Controller {
     /// no futex wake happened in the process while it ran, no waiting thread
     /// is past its deadline, and a second probe agrees.
     pub fn wait_quiescent(&self, bound: Duration) -> Result<Quiescence, ControlError> {
+        self.wait_quiescent_inner(bound, true)
+    }
+
+    /// As [`wait_quiescent`](Self::wait_quiescent), but returns at the first
+    /// quiescent probe: for a caller that checks its own sources (sockets,
+    /// an API) and then confirms with one more [`probe`](Self::probe) whose
+    /// [`Stamp`] must equal the one returned. One probe less per wait.
+    pub fn wait_quiescent_unconfirmed(&self, bound: Duration) -> Result<Quiescence, ControlError> {
+        self.wait_quiescent_inner(bound, false)
+    }
+
+    fn wait_quiescent_inner(
+        &self,
+        bound: Duration,
+        confirm: bool,
+    ) -> Result<Quiescence, ControlError> {
         let start = Instant::now();
         let p = self.page();
         p.controller_waiting.fetch_add(1, Ordering::AcqRel);
@@ -562,9 +578,10 @@ impl Controller {
                 probe.quiescent() && p.activity_futex.load(Ordering::Acquire) == activity
             };
             if settled(&probe)
-                && self
-                    .probe()
-                    .is_ok_and(|again| settled(&again) && again.stamp == probe.stamp)
+                && (!confirm
+                    || self
+                        .probe()
+                        .is_ok_and(|again| settled(&again) && again.stamp == probe.stamp))
             {
                 return Ok(Quiescence::Quiescent {
                     earliest_deadline: probe.earliest_deadline,

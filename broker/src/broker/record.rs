@@ -123,6 +123,10 @@ pub struct Summary {
     /// How the scheduler got simulated time: linked, seccomp, preload or
     /// none (`--shim auto` resolved).
     pub shim: String,
+    /// Under the seccomp supervisor: clock reads answered, timed waits
+    /// handled, futex wakes seen (what a simulation cost in system calls).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supervisor: Option<BTreeMap<String, u64>>,
     pub flags: BTreeMap<String, String>,
     pub error: Option<String>,
 }

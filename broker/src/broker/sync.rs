@@ -64,7 +64,7 @@ impl ShimSide {
         let start = Instant::now();
         loop {
             let left = bound.saturating_sub(start.elapsed());
-            let q = match self.controller.wait_quiescent(left) {
+            let q = match self.controller.wait_quiescent_unconfirmed(left) {
                 Err(timeshim::ControlError::NotAttached) => {
                     if start.elapsed() >= bound {
                         return Ok(Quiet::Busy);
