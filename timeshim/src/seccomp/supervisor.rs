@@ -876,7 +876,7 @@ impl Supervisor {
                 && matches!(h.kind, Kind::Futex { uaddr: u, bitset } if u == uaddr && bitset & mask != 0);
             if hit {
                 let h = self.held.remove(i);
-            self.dirty = true;
+                self.dirty = true;
                 self.dirty = true;
                 if self.reply(h.id, 0, 0, 0) {
                     woken += 1;
@@ -1027,7 +1027,7 @@ impl Supervisor {
         while i < self.held.len() {
             if self.held[i].deadline <= now {
                 let h = self.held.remove(i);
-            self.dirty = true;
+                self.dirty = true;
                 self.dirty = true;
                 let answer = match &h.kind {
                     Kind::Sleep => Answer::Value(0),
@@ -1063,7 +1063,7 @@ impl Supervisor {
                 i += 1;
             } else {
                 let h = self.held.remove(i);
-            self.dirty = true;
+                self.dirty = true;
                 self.dirty = true;
                 self.unwatch(&h);
             }
