@@ -25,6 +25,8 @@ use tokio::sync::Notify;
 #[derive(Debug, Default)]
 pub struct Activity {
     in_flight: AtomicUsize,
+    /// Connections whose socket gave bytes that no request has taken up yet.
+    reading: AtomicUsize,
     pending: AtomicUsize,
     served: AtomicU64,
     events_written: AtomicU64,
@@ -106,11 +108,17 @@ pub struct ActivitySnapshot {
     pub requests_served: u64,
     /// Watch events written since start.
     pub watch_events_written: u64,
+    /// Connections whose request bytes hyper has read from the socket and
+    /// not yet handed to a handler (between the socket's queue, which the
+    /// broker sees, and `requests_in_flight`).
+    pub connections_reading: usize,
 }
 
 impl ActivitySnapshot {
     pub fn is_idle(&self) -> bool {
-        self.requests_in_flight == 0 && self.watch_events_pending == 0
+        self.requests_in_flight == 0
+            && self.watch_events_pending == 0
+            && self.connections_reading == 0
     }
 }
 
@@ -183,6 +191,17 @@ impl Activity {
             watch_events_pending: self.pending.load(Ordering::SeqCst),
             requests_served: self.served.load(Ordering::Relaxed),
             watch_events_written: self.events_written.load(Ordering::Relaxed),
+            connections_reading: self.reading.load(Ordering::SeqCst),
+        }
+    }
+
+    pub(crate) fn reading_started(&self) {
+        self.reading.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn reading_done(&self) {
+        if self.reading.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.maybe_notify();
         }
     }
 
@@ -384,6 +403,9 @@ impl<'a> InFlight<'a> {
         conn: Option<std::sync::Arc<crate::conn::ConnTrack>>,
     ) -> Self {
         a.request_started();
+        if let Some(c) = &conn {
+            c.request_taken_up();
+        }
         InFlight { activity: a, conn }
     }
 }

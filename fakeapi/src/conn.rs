@@ -22,6 +22,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -33,6 +34,8 @@ pub(crate) struct ConnTrack {
     activity: Arc<Activity>,
     pub(crate) label: ConnLabel,
     parked: Mutex<Parked>,
+    /// Bytes read from the socket that no handler has taken up yet.
+    reading: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -47,10 +50,28 @@ struct Parked {
 impl ConnTrack {
     fn new(activity: Arc<Activity>, label: ConnLabel) -> Self {
         ConnTrack {
+            reading: AtomicBool::new(false),
             activity,
             label,
             parked: Mutex::new(Parked::default()),
         }
+    }
+
+    /// Bytes were read from the socket (`true`), or the read found nothing
+    /// more (`false`): see [`TrackedIo`]'s `AsyncRead`.
+    fn reading(&self, bytes: bool) {
+        if self.reading.swap(bytes, Ordering::SeqCst) != bytes {
+            if bytes {
+                self.activity.reading_started();
+            } else {
+                self.activity.reading_done();
+            }
+        }
+    }
+
+    /// A handler took up the request read on this connection.
+    pub(crate) fn request_taken_up(&self) {
+        self.reading(false);
     }
 
     /// A response (or a watch's headers) was handed to hyper.
@@ -205,13 +226,24 @@ pub(crate) struct TrackedIo {
     id: u64,
 }
 
+/// Bytes hyper read from the socket count as activity until a handler
+/// takes the request up (or hyper finds nothing more to read, or the
+/// connection closes): hyper may yield between reading a request and
+/// calling its handler, and in that moment the bytes are in neither the
+/// socket's queue nor `requests_in_flight`.
 impl AsyncRead for TrackedIo {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        match &r {
+            Poll::Ready(Ok(())) if buf.filled().len() > before => self.track.reading(true),
+            _ => self.track.reading(false),
+        }
+        r
     }
 }
 
@@ -254,6 +286,7 @@ impl Drop for TrackedIo {
         // Out of the registry before the socket closes (the field drops
         // after this body), so the registry never names a closed fd.
         self.track.activity.connection_closed(self.id);
+        self.track.reading(false);
         self.track.settle(false, true);
     }
 }
