@@ -536,8 +536,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
             activity: server.activity(),
             api_port: server.addr().port(),
             diag: Default::default(),
-            store: store.clone(),
-            stale_pending: Default::default(),
         }),
         None => SchedulerSide::External,
     };

@@ -34,11 +34,6 @@ pub struct ShimSide {
     pub api_port: u16,
     /// Opened at first use.
     pub diag: parking_lot::Mutex<Option<SockDiag>>,
-    /// The store, to look at its watchers' queues.
-    pub store: fakeapi::Store,
-    /// Unused: fakeapi's pending count is exact by construction now (see
-    /// `fakeapi::AccountingViolation`); kept while run.rs still sets it.
-    pub stale_pending: parking_lot::Mutex<Option<(usize, Instant, bool)>>,
 }
 
 impl ShimSide {
