@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Time shims side by side, in one run, medians of --repeat:
+
+  - the cost of one clock read: linked (a load from the shared page) vs
+    seccomp (a clock_gettime system call answered by the supervisor), from
+    timeshim's `clockloop` example under `simrun` ((wall(N) - wall(0)) / N);
+  - burst and spaced wall time (and makespan / mean wait, which must not
+    move) for batkube-scheduler linked, batkube-scheduler unmodified under
+    --shim seccomp, and the upstream kube-scheduler under --shim seccomp
+    (built from Go modules by schedulers/build-go.sh when missing).
+
+    python3 experiments/shim_bench.py [--repeat 5] [--reads 200000]
+Outputs: experiments/results/shim_bench/shim_bench.csv, and the table on stdout.
+"""
+
+import argparse
+import csv
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import _common as c
+
+OUT = c.RESULTS / "shim_bench"
+KUBE_FLAGS = '--kubeconfig "$KUBECONFIG" --kube-api-content-type=application/json --leader-elect=false'
+
+
+def cargo_artifacts():
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "batkube", "-p", "batkube-scheduler"],
+                   cwd=c.ROOT, check=True)
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "timeshim", "--examples"],
+                   cwd=c.ROOT, check=True)
+    rel = c.ROOT / "target" / "release"
+    return rel / "batkube", rel / "batkube-scheduler", rel / "examples" / "simrun", rel / "examples" / "clockloop"
+
+
+def kube_scheduler():
+    path = c.ROOT / "target" / "go" / "kube-scheduler"
+    print("[setup] schedulers/build-go.sh (a no-op when up to date)", file=sys.stderr)
+    subprocess.run(["bash", str(c.ROOT / "schedulers" / "build-go.sh")], check=True)
+    if not path.is_file():
+        sys.exit(f"shim_bench: {path} was not built")
+    return path
+
+
+def simrun_wall(simrun, clockloop, n, linked):
+    cmd = [str(simrun)] + (["--linked"] if linked else []) + ["--", str(clockloop), str(n)]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    m = re.search(r"in ([0-9.]+) s of wall time", r.stderr)
+    if not m:
+        sys.exit(f"shim_bench: unexpected simrun output: {r.stderr}")
+    return float(m.group(1))
+
+
+def clock_read_ns(simrun, clockloop, reads, linked, repeat):
+    per = []
+    for _ in range(repeat):
+        base = simrun_wall(simrun, clockloop, 0, linked)
+        full = simrun_wall(simrun, clockloop, reads, linked)
+        per.append(max(full - base, 0.0) / reads * 1e9)
+    return statistics.median(per)
+
+
+def run_case(bk, case, scheduler, shim, out):
+    wl, pf = c.CASES[case]
+    out.mkdir(parents=True, exist_ok=True)
+    t = time.perf_counter()
+    r = subprocess.run([str(bk), "run", "--platform", str(pf), "--workload", str(wl),
+                        "--scheduler", scheduler, "--shim", shim, "--standin", "--out", str(out)],
+                       capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if r.returncode != 0:
+        return {"ok": False, "wall": wall, "error": r.stderr.strip().splitlines()[-1:]}
+    s = json.loads((out / "summary.json").read_text())
+    return {"ok": True, "wall": wall, "makespan": s["makespan"], "mean_wait": s["mean_wait"],
+            "windows": s["windows"]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--reads", type=int, default=200_000)
+    ap.add_argument("--no-kube-scheduler", action="store_true", help="skip the upstream kube-scheduler rows")
+    a = ap.parse_args()
+    bk, ours, simrun, clockloop = cargo_artifacts()
+    rows = []
+    print(f"[clock] {a.reads} reads x {a.repeat}", file=sys.stderr)
+    linked_ns = clock_read_ns(simrun, clockloop, a.reads * 50, True, a.repeat)
+    seccomp_ns = clock_read_ns(simrun, clockloop, a.reads, False, a.repeat)
+    rows.append(["clock read", "linked", "", f"{linked_ns:.1f} ns", "", "", ""])
+    rows.append(["clock read", "seccomp", "", f"{seccomp_ns:.1f} ns", "", "", ""])
+    variants = [("batkube-scheduler", "linked", str(ours)), ("batkube-scheduler", "seccomp", str(ours))]
+    if not a.no_kube_scheduler:
+        variants.append(("kube-scheduler", "seccomp", f"{kube_scheduler()} {KUBE_FLAGS}"))
+    for case in ("burst", "spaced"):
+        for name, shim, cmd in variants:
+            res = []
+            for i in range(a.repeat):
+                print(f"[{case}] {name} --shim {shim} run {i + 1}/{a.repeat}", file=sys.stderr)
+                res.append(run_case(bk, case, cmd, shim, OUT / "runs" / f"{case}-{name}-{shim}-{i}"))
+            ok = [r for r in res if r["ok"]]
+            if not ok:
+                rows.append([case, shim, name, f"all {len(res)} failed: {res[0]['error']}", "", "", ""])
+                continue
+            walls = statistics.median(r["wall"] for r in ok)
+            spans = sorted({f"{r['makespan']:.6f}" for r in ok})
+            waits = sorted({f"{r['mean_wait']:.6f}" for r in ok})
+            rows.append([case, shim, name, f"{walls:.2f} s", " / ".join(spans), " / ".join(waits),
+                         f"{statistics.median(r['windows'] for r in ok):.0f}"
+                         + ("" if len(ok) == len(res) else f" ({len(res) - len(ok)} failed)")])
+    OUT.mkdir(parents=True, exist_ok=True)
+    header = ["measure", "shim", "scheduler", "median", "makespan (all runs)", "mean wait (all runs)", "windows"]
+    with open(OUT / "shim_bench.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
+if __name__ == "__main__":
+    main()
