@@ -437,6 +437,8 @@ fn start_api(addr: std::net::SocketAddr, out: &Path, start: f64) -> anyhow::Resu
         // cache). The default (100k) kept every pod version of an 18k-job
         // trace in memory: 1.2 GB.
         watch_history: 10_000,
+        // Nothing of the API's may happen at a wall-clock instant.
+        wall_clock_watch_timers: false,
         ..Default::default()
     });
     let server = rt

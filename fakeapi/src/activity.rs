@@ -136,6 +136,42 @@ impl Activity {
             .collect()
     }
 
+    /// The open connections with the bytes the server's socket has sent
+    /// (once each: `tcpi_bytes_sent` less retransmissions) and received so
+    /// far (`tcpi_bytes_received`), from TCP_INFO.
+    /// Compared with the client's own counts, they tell bytes in flight
+    /// exactly, wherever the kernel holds them.
+    pub fn connections_with_bytes(&self) -> Vec<(Connection, u64, u64)> {
+        let conns = self.conns.lock();
+        conns
+            .open
+            .values()
+            .filter_map(|c| {
+                // SAFETY: getsockopt into a zeroed tcp_info on a socket the
+                // registry keeps open (an entry leaves before its fd closes).
+                let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+                let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+                let r = unsafe {
+                    libc::getsockopt(
+                        c.fd,
+                        libc::IPPROTO_TCP,
+                        libc::TCP_INFO,
+                        &mut info as *mut libc::tcp_info as *mut libc::c_void,
+                        &mut len,
+                    )
+                };
+                (r == 0).then_some((
+                    Connection {
+                        server: c.local,
+                        client: c.peer,
+                    },
+                    info.tcpi_bytes_sent.saturating_sub(info.tcpi_bytes_retrans),
+                    info.tcpi_bytes_received,
+                ))
+            })
+            .collect()
+    }
+
     /// Bytes clients sent that the server has not read yet (requests on
     /// their way in, not yet counted as in flight), bytes the server wrote
     /// that its sockets have not sent yet, plus one per connection waiting

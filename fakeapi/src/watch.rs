@@ -130,7 +130,8 @@ impl WatchStream {
         conn: Option<Arc<ConnTrack>>,
     ) -> Self {
         let interval = store.config().bookmark_interval;
-        let bookmarks = allow_bookmarks.then(|| {
+        let periodic = allow_bookmarks && store.config().wall_clock_watch_timers;
+        let bookmarks = periodic.then(|| {
             let mut i = tokio::time::interval_at(Instant::now() + interval, interval);
             i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             i

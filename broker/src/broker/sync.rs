@@ -54,6 +54,37 @@ impl ShimSide {
         Ok(s.is_idle())
     }
 
+    /// Debugging aid (`BATKUBE_VERIFY_QUIET=1`): looks again 5 ms after a
+    /// quiescence decision and logs whatever moved, which the decision
+    /// should have seen coming.
+    fn verify_quiet(&self, stamp: timeshim::Stamp, before: &fakeapi::ActivitySnapshot) {
+        let conns_before = self.activity.connections();
+        std::thread::sleep(Duration::from_millis(5));
+        let conns_after = self.activity.connections();
+        let opened: Vec<_> = conns_after
+            .iter()
+            .filter(|c| !conns_before.contains(c))
+            .collect();
+        let closed: Vec<_> = conns_before
+            .iter()
+            .filter(|c| !conns_after.contains(c))
+            .collect();
+        let probe = self.controller.probe();
+        let after = self.activity.snapshot();
+        let moved_stamp = probe.as_ref().map(|p| p.stamp != stamp).unwrap_or(true);
+        if moved_stamp || after != *before {
+            tracing::warn!(
+                ?stamp,
+                ?probe,
+                ?before,
+                ?after,
+                ?opened,
+                ?closed,
+                "quiescence decided, yet the scheduler moved within 5 ms"
+            );
+        }
+    }
+
     /// Waits at most `bound` of wall time for quiescence.
     pub fn wait(&self, bound: Duration) -> anyhow::Result<Quiet> {
         let start = Instant::now();
@@ -96,6 +127,9 @@ impl ShimSide {
                     && self.activity.snapshot() == before
                     && softnet() == net_before
                 {
+                    if std::env::var_os("BATKUBE_VERIFY_QUIET").is_some() {
+                        self.verify_quiet(stamp, &before);
+                    }
                     return Ok(Quiet::Yes {
                         earliest_deadline: deadline,
                     });
@@ -127,9 +161,16 @@ pub fn tcp_backlog(activity: &fakeapi::Activity, diag: &mut Option<SockDiag>, po
     let Some(d) = diag.as_ref() else {
         return total + proc_net_tcp_backlog(port);
     };
-    for c in activity.connections() {
-        match d.queues(c.client, c.server) {
-            Ok(Some((r, w))) => total += r as u64 + w as u64,
+    for (c, server_sent, server_received) in activity.connections_with_bytes() {
+        match d.info(c.client, c.server) {
+            Ok(Some(i)) => {
+                total += i.rqueue as u64 + i.wqueue as u64;
+                // Bytes one end sent that the other has not received yet,
+                // wherever they are (a softirq delayed mid-delivery, a
+                // socket's backlog): exact, whatever the ACK timing.
+                total += server_sent.saturating_sub(i.bytes_received);
+                total += i.bytes_sent.saturating_sub(server_received);
+            }
             Ok(None) => {} // closed meanwhile
             Err(_) => return activity.unread_by_server() + proc_net_tcp_backlog(port),
         }
@@ -164,6 +205,23 @@ pub fn softnet() -> Softnet {
         s.backlog += hex(11);
     }
     s
+}
+
+/// `INET_DIAG_INFO`: the attribute (and request extension bit) for `tcp_info`.
+const INET_DIAG_INFO: u8 = 2;
+
+/// One TCP socket as sock_diag reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SockInfo {
+    /// Bytes received and not read.
+    pub rqueue: u32,
+    /// Bytes written and not acknowledged.
+    pub wqueue: u32,
+    /// Bytes sent once each: `tcpi_bytes_sent` less `tcpi_bytes_retrans`
+    /// (Linux 4.19+).
+    pub bytes_sent: u64,
+    /// `tcpi_bytes_received`.
+    pub bytes_received: u64,
 }
 
 /// A NETLINK_SOCK_DIAG socket for exact TCP socket lookups.
@@ -209,6 +267,17 @@ impl SockDiag {
         src: std::net::SocketAddr,
         dst: std::net::SocketAddr,
     ) -> std::io::Result<Option<(u32, u32)>> {
+        Ok(self.info(src, dst)?.map(|i| (i.rqueue, i.wqueue)))
+    }
+
+    /// Queues and byte counts of the TCP socket bound to `src` and
+    /// connected to `dst` (the INET_DIAG_INFO extension: its `tcp_info`);
+    /// `None` if there is no such socket.
+    pub fn info(
+        &self,
+        src: std::net::SocketAddr,
+        dst: std::net::SocketAddr,
+    ) -> std::io::Result<Option<SockInfo>> {
         use std::net::SocketAddr;
         use std::os::fd::AsRawFd;
         const SOCK_DIAG_BY_FAMILY: u16 = 20;
@@ -232,6 +301,7 @@ impl SockDiag {
         };
         req[16] = family;
         req[17] = libc::IPPROTO_TCP as u8;
+        req[18] = 1 << (INET_DIAG_INFO - 1); // idiag_ext: the tcp_info
         req[20..24].copy_from_slice(&u32::MAX.to_ne_bytes());
         // inet_diag_sockid at 24: sport, dport (big endian), src[16], dst[16], if, cookie.
         req[24..26].copy_from_slice(&src.port().to_be_bytes());
@@ -256,7 +326,7 @@ impl SockDiag {
         if sent < 0 {
             return Err(std::io::Error::last_os_error());
         }
-        let mut buf = [0u8; 1024];
+        let mut buf = [0u8; 2048];
         // SAFETY: receiving into our buffer.
         let n = unsafe { libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
         if n < 0 {
@@ -281,7 +351,47 @@ impl SockDiag {
         // inet_diag_msg at 16: 4 bytes, sockid (48), expires, rqueue, wqueue.
         let at = 16 + 4 + 48 + 4;
         let word = |at: usize| u32::from_ne_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
-        Ok(Some((word(at), word(at + 4))))
+        let mut info = SockInfo {
+            rqueue: word(at),
+            wqueue: word(at + 4),
+            bytes_sent: 0,
+            bytes_received: 0,
+        };
+        // Attributes follow the 72-byte inet_diag_msg: (len u16, type u16, data), 4-aligned.
+        let end = (u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize).min(n);
+        let mut a = 16 + 72;
+        let mut found = false;
+        while a + 4 <= end {
+            let len = u16::from_ne_bytes([buf[a], buf[a + 1]]) as usize;
+            let kind = u16::from_ne_bytes([buf[a + 2], buf[a + 3]]);
+            if len < 4 {
+                break;
+            }
+            if kind == INET_DIAG_INFO as u16 {
+                let data = &buf[a + 4..(a + len).min(end)];
+                let u64_at = |off: usize| {
+                    data.get(off..off + 8)
+                        .map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
+                };
+                let retrans = u64_at(std::mem::offset_of!(libc::tcp_info, tcpi_bytes_retrans));
+                let sent = u64_at(std::mem::offset_of!(libc::tcp_info, tcpi_bytes_sent))
+                    .zip(retrans)
+                    .map(|(s, r)| s.saturating_sub(r));
+                let received = u64_at(std::mem::offset_of!(libc::tcp_info, tcpi_bytes_received));
+                if let (Some(s), Some(r)) = (sent, received) {
+                    info.bytes_sent = s;
+                    info.bytes_received = r;
+                    found = true;
+                }
+            }
+            a += (len + 3) & !3;
+        }
+        if !found {
+            return Err(std::io::Error::other(
+                "sock_diag reply without tcp_info byte counts",
+            ));
+        }
+        Ok(Some(info))
     }
 }
 
@@ -343,6 +453,11 @@ mod tests {
         let mut b = [0u8; 5];
         client.read_exact(&mut b).unwrap();
         assert_eq!(d.rqueue(c, s).unwrap(), Some(0));
+        // Byte counts on both ends: what the server sent, the client received.
+        let ci = d.info(c, s).unwrap().unwrap();
+        let si = d.info(s, c).unwrap().unwrap();
+        assert_eq!((ci.bytes_received, si.bytes_sent), (5, 5));
+        assert_eq!((ci.bytes_sent, si.bytes_received), (0, 0));
         // The server's end, seen from the other side.
         assert_eq!(d.rqueue(s, c).unwrap(), Some(0));
         drop(client);
