@@ -676,14 +676,7 @@ impl Supervisor {
                     pollfds,
                     dups,
                 };
-                if let Some(n) = self.collect(tid, &kind) {
-                    return n;
-                }
-                if timeout_ns == 0 {
-                    return Answer::Continue;
-                }
-                let deadline = self.now().saturating_add(timeout_ns);
-                self.hold(req, deadline, kind)
+                self.ready_or_hold(req, kind, timeout_ns)
             }
             nr::SELECT | nr::PSELECT6 => {
                 let nfds = a[0] as i32;
@@ -758,14 +751,7 @@ impl Supervisor {
                     pollfds,
                     dups,
                 };
-                if let Some(n) = self.collect(tid, &kind) {
-                    return n;
-                }
-                if timeout_ns == 0 {
-                    return Answer::Continue;
-                }
-                let deadline = self.now().saturating_add(timeout_ns);
-                self.hold(req, deadline, kind)
+                self.ready_or_hold(req, kind, timeout_ns)
             }
             nr::GETRANDOM => {
                 let Some(rng) = self.rng.as_mut() else {
@@ -781,6 +767,19 @@ impl Supervisor {
             }
             _ => Answer::Continue,
         }
+    }
+
+    /// A poll-like wait: answered at once if something is ready or it only
+    /// polls, else held until ready or the simulated deadline.
+    fn ready_or_hold(&mut self, req: &libc::seccomp_notif, kind: Kind, timeout_ns: u64) -> Answer {
+        if let Some(n) = self.collect(req.pid, &kind) {
+            return n;
+        }
+        if timeout_ns == 0 {
+            return Answer::Continue;
+        }
+        let deadline = self.now().saturating_add(timeout_ns);
+        self.hold(req, deadline, kind)
     }
 
     fn futex(&mut self, req: &libc::seccomp_notif) -> Answer {
