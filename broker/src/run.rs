@@ -214,6 +214,26 @@ fn scheduler_program(command: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// `exec CMD` for `sh -c`, so that the shell becomes the scheduler (one
+/// process to watch and stop). Leading `VAR=value` words go through `env`:
+/// `exec VAR=1 cmd` would ask the shell to exec a program named `VAR=1`.
+fn exec_line(command: &str) -> String {
+    let assigns = shell_words(command)
+        .and_then(|w| w.first().cloned())
+        .is_some_and(|w| {
+            w.split_once('=').is_some_and(|(name, _)| {
+                !name.is_empty()
+                    && !name.starts_with(|c: char| c.is_ascii_digit())
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            })
+        });
+    if assigns {
+        format!("exec env {command}")
+    } else {
+        format!("exec {command}")
+    }
+}
+
 /// Minimal POSIX word splitting (quotes and backslashes, no expansion).
 fn shell_words(s: &str) -> Option<Vec<String>> {
     let mut words = Vec::new();
@@ -292,8 +312,12 @@ pub struct RunArgs {
     /// Batsim workload (repeat for several).
     #[arg(long = "workload", short = 'w', required = true)]
     pub workloads: Vec<PathBuf>,
-    /// The scheduler command line (run through `sh -c`), for example
-    /// 'batkube-scheduler --config sched.yaml'. It gets KUBECONFIG.
+    /// The scheduler command line, run as `sh -c 'exec CMD'` in batkube's
+    /// working directory, for example 'batkube-scheduler --config
+    /// sched.yaml' or 'RUST_LOG=debug my-scheduler'. Its environment has
+    /// KUBECONFIG (a kubeconfig for the API, also in --out as
+    /// kubeconfig.yaml; programs that ignore the variable take
+    /// --kubeconfig "$KUBECONFIG"); its output goes to --out/scheduler.log.
     #[arg(long)]
     pub scheduler: String,
     /// Output directory (created if needed).
@@ -508,7 +532,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     let log = std::fs::File::create(out.join("scheduler.log"))?;
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
-        .arg(format!("exec {}", args.scheduler))
+        .arg(exec_line(&args.scheduler))
         .env("KUBECONFIG", &kubeconfig)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
@@ -813,4 +837,21 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
     rt.block_on(server.shutdown());
     result?;
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exec_line;
+
+    #[test]
+    fn leading_assignments_go_through_env() {
+        assert_eq!(exec_line("sched --x"), "exec sched --x");
+        assert_eq!(
+            exec_line("RUST_LOG=debug sched"),
+            "exec env RUST_LOG=debug sched"
+        );
+        assert_eq!(exec_line("A=1 B='x y' sched"), "exec env A=1 B='x y' sched");
+        assert_eq!(exec_line("./sched --opt=1"), "exec ./sched --opt=1");
+        assert_eq!(exec_line("1A=2 sched"), "exec 1A=2 sched");
+    }
 }

@@ -177,17 +177,29 @@ pub(crate) fn spawn(mut cmd: Command, seed: Option<u64>) -> io::Result<Launched>
                     return drop(tx.send(Err(e)));
                 }
             };
-            match next_exec(pid, true, seed) {
+            match next_exec(pid, true, seed, None) {
                 Ok(Stop::Detached) => {
                     let _ = tx.send(Ok(Launched { child, listener }));
                     linger(pid);
                 }
                 Ok(Stop::Wrapper) => {
+                    // The wrappers' exec chain is followed before the child
+                    // is handed over: the caller's own waitpid (any thread
+                    // of this process may wait for a tracee) would race this
+                    // thread for the exec stops and take one for an exit.
+                    // A wrapper that forks instead of exec'ing is handed
+                    // over after a while and followed in the background.
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+                    let done = follow_wrapper(pid, seed, Some(deadline));
                     let _ = tx.send(Ok(Launched { child, listener }));
-                    follow_wrapper(pid, seed);
+                    if !done {
+                        follow_wrapper(pid, seed, None);
+                    }
                     linger(pid);
                 }
-                Ok(Stop::Exited) => drop(tx.send(Ok(Launched { child, listener }))),
+                Ok(Stop::Exited) | Ok(Stop::Pending) => {
+                    drop(tx.send(Ok(Launched { child, listener })))
+                }
                 Err(e) => {
                     let _ = child.kill();
                     let _ = child.wait();
@@ -227,17 +239,21 @@ enum Stop {
     Detached,
     /// The process ended (left for its parent to reap).
     Exited,
+    /// No exec before the deadline (a wrapper that forks rather than execs).
+    Pending,
 }
 
-/// Follows a wrapper until it execs a program, or ends.
-fn follow_wrapper(pid: u32, seed: Option<u64>) {
+/// Follows a wrapper until it execs a program, or ends, or (with a
+/// deadline) the deadline passes: `true` if the chain ended.
+fn follow_wrapper(pid: u32, seed: Option<u64>, deadline: Option<std::time::Instant>) -> bool {
     loop {
-        match next_exec(pid, false, seed) {
+        match next_exec(pid, false, seed, deadline) {
             Ok(Stop::Wrapper) => continue,
-            Ok(Stop::Detached) | Ok(Stop::Exited) => return,
+            Ok(Stop::Pending) => return false,
+            Ok(Stop::Detached) | Ok(Stop::Exited) => return true,
             Err(e) => {
                 tracing::warn!(error = %e, pid, "seccomp launcher: lost track of the scheduler command");
-                return;
+                return true;
             }
         }
     }
@@ -254,17 +270,23 @@ fn is_wrapper(pid: u32) -> bool {
 /// rewrites the new program's auxiliary vector, then resumes it traced (a
 /// wrapper) or detaches. Exit is only peeked at (`WNOWAIT`), never reaped:
 /// the status belongs to whoever holds the `Child`.
-fn next_exec(pid: u32, first: bool, seed: Option<u64>) -> io::Result<Stop> {
+fn next_exec(
+    pid: u32,
+    first: bool,
+    seed: Option<u64>,
+    deadline: Option<std::time::Instant>,
+) -> io::Result<Stop> {
     loop {
         // SAFETY: a zeroed siginfo for waitid to fill.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let nohang = if deadline.is_some() { libc::WNOHANG } else { 0 };
         // SAFETY: peeking at our own child's state.
         let r = unsafe {
             libc::waitid(
                 libc::P_PID,
                 pid as libc::id_t,
                 &mut info,
-                libc::WEXITED | libc::WSTOPPED | libc::WNOWAIT | libc::__WALL,
+                libc::WEXITED | libc::WSTOPPED | libc::WNOWAIT | libc::__WALL | nohang,
             )
         };
         if r < 0 {
@@ -273,6 +295,14 @@ fn next_exec(pid: u32, first: bool, seed: Option<u64>) -> io::Result<Stop> {
                 continue;
             }
             return Err(e);
+        }
+        // SAFETY: reading the pid waitid filled in (0: no state change yet).
+        if deadline.is_some() && unsafe { info.si_pid() } == 0 {
+            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                return Ok(Stop::Pending);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            continue;
         }
         let code = info.si_code;
         if code == libc::CLD_EXITED || code == libc::CLD_KILLED || code == libc::CLD_DUMPED {
