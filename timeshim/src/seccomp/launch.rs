@@ -190,9 +190,11 @@ pub(crate) fn spawn(mut cmd: Command, seed: Option<u64>) -> io::Result<Launched>
                     // A wrapper that forks instead of exec'ing is handed
                     // over after a while and followed in the background.
                     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+                    tracing::debug!(pid, "seccomp launcher: following the wrappers");
                     let done = follow_wrapper(pid, seed, Some(deadline));
                     let _ = tx.send(Ok(Launched { child, listener }));
                     if !done {
+                        tracing::warn!(pid, "seccomp launcher: the scheduler command did not exec its program within 2 s (a shell that forks?); following it in the background");
                         follow_wrapper(pid, seed, None);
                     }
                     linger(pid);
