@@ -77,6 +77,27 @@ pub(crate) struct ClockSnapshot {
 }
 
 impl Page {
+    /// Wakes a controller sleeping on `activity_futex`, if one is (from the
+    /// controlling process's side: the shim in the scheduler has its own
+    /// raw-syscall version, free of libc).
+    pub fn wake_waiting_controller(&self) {
+        if self.controller_waiting.load(Ordering::Acquire) != 0 {
+            self.activity_futex.fetch_add(1, Ordering::AcqRel);
+            // SAFETY: FUTEX_WAKE on a word of the shared mapping.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    self.activity_futex.as_ptr(),
+                    libc::FUTEX_WAKE,
+                    i32::MAX,
+                    0,
+                    0,
+                    0,
+                )
+            };
+        }
+    }
+
     #[inline(always)]
     pub fn snapshot(&self) -> ClockSnapshot {
         loop {

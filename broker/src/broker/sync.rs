@@ -127,7 +127,7 @@ impl ShimSide {
                     && self.activity.snapshot() == before
                     && softnet() == net_before
                 {
-                    if std::env::var_os("BATKUBE_VERIFY_QUIET").is_some() {
+                    if *VERIFY_QUIET {
                         self.verify_quiet(stamp, &before);
                     }
                     return Ok(Quiet::Yes {
@@ -177,6 +177,10 @@ pub fn tcp_backlog(activity: &fakeapi::Activity, diag: &mut Option<SockDiag>, po
     }
     total
 }
+
+/// `BATKUBE_VERIFY_QUIET` set: read once, not on every window.
+static VERIFY_QUIET: std::sync::LazyLock<bool> =
+    std::sync::LazyLock::new(|| std::env::var_os("BATKUBE_VERIFY_QUIET").is_some());
 
 /// The kernel's packet backlog (`/proc/net/softnet_stat`): packets queued
 /// between a sender and a receiving socket (loopback traffic waits there
@@ -256,18 +260,7 @@ impl SockDiag {
         src: std::net::SocketAddr,
         dst: std::net::SocketAddr,
     ) -> std::io::Result<Option<u32>> {
-        Ok(self.queues(src, dst)?.map(|(r, _)| r))
-    }
-
-    /// The receive queue (bytes not read) and the write queue (bytes
-    /// written and not acknowledged by the peer) of the TCP socket bound to
-    /// `src` and connected to `dst`; `None` if there is no such socket.
-    pub fn queues(
-        &self,
-        src: std::net::SocketAddr,
-        dst: std::net::SocketAddr,
-    ) -> std::io::Result<Option<(u32, u32)>> {
-        Ok(self.info(src, dst)?.map(|i| (i.rqueue, i.wqueue)))
+        Ok(self.info(src, dst)?.map(|i| i.rqueue))
     }
 
     /// Queues and byte counts of the TCP socket bound to `src` and

@@ -1079,22 +1079,7 @@ impl Supervisor {
             .held
             .store(self.held.len() as u32, Ordering::Release);
         self.shared.generation.fetch_add(1, Ordering::AcqRel);
-        let page = self.shared.page();
-        if page.controller_waiting.load(Ordering::Acquire) != 0 {
-            page.activity_futex.fetch_add(1, Ordering::AcqRel);
-            // SAFETY: FUTEX_WAKE on a word of the shared page.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_futex,
-                    page.activity_futex.as_ptr(),
-                    libc::FUTEX_WAKE,
-                    i32::MAX,
-                    0,
-                    0,
-                    0,
-                )
-            };
-        }
+        self.shared.page().wake_waiting_controller();
     }
 }
 
