@@ -298,10 +298,10 @@ impl Controller {
                     "this controller already supervises a program",
                 ));
             }
-            let launched = crate::seccomp::launch::spawn(cmd, *seed)?;
+            let launching = crate::seccomp::launch::spawn(cmd, *seed, &self.path)?;
             let (shared, thread) = crate::seccomp::supervisor::start(
-                launched.child.id(),
-                launched.listener,
+                launching.pid,
+                launching.listener,
                 self.page,
                 *seed,
             )?;
@@ -309,7 +309,14 @@ impl Controller {
                 shared,
                 thread: Some(thread),
             });
-            return Ok(launched.child);
+            let child = launching
+                .child
+                .recv()
+                .unwrap_or_else(|_| Err(io::Error::other("the launcher thread died")));
+            if child.is_err() {
+                *slot = None;
+            }
+            return child;
         }
         self.configure(&mut cmd, mode);
         cmd.spawn()

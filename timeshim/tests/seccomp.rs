@@ -26,7 +26,12 @@ use std::time::{Duration, Instant};
 use timeshim::{Controller, Quiescence, ShimMode, SimTime};
 
 fn simrun(args: &[&str], program: &[&str]) -> Output {
+    simrun_env(args, program, &[])
+}
+
+fn simrun_env(args: &[&str], program: &[&str], env: &[(&str, &str)]) -> Output {
     let o = Command::new(support::example("simrun"))
+        .envs(env.iter().copied())
         .args(args)
         .arg("--")
         .args(program)
@@ -150,10 +155,28 @@ fn static_go_program_runs_on_simulated_time() {
     );
 }
 
+/// The clock reads the supervisor answered, from simrun's last line.
+fn supervisor_clock_reads(o: &Output) -> u64 {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let line = err.lines().rfind(|l| l.starts_with("simrun: simulated")).expect("simrun's summary");
+    line.split(", ")
+        .find_map(|f| f.strip_suffix(" clock reads"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no clock reads in {line:?}"))
+}
+
 #[test]
 fn static_c_program_runs_on_simulated_time() {
     let probe = support::cc_static("timeprobe.c");
-    let o = simrun(&[], &[probe.to_str().unwrap()]);
+    // The vDSO pointed at the clock page (the default): clock reads never
+    // reach the supervisor; hidden (the fallback): every one does, with
+    // the same answers.
+    let patched = simrun(&[], &[probe.to_str().unwrap()]);
+    let hidden = simrun_env(&[], &[probe.to_str().unwrap()], &[("TIMESHIM_SECCOMP_VDSO", "hide")]);
+    assert_eq!(supervisor_clock_reads(&patched), 0);
+    assert!(supervisor_clock_reads(&hidden) > 0);
+    assert_eq!(stdout(&patched), stdout(&hidden));
+    let o = patched;
     assert_eq!(
         stdout(&o),
         [

@@ -5,11 +5,14 @@
 //! listener sent to the parent over a socket pair (`SCM_RIGHTS`). The filter
 //! is inherited by every thread and child of the program.
 //!
-//! In the parent, at each exec stop: the auxiliary vector on the new
-//! program's stack is rewritten so that `AT_SYSINFO_EHDR` becomes
-//! `AT_IGNORE`. Go's runtime and glibc then find no vDSO and read every clock
-//! with a real `clock_gettime` system call, which the filter hands to the
-//! supervisor. With a seed, the 16 `AT_RANDOM` bytes (Go seeds its map
+//! The listener is handed to the caller at once, to be served while the
+//! tracer follows the exec chain. In the parent, at the program's exec
+//! stop: its vDSO clock functions are pointed at the clock page
+//! ([`super::vdso`]); failing that, and for shell wrappers, the auxiliary
+//! vector on the new program's stack is rewritten so that `AT_SYSINFO_EHDR`
+//! becomes `AT_IGNORE`, and Go's runtime and glibc then find no vDSO and
+//! read every clock with a real `clock_gettime` system call, which the
+//! filter hands to the supervisor. With a seed, the 16 `AT_RANDOM` bytes (Go seeds its map
 //! hashing and `math/rand` from them, glibc its stack protector) are
 //! replaced too. Shell wrappers (`sh -c 'exec …'`, `env`, `nice`…) are
 //! followed to the program they exec; at the first other program the
@@ -18,6 +21,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Child, Command};
 
 use super::filter;
@@ -36,10 +40,15 @@ const WRAPPERS: &[&str] = &[
     "stdbuf", "numactl", "nohup",
 ];
 
-/// A started program and the listener of its seccomp filter.
-pub(crate) struct Launched {
-    pub child: Child,
+/// A program being started: the listener of its seccomp filter, to be
+/// served at once (the wrappers it runs first, and what they fork, read
+/// the clock too), and the process, handed over once the program it runs
+/// (past shell wrappers) has been exec'd and set up, and the tracer
+/// detached.
+pub(crate) struct Launching {
+    pub pid: u32,
     pub listener: OwnedFd,
+    pub child: std::sync::mpsc::Receiver<io::Result<Child>>,
 }
 
 fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -119,7 +128,7 @@ fn recv_fd(sock: RawFd) -> io::Result<OwnedFd> {
 
 /// Spawns `cmd` under the filter; returns once the program it runs (past
 /// shell wrappers) has been exec'd, its vDSO hidden, and the tracer detached.
-pub(crate) fn spawn(mut cmd: Command, seed: Option<u64>) -> io::Result<Launched> {
+pub(crate) fn spawn(mut cmd: Command, seed: Option<u64>, page: &Path) -> io::Result<Launching> {
     if !cfg!(target_arch = "x86_64") {
         return Err(io::Error::other(
             "--shim seccomp supports x86_64 only for now",
@@ -160,26 +169,31 @@ pub(crate) fn spawn(mut cmd: Command, seed: Option<u64>) -> io::Result<Launched>
     // The thread that forks is the tracer (ptrace is per thread): a thread
     // of its own, which stays to follow a wrapper to the program it execs.
     let (tx, rx) = std::sync::mpsc::channel();
+    let (ltx, lrx) = std::sync::mpsc::channel();
+    // The vDSO is pointed at the clock page unless asked not to (a debug
+    // aid: the syscall route, to compare).
+    let page = (std::env::var_os("TIMESHIM_SECCOMP_VDSO").as_deref() != Some("hide".as_ref()))
+        .then(|| page.to_path_buf());
     std::thread::Builder::new()
         .name("timeshim-launch".into())
         .spawn(move || {
             let mut child = match cmd.spawn() {
                 Ok(c) => c,
-                Err(e) => return drop(tx.send(Err(e))),
+                Err(e) => return drop(ltx.send(Err(e))),
             };
             drop(child_sock);
             let pid = child.id();
-            let listener = match recv_fd(parent_sock.as_raw_fd()) {
-                Ok(l) => l,
+            match recv_fd(parent_sock.as_raw_fd()) {
+                Ok(l) => drop(ltx.send(Ok((pid, l)))),
                 Err(e) => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return drop(tx.send(Err(e)));
+                    return drop(ltx.send(Err(e)));
                 }
             };
-            match next_exec(pid, true, seed, None) {
+            match next_exec(pid, true, seed, page.as_deref(), None) {
                 Ok(Stop::Detached) => {
-                    let _ = tx.send(Ok(Launched { child, listener }));
+                    let _ = tx.send(Ok(child));
                     linger(pid);
                 }
                 Ok(Stop::Wrapper) => {
@@ -191,16 +205,19 @@ pub(crate) fn spawn(mut cmd: Command, seed: Option<u64>) -> io::Result<Launched>
                     // over after a while and followed in the background.
                     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
                     tracing::debug!(pid, "seccomp launcher: following the wrappers");
-                    let done = follow_wrapper(pid, seed, Some(deadline));
-                    let _ = tx.send(Ok(Launched { child, listener }));
+                    let done = follow_wrapper(pid, seed, page.as_deref(), Some(deadline));
+                    let _ = tx.send(Ok(child));
                     if !done {
                         tracing::warn!(pid, "seccomp launcher: the scheduler command did not exec its program within 2 s (a shell that forks?); following it in the background");
-                        follow_wrapper(pid, seed, None);
+                        // The caller may wait for the child now: no
+                        // injected system calls (their stops could be
+                        // taken), the vDSO is hidden instead.
+                        follow_wrapper(pid, seed, None, None);
                     }
                     linger(pid);
                 }
                 Ok(Stop::Exited) | Ok(Stop::Pending) => {
-                    drop(tx.send(Ok(Launched { child, listener })))
+                    drop(tx.send(Ok(child)))
                 }
                 Err(e) => {
                     let _ = child.kill();
@@ -209,8 +226,14 @@ pub(crate) fn spawn(mut cmd: Command, seed: Option<u64>) -> io::Result<Launched>
                 }
             }
         })?;
-    rx.recv()
-        .unwrap_or_else(|_| Err(io::Error::other("the launcher thread died")))
+    let (pid, listener) = lrx
+        .recv()
+        .unwrap_or_else(|_| Err(io::Error::other("the launcher thread died")))?;
+    Ok(Launching {
+        pid,
+        listener,
+        child: rx,
+    })
 }
 
 /// Stays until the program exits, without reaping it: this thread forked
@@ -247,9 +270,14 @@ enum Stop {
 
 /// Follows a wrapper until it execs a program, or ends, or (with a
 /// deadline) the deadline passes: `true` if the chain ended.
-fn follow_wrapper(pid: u32, seed: Option<u64>, deadline: Option<std::time::Instant>) -> bool {
+fn follow_wrapper(
+    pid: u32,
+    seed: Option<u64>,
+    page: Option<&Path>,
+    deadline: Option<std::time::Instant>,
+) -> bool {
     loop {
-        match next_exec(pid, false, seed, deadline) {
+        match next_exec(pid, false, seed, page, deadline) {
             Ok(Stop::Wrapper) => continue,
             Ok(Stop::Pending) => return false,
             Ok(Stop::Detached) | Ok(Stop::Exited) => return true,
@@ -276,6 +304,7 @@ fn next_exec(
     pid: u32,
     first: bool,
     seed: Option<u64>,
+    page: Option<&Path>,
     deadline: Option<std::time::Instant>,
 ) -> io::Result<Stop> {
     loop {
@@ -344,8 +373,21 @@ fn next_exec(
                 return Err(io::Error::last_os_error());
             }
         }
-        rewrite_auxv(pid, seed)?;
-        if is_wrapper(pid) {
+        let wrapper = is_wrapper(pid);
+        // The program's vDSO reads the clock page; a wrapper's is hidden
+        // (it runs a moment: not worth two mappings).
+        let patched = match page.filter(|_| !wrapper) {
+            Some(page) => match super::vdso::patch(pid, page, seed.is_some()) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::info!(pid, error = %e, "seccomp launcher: vDSO left unpatched, hidden instead (clock reads become system calls)");
+                    false
+                }
+            },
+            None => false,
+        };
+        rewrite_auxv(pid, seed, !patched)?;
+        if wrapper {
             // SAFETY: restarting our stopped tracee.
             unsafe { libc::ptrace(libc::PTRACE_CONT, pid, 0, 0) };
             return Ok(Stop::Wrapper);
@@ -360,7 +402,7 @@ fn next_exec(
 
 /// At an exec stop, the stack pointer is at `argc`; then come `argv`,
 /// `NULL`, `envp`, `NULL`, and the auxiliary vector (type, value pairs).
-fn rewrite_auxv(pid: u32, seed: Option<u64>) -> io::Result<()> {
+fn rewrite_auxv(pid: u32, seed: Option<u64>, hide_vdso: bool) -> io::Result<()> {
     use super::remote;
     // SAFETY: reading the registers of our stopped tracee into a zeroed struct.
     let mut regs: libc::user_regs_struct = unsafe { std::mem::zeroed() };
@@ -386,7 +428,7 @@ fn rewrite_auxv(pid: u32, seed: Option<u64>) -> io::Result<()> {
         let kind = remote::read_u64(pid, at)?;
         match kind {
             AT_NULL => return Ok(()),
-            AT_SYSINFO_EHDR => remote::write(pid, at, &AT_IGNORE.to_ne_bytes())?,
+            AT_SYSINFO_EHDR if hide_vdso => remote::write(pid, at, &AT_IGNORE.to_ne_bytes())?,
             AT_RANDOM => {
                 if let Some(seed) = seed {
                     let addr = remote::read_u64(pid, at + 8)?;

@@ -1,14 +1,16 @@
 //! Simulated time for any binary: a seccomp supervisor (`--shim seccomp`).
 //!
 //! Static and Go binaries read the clock through the vDSO, which no
-//! preloaded library reaches. Started without `AT_SYSINFO_EHDR` in its
-//! auxiliary vector, a process finds no vDSO and makes real `clock_gettime`
-//! system calls (Go's runtime and glibc both fall back so). A seccomp filter
-//! with a user-notification listener ([`filter`]) hands those calls, and
-//! every timed wait, to a supervisor thread of the controlling process
+//! preloaded library reaches. [`launch`] starts the program under a seccomp
+//! filter with a user-notification listener ([`filter`]), and at its exec
+//! stop, by a brief ptrace, points the vDSO's clock functions at a stub
+//! that reads the clock page ([`vdso`]): a clock read costs a few
+//! nanoseconds and no system call. Where that cannot be done the vDSO is
+//! hidden (`AT_SYSINFO_EHDR` retagged): Go's runtime and glibc then make
+//! real `clock_gettime` system calls. The filter hands those, and every
+//! timed wait, to a supervisor thread of the controlling process
 //! ([`supervisor`]), which answers from the clock page the controller
-//! writes. [`launch`] starts the program so: filter installed between fork
-//! and exec, vDSO hidden at the exec stop by a brief ptrace.
+//! writes.
 //!
 //! The supervisor knows, thread by thread, who waits on what until when;
 //! with the kernel's view of the threads (all asleep) and the process's CPU
@@ -19,6 +21,7 @@ pub(crate) mod filter;
 pub(crate) mod launch;
 pub mod remote;
 pub(crate) mod supervisor;
+pub(crate) mod vdso;
 
 /// A deterministic byte stream (splitmix64) for `--seed`: `AT_RANDOM` and
 /// `getrandom`. Not cryptographic, by design: the point is reproducibility.
