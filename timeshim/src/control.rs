@@ -141,6 +141,8 @@ pub struct Controller {
     path: PathBuf,
     eventfd: OwnedFd,
     supervisor: std::sync::Mutex<Option<Supervised>>,
+    /// The attached process's threads, kept open between probes.
+    tasks: std::sync::Mutex<Option<crate::tasks::Tasks>>,
 }
 
 /// The program started under the seccomp supervisor.
@@ -240,6 +242,7 @@ impl Controller {
             path,
             eventfd,
             supervisor: std::sync::Mutex::new(None),
+            tasks: std::sync::Mutex::new(None),
         })
     }
 
@@ -460,42 +463,33 @@ impl Controller {
         let waiting_before = p.waiting_threads.load(Ordering::Acquire);
         let events_before = self.events(supervised.as_deref());
         let cpu_before = crate::seccomp::remote::process_cpu_time_ns(pid).ok();
-        let task_dir = format!("/proc/{pid}/task");
-        let entries = match std::fs::read_dir(&task_dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Ok(Probe {
-                    threads: 0,
-                    waiting: 0,
-                    all_sleeping: false,
-                    exited: true,
-                    earliest_deadline: None,
-                    overdue: false,
-                    stamp: Stamp::default(),
-                })
-            }
-            Err(source) => return Err(ControlError::Proc { pid, source }),
+        let exited_probe = Probe {
+            threads: 0,
+            waiting: 0,
+            all_sleeping: false,
+            exited: true,
+            earliest_deadline: None,
+            overdue: false,
+            stamp: Stamp::default(),
         };
-        let mut threads = 0;
-        let mut all_sleeping = true;
-        let mut exited = false;
-        for entry in entries.flatten() {
-            threads += 1;
-            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-            // "tid (comm) S ..."; comm may contain ')' so take the last one.
-            let state = stat
-                .rfind(')')
-                .and_then(|i| stat[i + 1..].trim_start().chars().next());
-            match state {
-                Some('S') => {}
-                Some('Z') | Some('X') => {
-                    exited = true;
-                    all_sleeping = false;
-                }
-                None => {} // thread vanished while we looked
-                _ => all_sleeping = false,
+        let scan = {
+            let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+            if tasks.as_ref().is_none_or(|t| t.pid() != pid) {
+                *tasks = match crate::tasks::Tasks::open(pid) {
+                    Ok(t) => Some(t),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(exited_probe),
+                    Err(source) => return Err(ControlError::Proc { pid, source }),
+                };
             }
-        }
+            match tasks.as_mut().expect("opened above").scan() {
+                Ok(scan) => scan,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(exited_probe),
+                Err(source) => return Err(ControlError::Proc { pid, source }),
+            }
+        };
+        let threads = scan.threads;
+        let mut all_sleeping = scan.all_sleeping;
+        let exited = scan.exited;
         let mut waiting = p.waiting_threads.load(Ordering::Acquire);
         if waiting != waiting_before {
             all_sleeping = false; // something moved while we looked

@@ -35,6 +35,7 @@ pub mod patch;
 pub mod policy;
 pub mod seccomp;
 mod shim;
+mod tasks;
 mod time;
 
 pub use control::{ControlError, Controller, Probe, Quiescence, ShimMode, Stamp};

@@ -1,0 +1,234 @@
+//! The scheduling state of every thread of a process, looked at cheaply.
+//!
+//! Quiescence is decided by looking at every thread's state in
+//! `/proc/<pid>/task/<tid>/stat`, twice per window. Opening each file each
+//! time (a path walk, an open and a close per thread) cost more than the
+//! reads: the directory and the files stay open here, and are read again
+//! from offset 0 (procfs regenerates them on every read at offset 0).
+//! Threads that appear are opened, threads that vanish are dropped.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// What one look at the threads found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Scan {
+    pub threads: u32,
+    /// Every thread asleep (`S`) in the kernel.
+    pub all_sleeping: bool,
+    /// A thread is a zombie or dead: the process is ending.
+    pub exited: bool,
+}
+
+/// The open `/proc/<pid>/task` directory and its threads' `stat` files.
+pub(crate) struct Tasks {
+    pid: u32,
+    dir: OwnedFd,
+    stats: HashMap<u32, OwnedFd>,
+    seen: Vec<u32>,
+    dirbuf: Vec<u8>,
+}
+
+fn open(path: &CString, dirfd: Option<&OwnedFd>, flags: i32) -> io::Result<OwnedFd> {
+    // SAFETY: a NUL-terminated path; a non-negative result is a new fd we own.
+    let fd = unsafe {
+        libc::openat(
+            dirfd.map_or(libc::AT_FDCWD, |d| d.as_raw_fd()),
+            path.as_ptr(),
+            flags | libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Reads `fd` from offset 0 into `buf`; the bytes read.
+fn pread(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: reading into our own buffer.
+    let n = unsafe { libc::pread(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// The state letter of a `stat` line: "tid (comm) S ..."; comm may
+/// contain ')' so the last one ends it.
+fn state(stat: &[u8]) -> Option<u8> {
+    let close = stat.iter().rposition(|&c| c == b')')?;
+    stat[close + 1..].iter().copied().find(|c| !c.is_ascii_whitespace())
+}
+
+impl Tasks {
+    pub fn open(pid: u32) -> io::Result<Tasks> {
+        let path = CString::new(format!("/proc/{pid}/task")).expect("no NUL");
+        Ok(Tasks {
+            pid,
+            dir: open(&path, None, libc::O_DIRECTORY)?,
+            stats: HashMap::new(),
+            seen: Vec::new(),
+            dirbuf: vec![0u8; 16 * 1024],
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The thread ids, read again from the start of the directory.
+    fn list(&mut self) -> io::Result<()> {
+        self.seen.clear();
+        // SAFETY: rewinding our own directory descriptor.
+        if unsafe { libc::lseek(self.dir.as_raw_fd(), 0, libc::SEEK_SET) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        loop {
+            // SAFETY: getdents64 fills our buffer with whole records.
+            let n = unsafe {
+                libc::syscall(
+                    libc::SYS_getdents64,
+                    self.dir.as_raw_fd(),
+                    self.dirbuf.as_mut_ptr(),
+                    self.dirbuf.len(),
+                )
+            };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if n == 0 {
+                return Ok(());
+            }
+            let mut at = 0usize;
+            while at < n as usize {
+                // struct linux_dirent64 { u64 ino; i64 off; u16 reclen; u8 type; char name[]; }
+                let rec = &self.dirbuf[at..n as usize];
+                let reclen = u16::from_ne_bytes([rec[16], rec[17]]) as usize;
+                if reclen == 0 {
+                    return Ok(());
+                }
+                let name = &rec[19..reclen];
+                let name = &name[..name.iter().position(|&c| c == 0).unwrap_or(name.len())];
+                if let Some(tid) = std::str::from_utf8(name).ok().and_then(|s| s.parse().ok()) {
+                    self.seen.push(tid);
+                }
+                at += reclen;
+            }
+        }
+    }
+
+    /// Looks at every thread once. `Err(NotFound)` if the process is gone.
+    pub fn scan(&mut self) -> io::Result<Scan> {
+        match self.list() {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) || e.raw_os_error() == Some(libc::ESRCH) => {
+                return Err(io::Error::from(io::ErrorKind::NotFound))
+            }
+            Err(e) => return Err(e),
+        }
+        if self.seen.is_empty() {
+            return Err(io::Error::from(io::ErrorKind::NotFound));
+        }
+        let seen = std::mem::take(&mut self.seen);
+        self.stats.retain(|tid, _| seen.contains(tid));
+        let mut scan = Scan {
+            threads: 0,
+            all_sleeping: true,
+            exited: false,
+        };
+        let mut buf = [0u8; 1024];
+        for &tid in &seen {
+            scan.threads += 1;
+            if !self.stats.contains_key(&tid) {
+                let name = CString::new(format!("{tid}/stat")).expect("no NUL");
+                match open(&name, Some(&self.dir), 0) {
+                    Ok(fd) => drop(self.stats.insert(tid, fd)),
+                    Err(_) => continue, // vanished while we looked
+                }
+            }
+            let n = match pread(&self.stats[&tid], &mut buf) {
+                Ok(n) => n,
+                Err(_) => {
+                    // Gone (ESRCH): forget it; it was not running.
+                    self.stats.remove(&tid);
+                    continue;
+                }
+            };
+            match state(&buf[..n]) {
+                Some(b'S') => {}
+                Some(b'Z') | Some(b'X') => {
+                    scan.exited = true;
+                    scan.all_sleeping = false;
+                }
+                None => {} // vanished while we looked
+                _ => scan.all_sleeping = false,
+            }
+        }
+        self.seen = seen;
+        Ok(scan)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sees_threads_come_and_go() {
+        let mut t = Tasks::open(std::process::id()).unwrap();
+        let before = t.scan().unwrap();
+        assert!(before.threads >= 1);
+        // This thread runs while it looks.
+        assert!(!before.all_sleeping);
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::spawn(move || rx.recv().ok());
+        let during = t.scan().unwrap();
+        assert_eq!(during.threads, before.threads + 1);
+        drop(tx);
+        h.join().unwrap();
+        // Threads of other tests may come and go too: only check ours left.
+        let after = t.scan().unwrap();
+        assert!(after.threads < during.threads + 8);
+        assert!(!after.exited);
+    }
+
+    #[test]
+    fn a_sleeping_child_is_seen_asleep_and_its_end() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut t = Tasks::open(child.id()).unwrap();
+        let start = std::time::Instant::now();
+        loop {
+            let s = t.scan().unwrap();
+            assert_eq!(s.threads, 1);
+            if s.all_sleeping {
+                break;
+            }
+            assert!(start.elapsed() < std::time::Duration::from_secs(30));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        child.kill().unwrap();
+        // A zombie until reaped: seen exited.
+        let start = std::time::Instant::now();
+        loop {
+            let s = t.scan().unwrap();
+            if s.exited {
+                break;
+            }
+            assert!(start.elapsed() < std::time::Duration::from_secs(30));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        child.wait().unwrap();
+        assert_eq!(t.scan().unwrap_err().kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn state_letter() {
+        assert_eq!(state(b"12 (a) b) S 1 2"), Some(b'S'));
+        assert_eq!(state(b"12 (x) R 1"), Some(b'R'));
+        assert_eq!(state(b""), None);
+    }
+}
