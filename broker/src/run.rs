@@ -284,12 +284,30 @@ fn shell_words(s: &str) -> Option<Vec<String>> {
 }
 
 /// Whether a binary links timeshim: its linked shim reads `TIMESHIM_PAGE`.
+/// Read in chunks (the upstream kube-scheduler is 80 MB).
 fn carries_shim(program: &Path) -> bool {
-    let Ok(bytes) = std::fs::read(program) else {
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open(program) else {
         return false;
     };
-    let needle = timeshim::ENV_PAGE.as_bytes();
-    bytes.windows(needle.len()).any(|w| w == needle)
+    let finder = memchr::memmem::Finder::new(timeshim::ENV_PAGE.as_bytes());
+    let keep = finder.needle().len() - 1;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut filled = 0;
+    loop {
+        let n = match file.read(&mut buf[filled..]) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => n,
+        };
+        filled += n;
+        if finder.find(&buf[..filled]).is_some() {
+            return true;
+        }
+        // The needle may straddle two chunks.
+        let tail = filled.saturating_sub(keep);
+        buf.copy_within(tail..filled, 0);
+        filled -= tail;
+    }
 }
 
 /// `--shim auto`: linked when the binary carries the shim, else seccomp.
@@ -841,7 +859,24 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
 
 #[cfg(test)]
 mod tests {
-    use super::exec_line;
+    use super::{carries_shim, exec_line};
+
+    #[test]
+    fn the_shim_marker_is_found_anywhere_in_a_binary() {
+        let dir = tempfile::tempdir().unwrap();
+        let needle = timeshim::ENV_PAGE.as_bytes();
+        for at in [0, 17, (1 << 20) - 3, (1 << 20) - needle.len(), 1 << 20, (3 << 20) + 5] {
+            let mut bytes = vec![b'x'; (4 << 20) + 11];
+            bytes[at..at + needle.len()].copy_from_slice(needle);
+            let p = dir.path().join(format!("b{at}"));
+            std::fs::write(&p, &bytes).unwrap();
+            assert!(carries_shim(&p), "marker at {at}");
+        }
+        let p = dir.path().join("none");
+        std::fs::write(&p, vec![b'x'; 3 << 20]).unwrap();
+        assert!(!carries_shim(&p));
+        assert!(!carries_shim(&dir.path().join("missing")));
+    }
 
     #[test]
     fn leading_assignments_go_through_env() {

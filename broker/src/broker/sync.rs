@@ -193,8 +193,30 @@ pub struct Softnet {
 }
 
 pub fn softnet() -> Softnet {
+    use std::os::unix::fs::FileExt;
+    thread_local! {
+        // Kept open and read again at offset 0 (procfs regenerates it):
+        // read twice per window.
+        static FILE: std::cell::RefCell<Option<std::fs::File>> = const { std::cell::RefCell::new(None) };
+    }
     let mut s = Softnet::default();
-    let Ok(text) = std::fs::read_to_string("/proc/net/softnet_stat") else {
+    let mut buf = [0u8; 64 * 1024];
+    let n = FILE.with_borrow_mut(|f| {
+        if f.is_none() {
+            *f = std::fs::File::open("/proc/net/softnet_stat").ok();
+        }
+        let f = f.as_ref()?;
+        let mut n = 0;
+        while n < buf.len() {
+            match f.read_at(&mut buf[n..], n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(_) => return None,
+            }
+        }
+        Some(n)
+    });
+    let Some(text) = n.and_then(|n| std::str::from_utf8(&buf[..n]).ok()) else {
         return s;
     };
     for line in text.lines() {
