@@ -69,12 +69,18 @@ impl ConnTrack {
         }
     }
 
+    fn is_reading(&self) -> bool {
+        self.reading.load(Ordering::SeqCst)
+    }
+
     /// A handler took up the request read on this connection.
     pub(crate) fn request_taken_up(&self) {
         self.reading(false);
     }
 
-    /// A response (or a watch's headers) was handed to hyper.
+    /// A response (or a watch's headers) was handed to hyper: the request
+    /// it answers, body included, was read (its count stays until the
+    /// response is flushed).
     pub(crate) fn response_handed(&self) {
         let mut p = self.parked.lock();
         if p.closed {
@@ -82,7 +88,9 @@ impl ConnTrack {
             self.activity.request_finished(self.label);
         } else {
             p.responses += 1;
+            drop(p);
         }
+        self.reading(false);
     }
 
     /// Watch events were handed to hyper in one frame.
@@ -191,6 +199,8 @@ impl Listener for TrackedListener {
                         inner: stream,
                         track: track.clone(),
                         id,
+                        start: Vec::new(),
+                        h2: false,
                     };
                     return (io, ConnHandle { track, peer });
                 }
@@ -224,13 +234,29 @@ pub(crate) struct TrackedIo {
     track: Arc<ConnTrack>,
     /// Entry in the activity's connection registry.
     id: u64,
+    /// The connection's first bytes, up to the length of the HTTP/2 preface.
+    start: Vec<u8>,
+    /// It spoke HTTP/2.
+    h2: bool,
 }
 
 /// Bytes hyper read from the socket count as activity until a handler
-/// takes the request up (or hyper finds nothing more to read, or the
-/// connection closes): hyper may yield between reading a request and
-/// calling its handler, and in that moment the bytes are in neither the
-/// socket's queue nor `requests_in_flight`.
+/// takes the request up, its response is handed back (a body read after
+/// the handler started), or the connection closes: in between they are in
+/// neither the socket's queue nor `requests_in_flight`.
+///
+/// Every hand-over raises the next count before the previous one falls, so
+/// no instant exists where a request is on its way and nothing shows it:
+/// the flag goes up before the socket is read (the kernel dequeues the
+/// bytes inside the call), and a read that finds nothing puts it back as it
+/// was rather than down (hyper may read again, and find nothing, before it
+/// calls the handler for a request it already holds). The broker may look
+/// at any instant, and this task may be preempted between any two
+/// instructions for milliseconds on a busy machine.
+///
+/// HTTP/2 sends frames that are no request (settings, pings, window
+/// updates): on such a connection (it starts with the HTTP/2 preface) a
+/// read that finds nothing clears the flag, as no HTTP/1 client needs.
 impl AsyncRead for TrackedIo {
     fn poll_read(
         mut self: Pin<&mut Self>,
@@ -238,14 +264,29 @@ impl AsyncRead for TrackedIo {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
+        let was = self.track.is_reading();
+        self.track.reading(true);
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let got = buf.filled().len() - before;
+        if got > 0 && self.start.len() < H2_PREFACE.len() {
+            let take = (H2_PREFACE.len() - self.start.len()).min(got);
+            let new = buf.filled()[before..before + take].to_vec();
+            self.start.extend_from_slice(&new);
+            if self.start.len() == H2_PREFACE.len() && self.start == H2_PREFACE {
+                self.h2 = true;
+            }
+        }
         match &r {
-            Poll::Ready(Ok(())) if buf.filled().len() > before => self.track.reading(true),
-            _ => self.track.reading(false),
+            Poll::Ready(Ok(())) if got > 0 => {}
+            _ if self.h2 => self.track.reading(false),
+            _ => self.track.reading(was),
         }
         r
     }
 }
+
+/// The first bytes of an HTTP/2 connection (RFC 9113, 3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 impl AsyncWrite for TrackedIo {
     fn poll_write(

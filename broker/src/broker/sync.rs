@@ -59,6 +59,29 @@ impl ShimSide {
     /// should have seen coming.
     fn verify_quiet(&self, stamp: timeshim::Stamp, before: &fakeapi::ActivitySnapshot) {
         let conns_before = self.activity.connections();
+        // What the scheduler's threads block in, and what moves first.
+        let pid = self.controller.attached_pid().unwrap_or(0);
+        let syscalls: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| std::fs::read_to_string(e.path().join("syscall")).unwrap_or_default().trim().to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let t0 = Instant::now();
+        let mut first = None;
+        while t0.elapsed() < Duration::from_millis(5) {
+            let cpu = self.controller.cpu_time_ns().unwrap_or(0);
+            let act = self.activity.snapshot();
+            let bytes = tcp_backlog(&self.activity, &mut self.diag.lock(), self.api_port);
+            if cpu != stamp.cpu_ns || act != *before || bytes != 0 {
+                first = Some((t0.elapsed(), cpu != stamp.cpu_ns, act.clone(), bytes));
+                break;
+            }
+        }
+        if first.is_some() {
+            tracing::warn!(?syscalls, ?first, "verify: first movement after a quiescence decision");
+        }
         std::thread::sleep(Duration::from_millis(5));
         let conns_after = self.activity.connections();
         let opened: Vec<_> = conns_after
