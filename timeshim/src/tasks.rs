@@ -29,6 +29,8 @@ pub(crate) struct Tasks {
     stats: HashMap<u32, OwnedFd>,
     seen: Vec<u32>,
     dirbuf: Vec<u8>,
+    /// The thread the last scan found awake.
+    awake: Option<u32>,
 }
 
 fn open(path: &CString, dirfd: Option<&OwnedFd>, flags: i32) -> io::Result<OwnedFd> {
@@ -73,6 +75,7 @@ impl Tasks {
             stats: HashMap::new(),
             seen: Vec::new(),
             dirbuf: vec![0u8; 16 * 1024],
+            awake: None,
         })
     }
 
@@ -121,7 +124,11 @@ impl Tasks {
         }
     }
 
-    /// Looks at every thread once. `Err(NotFound)` if the process is gone.
+    /// Looks at the threads, and stops at the first that is not asleep
+    /// (`all_sleeping` false; a quiescence check has failed, the rest
+    /// would not change that). The thread found awake last time is looked
+    /// at first: it is likely awake still. `Err(NotFound)` if the process
+    /// is gone.
     pub fn scan(&mut self) -> io::Result<Scan> {
         match self.list() {
             Ok(()) => {}
@@ -133,16 +140,19 @@ impl Tasks {
         if self.seen.is_empty() {
             return Err(io::Error::from(io::ErrorKind::NotFound));
         }
-        let seen = std::mem::take(&mut self.seen);
+        let mut seen = std::mem::take(&mut self.seen);
         self.stats.retain(|tid, _| seen.contains(tid));
+        if let Some(i) = self.awake.and_then(|t| seen.iter().position(|&s| s == t)) {
+            seen.swap(0, i);
+        }
         let mut scan = Scan {
-            threads: 0,
+            threads: seen.len() as u32,
             all_sleeping: true,
             exited: false,
         };
+        self.awake = None;
         let mut buf = [0u8; 1024];
         for &tid in &seen {
-            scan.threads += 1;
             if !self.stats.contains_key(&tid) {
                 let name = CString::new(format!("{tid}/stat")).expect("no NUL");
                 match open(&name, Some(&self.dir), 0) {
@@ -159,14 +169,13 @@ impl Tasks {
                 }
             };
             match state(&buf[..n]) {
-                Some(b'S') => {}
-                Some(b'Z') | Some(b'X') => {
-                    scan.exited = true;
-                    scan.all_sleeping = false;
-                }
-                None => {} // vanished while we looked
-                _ => scan.all_sleeping = false,
+                Some(b'S') | None => continue, // asleep, or vanished while we looked
+                Some(b'Z') | Some(b'X') => scan.exited = true,
+                _ => {}
             }
+            scan.all_sleeping = false;
+            self.awake = Some(tid);
+            break;
         }
         self.seen = seen;
         Ok(scan)
