@@ -70,6 +70,8 @@ pub struct Workload {
     pub jobs: Vec<WorkloadJob>,
     /// Profiles in file order.
     pub profiles: Vec<Profile>,
+    /// Profile name to its place in `profiles`.
+    index: std::collections::HashMap<String, usize>,
 }
 
 impl Workload {
@@ -189,37 +191,43 @@ impl Workload {
         }
         // Only the profiles jobs use must be simulable; say which job needs
         // an unsupported one.
+        // One pass over the jobs: the first user of each profile.
+        let mut first_user: std::collections::HashMap<&str, &str> =
+            std::collections::HashMap::with_capacity(profiles.len());
+        for j in &jobs {
+            first_user.entry(j.profile.as_str()).or_insert(j.id.as_str());
+        }
         for p in &mut profiles {
-            let users: Vec<&str> = jobs
-                .iter()
-                .filter(|j| j.profile == p.name)
-                .map(|j| j.id.as_str())
-                .take(3)
-                .collect();
             match profile_kind(&p.json) {
                 Ok(k) => p.kind = k,
-                Err(why) if users.is_empty() => {
+                Err(why) if !first_user.contains_key(p.name.as_str()) => {
                     tracing::debug!(profile = %p.name, %why, "unused profile ignored");
                 }
                 Err(why) => {
                     return Err(invalid(format!(
                         "job {:?} uses profile {:?}: {why}",
-                        users[0], p.name
+                        first_user[p.name.as_str()], p.name
                     )))
                 }
             }
         }
+        let index = profiles
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.name.clone(), i))
+            .collect();
         Ok(Workload {
             name: name.to_string(),
             path: path.to_string(),
             nb_res,
             jobs,
             profiles,
+            index,
         })
     }
 
     pub fn profile(&self, name: &str) -> Option<&Profile> {
-        self.profiles.iter().find(|p| p.name == name)
+        self.index.get(name).map(|&i| &self.profiles[i])
     }
 }
 
