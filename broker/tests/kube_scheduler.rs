@@ -281,7 +281,8 @@ fn upstream_defaults_elect_a_leader_and_the_plugin_shows() {
 /// and is printed: which pod lands where, and which pods wait. Pods created
 /// in the same simulated instant get equal queue timestamps under the frozen
 /// clock, and upstream's activeQ (priority, then timestamp) pops equals in
-/// heap order, not submission order; ours pops them in submission order.
+/// heap order; ours breaks the tie by arrival in its queue (here the order
+/// of the API's list and watch events, that is pod names: w0-53..w0-9 wait).
 /// With equal job lengths that changes who waits, not the mean wait.
 #[test]
 fn same_decisions_as_batkube_scheduler() {
