@@ -38,6 +38,26 @@ fn kube_scheduler() -> PathBuf {
     bin
 }
 
+/// target/<profile>/batkube-scheduler, built if missing (as in e2e.rs).
+fn batkube_scheduler() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_BIN_EXE_batkube"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = dir.join("batkube-scheduler");
+    if !path.exists() {
+        let mut c = Command::new(env!("CARGO"));
+        c.args(["build", "-p", "batkube-scheduler"]);
+        if dir.file_name().unwrap() == "release" {
+            c.arg("--release");
+        }
+        c.env("CARGO_TARGET_DIR", dir.parent().unwrap());
+        assert!(c.status().unwrap().success(), "building batkube-scheduler");
+    }
+    assert!(path.is_file(), "{} is missing", path.display());
+    path
+}
+
 /// Runs `batkube run --shim seccomp --standin --strict` and returns
 /// summary.json; a failed run fails the test with the end of the
 /// scheduler's log.
@@ -287,12 +307,7 @@ fn upstream_defaults_elect_a_leader_and_the_plugin_shows() {
 #[test]
 fn same_decisions_as_batkube_scheduler() {
     let sched = kube_scheduler();
-    let ours = PathBuf::from(env!("CARGO_BIN_EXE_batkube")).with_file_name("batkube-scheduler");
-    assert!(
-        ours.is_file(),
-        "{} missing: cargo build --release -p batkube-scheduler",
-        ours.display()
-    );
+    let ours = batkube_scheduler();
     let dir = tempfile::tempdir().unwrap();
     let platform = root().join("platforms/heterogeneous.xml");
     let hosts = hosts(&platform);
