@@ -62,6 +62,17 @@ fn batkube_scheduler() -> PathBuf {
 /// summary.json; a failed run fails the test with the end of the
 /// scheduler's log.
 fn batkube_run(out: &Path, platform: &Path, workload: &Path, scheduler: &str) -> serde_json::Value {
+    batkube_run_with(out, platform, workload, scheduler, &[]).0
+}
+
+/// The same with more flags of `batkube run`; also returns its stderr.
+fn batkube_run_with(
+    out: &Path,
+    platform: &Path,
+    workload: &Path,
+    scheduler: &str,
+    extra: &[&str],
+) -> (serde_json::Value, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
         .arg("run")
         .arg("--platform")
@@ -72,17 +83,21 @@ fn batkube_run(out: &Path, platform: &Path, workload: &Path, scheduler: &str) ->
         .arg(scheduler)
         .args(["--shim", "seccomp", "--standin", "--strict", "--out"])
         .arg(out)
+        .args(extra)
         .output()
         .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).to_string();
     let log = std::fs::read_to_string(out.join("scheduler.log")).unwrap_or_default();
     let tail: Vec<&str> = log.lines().rev().take(30).collect();
     assert!(
         o.status.success(),
         "batkube run failed ({scheduler}):\n{}\nscheduler log (end, reversed):\n{}",
-        String::from_utf8_lossy(&o.stderr),
+        stderr.lines().rev().take(30).collect::<Vec<_>>().join("\n"),
         tail.join("\n")
     );
-    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+    let summary =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    (summary, stderr)
 }
 
 fn run(out: &Path, sched: &Path) -> serde_json::Value {
@@ -251,16 +266,32 @@ fn upstream_defaults_elect_a_leader_and_the_plugin_shows() {
         "the ssd nodes must hold all 20 pods at once"
     );
 
+    // --fast-forward=false: the broker wakes the scheduler at each of its
+    // timers even with nothing pending, so the lease is renewed every 2 s
+    // of simulated time (fakeapi's -vv log names each request served).
     let plain = dir.path().join("default");
-    let s = batkube_run(
+    let (s, log) = batkube_run_with(
         &plain,
         &platform,
         &workload,
         &format!("{} --kubeconfig \"$KUBECONFIG\"", sched.display()),
+        &["--fast-forward=false", "-vv"],
     );
     assert_eq!(s["jobs_succeeded"], 20, "{s}");
     assert_eq!(s["overcommit_count"], 0, "{s}");
     assert_leader_and_clean(&plain);
+    let served = |verb: &str, code: u16| {
+        let needle =
+            format!("served verb=\"{verb}\" resource=\"leases.coordination.k8s.io\" code={code}");
+        log.lines().filter(|l| l.contains(&needle)).count()
+    };
+    let (created, renewed) = (served("create", 201), served("update", 200));
+    println!("lease: {created} create, {renewed} updates over 170 simulated seconds");
+    assert_eq!(created, 1, "the lease is created once");
+    assert!(
+        renewed >= 80,
+        "a renewal every 2 s of simulated time: 85 over 170 s, got {renewed}"
+    );
 
     let with_plugin = dir.path().join("plugin");
     let s = batkube_run(
