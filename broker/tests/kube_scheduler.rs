@@ -5,6 +5,12 @@
 //! --shim seccomp` on the 2020 study's burst workload. Its decisions must
 //! be those of a scheduler on exact simulated time: the makespan and mean
 //! wait of batkube-scheduler (same profile semantics), on every run.
+//!
+//! Then as researchers deploy it: only `--kubeconfig` (protobuf bodies,
+//! leader election on the lease `kube-system/kube-scheduler`, the HTTPS
+//! endpoint on its default port), and the example plugin from its
+//! KubeSchedulerConfiguration; and side by side with batkube-scheduler on
+//! the same small inputs, to learn where ours decides differently.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -32,31 +38,78 @@ fn kube_scheduler() -> PathBuf {
     bin
 }
 
-fn run(out: &Path, sched: &Path) -> serde_json::Value {
+/// target/<profile>/batkube-scheduler, built if missing (as in e2e.rs).
+fn batkube_scheduler() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_BIN_EXE_batkube"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = dir.join("batkube-scheduler");
+    if !path.exists() {
+        let mut c = Command::new(env!("CARGO"));
+        c.args(["build", "-p", "batkube-scheduler"]);
+        if dir.file_name().unwrap() == "release" {
+            c.arg("--release");
+        }
+        c.env("CARGO_TARGET_DIR", dir.parent().unwrap());
+        assert!(c.status().unwrap().success(), "building batkube-scheduler");
+    }
+    assert!(path.is_file(), "{} is missing", path.display());
+    path
+}
+
+/// Runs `batkube run --shim seccomp --standin --strict` and returns
+/// summary.json; a failed run fails the test with the end of the
+/// scheduler's log.
+fn batkube_run(out: &Path, platform: &Path, workload: &Path, scheduler: &str) -> serde_json::Value {
+    batkube_run_with(out, platform, workload, scheduler, &[]).0
+}
+
+/// The same with more flags of `batkube run`; also returns its stderr.
+fn batkube_run_with(
+    out: &Path,
+    platform: &Path,
+    workload: &Path,
+    scheduler: &str,
+    extra: &[&str],
+) -> (serde_json::Value, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
         .arg("run")
         .arg("--platform")
-        .arg(root().join("platforms/16-node.xml"))
+        .arg(platform)
         .arg("--workload")
-        .arg(root().join("workloads/200_delay170.json"))
+        .arg(workload)
         .arg("--scheduler")
-        .arg(format!(
-            "{} --kubeconfig \"$KUBECONFIG\" --kube-api-content-type=application/json --leader-elect=false --secure-port=0",
-            sched.display()
-        ))
+        .arg(scheduler)
         .args(["--shim", "seccomp", "--standin", "--strict", "--out"])
         .arg(out)
+        .args(extra)
         .output()
         .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).to_string();
     let log = std::fs::read_to_string(out.join("scheduler.log")).unwrap_or_default();
-    let tail: Vec<&str> = log.lines().rev().take(20).collect();
+    let tail: Vec<&str> = log.lines().rev().take(30).collect();
     assert!(
         o.status.success(),
-        "batkube run failed:\n{}\nscheduler log (end, reversed):\n{}",
-        String::from_utf8_lossy(&o.stderr),
+        "batkube run failed ({scheduler}):\n{}\nscheduler log (end, reversed):\n{}",
+        stderr.lines().rev().take(30).collect::<Vec<_>>().join("\n"),
         tail.join("\n")
     );
-    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+    let summary =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    (summary, stderr)
+}
+
+fn run(out: &Path, sched: &Path) -> serde_json::Value {
+    batkube_run(
+        out,
+        &root().join("platforms/16-node.xml"),
+        &root().join("workloads/200_delay170.json"),
+        &format!(
+            "{} --kubeconfig \"$KUBECONFIG\" --kube-api-content-type=application/json --leader-elect=false --secure-port=0",
+            sched.display()
+        ),
+    )
 }
 
 #[test]
@@ -72,5 +125,299 @@ fn upstream_kube_scheduler_is_exact_under_seccomp() {
         let wait = s["mean_wait"].as_f64().unwrap();
         assert!((makespan - 2210.0026).abs() < 1e-6, "makespan {makespan}");
         assert!((wait - 979.201152).abs() < 1e-6, "mean wait {wait}");
+    }
+}
+
+/// The first `n` jobs of the burst workload (one cpu, 170 s, all at 0).
+fn burst_prefix(dir: &Path, n: usize) -> PathBuf {
+    let mut w: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("workloads/200_delay170.json")).unwrap(),
+    )
+    .unwrap();
+    w["jobs"].as_array_mut().unwrap().truncate(n);
+    let path = dir.join(format!("burst{n}.json"));
+    std::fs::write(&path, w.to_string()).unwrap();
+    path
+}
+
+/// A node of a platform: its cpu count and its `disktype` prop.
+#[derive(Debug, Clone)]
+struct Host {
+    cpu: u32,
+    disktype: String,
+}
+
+/// Hosts of a batkube-generated platform, by name (their node names).
+fn hosts(platform: &Path) -> std::collections::BTreeMap<String, Host> {
+    let xml = std::fs::read_to_string(platform).unwrap();
+    let attr = |line: &str, name: &str| -> Option<String> {
+        let at = line.find(&format!("{name}=\""))? + name.len() + 2;
+        Some(line[at..].split('"').next()?.to_string())
+    };
+    let mut out = std::collections::BTreeMap::new();
+    let mut current: Option<(String, Host)> = None;
+    for line in xml.lines() {
+        let line = line.trim();
+        if line.starts_with("<host ") {
+            let id = attr(line, "id").unwrap();
+            current = Some((
+                id,
+                Host {
+                    cpu: 0,
+                    disktype: String::new(),
+                },
+            ));
+        } else if line.starts_with("<prop ") {
+            if let Some((_, h)) = current.as_mut() {
+                match attr(line, "id").as_deref() {
+                    Some("cpu") => h.cpu = attr(line, "value").unwrap().parse().unwrap(),
+                    Some("disktype") => h.disktype = attr(line, "value").unwrap(),
+                    _ => {}
+                }
+            }
+        } else if line.starts_with("</host>") {
+            if let Some((id, h)) = current.take() {
+                if h.cpu > 0 {
+                    out.insert(id, h);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// pods.csv as pod -> (node, bound).
+fn placements(out: &Path) -> std::collections::BTreeMap<String, (String, String)> {
+    let csv = std::fs::read_to_string(out.join("pods.csv")).unwrap();
+    csv.lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[1].to_string(), (f[2].to_string(), f[4].to_string()))
+        })
+        .collect()
+}
+
+/// klog lines at error or fatal level (`E1231 …`, `F0101 …`).
+fn error_lines(out: &Path) -> Vec<String> {
+    std::fs::read_to_string(out.join("scheduler.log"))
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            let b = l.as_bytes();
+            b.len() > 5 && (b[0] == b'E' || b[0] == b'F') && b[1..5].iter().all(u8::is_ascii_digit)
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+fn assert_leader_and_clean(out: &Path) {
+    let log = std::fs::read_to_string(out.join("scheduler.log")).unwrap();
+    // client-go logs this once the API accepted its create or update of
+    // the lease; kube-scheduler schedules only from then on, and exits
+    // ("leaderelection lost") if a renewal misses the 10 s deadline.
+    assert!(
+        log.contains(r#""Successfully acquired lease" lock="kube-system/kube-scheduler""#),
+        "no leader elected in {}",
+        out.display()
+    );
+    assert!(!log.contains("leaderelection lost"), "{log}");
+    let errors = error_lines(out);
+    assert!(
+        errors.is_empty(),
+        "error lines in {}:\n{}",
+        out.display(),
+        errors.join("\n")
+    );
+}
+
+fn ssd_count(out: &Path, hosts: &std::collections::BTreeMap<String, Host>) -> usize {
+    placements(out)
+        .values()
+        .filter(|(node, _)| hosts[node].disktype == "ssd")
+        .count()
+}
+
+/// kube-scheduler as deployed: only `--kubeconfig` (so protobuf bodies,
+/// leader election, the HTTPS endpoint on port 10259: the two runs are in
+/// one test so that they do not share the port), then the example plugin
+/// enabled by its KubeSchedulerConfiguration, whose effect (every pod on a
+/// `disktype=ssd` node) must show in the placements.
+#[test]
+fn upstream_defaults_elect_a_leader_and_the_plugin_shows() {
+    let sched = kube_scheduler();
+    let plugin = sched.with_file_name("kube-scheduler-with-plugin");
+    assert!(
+        plugin.is_file(),
+        "{} missing after the build",
+        plugin.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let platform = root().join("platforms/heterogeneous.xml");
+    let hosts = hosts(&platform);
+    let ssd_cpus: u32 = hosts
+        .values()
+        .filter(|h| h.disktype == "ssd")
+        .map(|h| h.cpu)
+        .sum();
+    let workload = burst_prefix(dir.path(), 20);
+    assert!(
+        ssd_cpus >= 20,
+        "the ssd nodes must hold all 20 pods at once"
+    );
+
+    // --fast-forward=false: the broker wakes the scheduler at each of its
+    // timers even with nothing pending, so the lease is renewed every 2 s
+    // of simulated time (fakeapi's -vv log names each request served).
+    let plain = dir.path().join("default");
+    let (s, log) = batkube_run_with(
+        &plain,
+        &platform,
+        &workload,
+        &format!("{} --kubeconfig \"$KUBECONFIG\"", sched.display()),
+        &["--fast-forward=false", "-vv"],
+    );
+    assert_eq!(s["jobs_succeeded"], 20, "{s}");
+    assert_eq!(s["overcommit_count"], 0, "{s}");
+    assert_leader_and_clean(&plain);
+    let served = |verb: &str, code: u16| {
+        let needle =
+            format!("served verb=\"{verb}\" resource=\"leases.coordination.k8s.io\" code={code}");
+        log.lines().filter(|l| l.contains(&needle)).count()
+    };
+    let (created, renewed) = (served("create", 201), served("update", 200));
+    println!("lease: {created} create, {renewed} updates over 170 simulated seconds");
+    assert_eq!(created, 1, "the lease is created once");
+    assert!(
+        renewed >= 80,
+        "a renewal every 2 s of simulated time: 85 over 170 s, got {renewed}"
+    );
+
+    let with_plugin = dir.path().join("plugin");
+    let s = batkube_run(
+        &with_plugin,
+        &platform,
+        &workload,
+        &format!(
+            "{} --config {} --master \"$(sed -n 's/^ *server: *//p' \"$KUBECONFIG\")\"",
+            plugin.display(),
+            root()
+                .join("schedulers/example-plugin/config.yaml")
+                .display()
+        ),
+    );
+    assert_eq!(s["jobs_succeeded"], 20, "{s}");
+    assert_eq!(s["overcommit_count"], 0, "{s}");
+    assert_leader_and_clean(&with_plugin);
+
+    let (plain_ssd, plugin_ssd) = (ssd_count(&plain, &hosts), ssd_count(&with_plugin, &hosts));
+    println!("pods on disktype=ssd nodes: {plain_ssd}/20 default profile, {plugin_ssd}/20 with NodeLabelPreference");
+    assert_eq!(
+        plugin_ssd, 20,
+        "NodeLabelPreference (weight 5) puts every pod on an ssd node"
+    );
+    // The default profile spreads by free cpu fraction, ignoring labels:
+    // the 8-cpu hdd node alone takes some of the first pods.
+    assert!(
+        plain_ssd < 20,
+        "the default profile ignores disktype ({plain_ssd}/20 on ssd)"
+    );
+}
+
+/// Where batkube-scheduler claims the upstream default profile's semantics:
+/// both schedulers on the same small inputs. What is identical and asserted:
+/// jobs run, makespan, mean wait, and how many pods each node takes, up to
+/// nodes that score alike (same cpu: these pods request no memory, so
+/// memory does not count) among which upstream picks at random. What differs
+/// and is printed: which pod lands where, and which pods wait. Pods created
+/// in the same simulated instant get equal queue timestamps under the frozen
+/// clock, and upstream's activeQ (priority, then timestamp) pops equals in
+/// heap order; ours breaks the tie by arrival in its queue (here the order
+/// of the API's list and watch events, that is pod names: w0-53..w0-9 wait).
+/// With equal job lengths that changes who waits, not the mean wait.
+/// Beyond these inputs, `experiments/upstream_compare.py` (numbers in
+/// experiments/README.md) finds upstream v1.35 starving a few pods of the
+/// spaced workload where ours does not, and KIT's mean wait varying from
+/// run to run upstream (ours falls inside its range).
+#[test]
+fn same_decisions_as_batkube_scheduler() {
+    let sched = kube_scheduler();
+    let ours = batkube_scheduler();
+    let dir = tempfile::tempdir().unwrap();
+    let platform = root().join("platforms/heterogeneous.xml");
+    let hosts = hosts(&platform);
+    // 20 pods fit at once (48 cpus); 60 make a queue that drains as the
+    // first wave completes.
+    for n in [20, 60] {
+        let workload = burst_prefix(dir.path(), n);
+        let up_out = dir.path().join(format!("upstream{n}"));
+        let ours_out = dir.path().join(format!("ours{n}"));
+        // Defaults but for the HTTPS port, so that this test and the one
+        // above may run at once.
+        let up = batkube_run(
+            &up_out,
+            &platform,
+            &workload,
+            &format!(
+                "{} --kubeconfig \"$KUBECONFIG\" --secure-port=0",
+                sched.display()
+            ),
+        );
+        let us = batkube_run(&ours_out, &platform, &workload, &ours.display().to_string());
+        for s in [&up, &us] {
+            assert_eq!(s["jobs_succeeded"], n, "{s}");
+            assert_eq!(s["overcommit_count"], 0, "{s}");
+        }
+        let (a, b) = (placements(&up_out), placements(&ours_out));
+        let mut same = 0;
+        let mut diff = Vec::new();
+        for (pod, (node, bound)) in &a {
+            let (their_node, their_bound) = &b[pod];
+            if node == their_node && bound == their_bound {
+                same += 1;
+            } else {
+                diff.push(format!(
+                    "  {pod}: upstream {node} at {bound}, ours {their_node} at {their_bound}"
+                ));
+            }
+        }
+        println!(
+            "{n} jobs on heterogeneous.xml: {same}/{n} pods on the same node at the same time; makespan {} / {}, mean wait {} / {} (upstream / ours)\n{}",
+            up["makespan"], us["makespan"], up["mean_wait"], us["mean_wait"], diff.join("\n")
+        );
+        let (ma, mb) = (
+            up["makespan"].as_f64().unwrap(),
+            us["makespan"].as_f64().unwrap(),
+        );
+        let (wa, wb) = (
+            up["mean_wait"].as_f64().unwrap(),
+            us["mean_wait"].as_f64().unwrap(),
+        );
+        assert!((ma - mb).abs() < 1e-6, "makespan: upstream {ma}, ours {mb}");
+        assert!(
+            (wa - wb).abs() < 1e-6,
+            "mean wait: upstream {wa}, ours {wb}"
+        );
+        // Pods per node, grouped by node cpu and sorted within a group.
+        let per_class = |p: &std::collections::BTreeMap<String, (String, String)>| {
+            let mut per_node: std::collections::BTreeMap<&str, usize> =
+                hosts.keys().map(|h| (h.as_str(), 0)).collect();
+            for (node, _) in p.values() {
+                *per_node.get_mut(node.as_str()).unwrap() += 1;
+            }
+            let mut classes: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+            for (node, count) in per_node {
+                classes.entry(hosts[node].cpu).or_default().push(count);
+            }
+            for v in classes.values_mut() {
+                v.sort();
+            }
+            classes
+        };
+        assert_eq!(
+            per_class(&a),
+            per_class(&b),
+            "pods per node (by node cpu): upstream vs ours"
+        );
     }
 }

@@ -21,6 +21,8 @@ pub enum ApiError {
     #[error("{0}")]
     MethodNotAllowed(String),
     #[error("{0}")]
+    NotAcceptable(String),
+    #[error("{0}")]
     UnsupportedMediaType(String),
     #[error("{0}")]
     Invalid(String),
@@ -34,6 +36,7 @@ impl ApiError {
             ApiError::AlreadyExists { .. } | ApiError::Conflict(_) => 409,
             ApiError::Gone(_) => 410,
             ApiError::MethodNotAllowed(_) => 405,
+            ApiError::NotAcceptable(_) => 406,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Invalid(_) => 422,
         }
@@ -47,6 +50,7 @@ impl ApiError {
             ApiError::Conflict(_) => "Conflict",
             ApiError::Gone(_) => "Expired",
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
+            ApiError::NotAcceptable(_) => "NotAcceptable",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Invalid(_) => "Invalid",
         }

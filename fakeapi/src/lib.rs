@@ -16,6 +16,8 @@
 //!   [`kubeconfig_yaml`] for the clients.
 //! - [`resources::RESOURCES`]: the table every handler and discovery
 //!   document is generated from.
+//! - [`protobuf`]: protobuf request bodies (client-go's default) read into
+//!   the JSON the store keeps.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -40,6 +42,7 @@ mod conn;
 mod discovery;
 mod error;
 pub mod patch;
+pub mod protobuf;
 pub mod resources;
 pub mod selector;
 mod server;

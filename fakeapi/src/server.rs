@@ -257,11 +257,18 @@ impl Req {
         }
         None
     }
+    /// The request body as JSON, whatever it came as: JSON, YAML, or
+    /// protobuf (client-go's default; see [`crate::protobuf`]).
     fn body_json(&self) -> Result<Value, ApiError> {
         let ct = self.header(header::CONTENT_TYPE);
+        let media = ct.split(';').next().unwrap_or("").trim();
+        if media == crate::protobuf::MEDIA_TYPE {
+            return crate::protobuf::decode(&self.body);
+        }
         if ct.contains("protobuf") || ct.contains("cbor") {
             return Err(ApiError::UnsupportedMediaType(format!(
-                "the body content type {ct:?} is not supported: send application/json (kube-scheduler: --kube-api-content-type=application/json)"
+                "the body content type {ct:?} is not supported: send application/json or {}",
+                crate::protobuf::MEDIA_TYPE
             )));
         }
         if ct.contains("yaml") {
@@ -434,6 +441,16 @@ fn resource_request(
         Ok(t) => t,
         Err(e) => return ("unknown", rest.join("/"), error_response(&e)),
     };
+    // Answers are JSON, which every client-go request offers to read; a
+    // client that takes only protobuf (or CBOR) is told so, not sent bytes
+    // it cannot decode.
+    let accept = r.header(header::ACCEPT);
+    if !crate::protobuf::accepts_json(accept) {
+        let e = ApiError::NotAcceptable(format!(
+            "fakeapi answers application/json only, and the request accepts {accept:?}"
+        ));
+        return ("unknown", t.info.qualified_name(), error_response(&e));
+    }
     let mut resource = t.info.qualified_name();
     if let Some(s) = t.sub {
         resource = format!("{resource}/{s}");
@@ -555,9 +572,7 @@ fn create_binding(ctx: &Ctx, r: &Req, ns: &str, name: Option<&str>) -> Result<Re
 fn delete_options(r: &Req) -> Result<DeleteOptions, ApiError> {
     let mut opts = DeleteOptions::default();
     if !r.body.is_empty() {
-        let body: Value = serde_json::from_slice(&r.body).map_err(|e| {
-            ApiError::BadRequest(format!("the DeleteOptions body is not valid JSON: {e}"))
-        })?;
+        let body = r.body_json()?;
         opts.grace_period_seconds = body.get("gracePeriodSeconds").and_then(Value::as_i64);
         opts.precondition_uid = body
             .pointer("/preconditions/uid")

@@ -524,6 +524,15 @@ async fn errors_are_status_objects() {
         Some(b"\x00"),
     )
     .await;
+    assert_eq!(r.status, 400, "protobuf without the k8s\\0 magic");
+    let r = raw(
+        a,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        &[("Content-Type", "application/cbor")],
+        Some(b"\xa0"),
+    )
+    .await;
     assert_eq!(r.status, 415);
     let r = raw(
         a,

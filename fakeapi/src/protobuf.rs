@@ -1,0 +1,585 @@
+//! Kubernetes protobuf request bodies (`application/vnd.kubernetes.protobuf`),
+//! read into the JSON the store keeps.
+//!
+//! client-go writes protobuf by default (the upstream kube-scheduler with
+//! only `--kubeconfig` does): a body is the magic `k8s\0` followed by a
+//! `runtime.Unknown` whose `typeMeta` names the kind and whose `raw` is the
+//! object's message. The messages are decoded with `k8s-pb`'s generated
+//! types and moved field by field into `k8s-openapi`'s, whose serde gives
+//! the JSON a JSON client would have sent (RFC 3339 times, `MicroTime` in
+//! microseconds, `FieldsV1` as its JSON). Only the kinds clients write are
+//! read; any other kind is a 415 naming it, never a guess.
+//!
+//! Responses stay JSON: client-go always offers it (`Accept:
+//! application/vnd.kubernetes.protobuf, */*` or `…,application/json`) and
+//! decodes a response, watch streams included, by its Content-Type.
+
+use crate::error::ApiError;
+use k8s_openapi::api::{coordination, core, events, policy};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use k8s_openapi::jiff::Timestamp;
+use k8s_pb::apimachinery::pkg::apis::meta::v1 as pb_meta;
+use prost::Message;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The four bytes before every protobuf-encoded Kubernetes object.
+pub const MAGIC: &[u8] = b"k8s\0";
+
+/// The media type of Kubernetes protobuf.
+pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
+
+/// The kinds a protobuf body may carry (`apiVersion`, `kind`); any
+/// `apiVersion` for `DeleteOptions` (client-go encodes it in the group
+/// version of the resource deleted).
+pub const KINDS: &[(&str, &str)] = &[
+    ("v1", "Binding"),
+    ("v1", "Event"),
+    ("events.k8s.io/v1", "Event"),
+    ("coordination.k8s.io/v1", "Lease"),
+    ("policy/v1", "Eviction"),
+    ("*", "DeleteOptions"),
+];
+
+/// Decodes a protobuf request body into the object's JSON.
+///
+/// ```
+/// use prost::Message;
+/// let lease = k8s_pb::api::coordination::v1::Lease {
+///     spec: Some(k8s_pb::api::coordination::v1::LeaseSpec {
+///         holder_identity: Some("me".into()),
+///         ..Default::default()
+///     }),
+///     ..Default::default()
+/// };
+/// let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown {
+///     type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta {
+///         api_version: Some("coordination.k8s.io/v1".into()),
+///         kind: Some("Lease".into()),
+///     }),
+///     raw: Some(lease.encode_to_vec()),
+///     ..Default::default()
+/// };
+/// let mut body = fakeapi::protobuf::MAGIC.to_vec();
+/// body.extend(unknown.encode_to_vec());
+/// let v = fakeapi::protobuf::decode(&body).unwrap();
+/// assert_eq!(v["kind"], "Lease");
+/// assert_eq!(v["spec"]["holderIdentity"], "me");
+/// ```
+pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
+    let rest = body.strip_prefix(MAGIC).ok_or_else(|| {
+        ApiError::BadRequest(format!(
+            "the {MEDIA_TYPE} body does not start with the k8s\\0 magic"
+        ))
+    })?;
+    let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown::decode(rest)
+        .map_err(|e| ApiError::BadRequest(format!("the protobuf envelope is not valid: {e}")))?;
+    if let Some(enc) = unknown
+        .content_encoding
+        .as_deref()
+        .filter(|e| !e.is_empty())
+    {
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "protobuf bodies with contentEncoding {enc:?} are not supported"
+        )));
+    }
+    let tm = unknown.type_meta.unwrap_or_default();
+    let api_version = tm.api_version.unwrap_or_default();
+    let kind = tm.kind.unwrap_or_default();
+    let raw = unknown.raw.unwrap_or_default();
+    let bad = |e: prost::DecodeError| {
+        ApiError::BadRequest(format!(
+            "the protobuf body is not a valid {api_version} {kind}: {e}"
+        ))
+    };
+    let value = match (api_version.as_str(), kind.as_str()) {
+        ("v1", "Binding") => json(
+            k8s_pb::api::core::v1::Binding::decode(&*raw)
+                .map_err(bad)?
+                .conv(),
+        ),
+        ("v1", "Event") => json(
+            k8s_pb::api::core::v1::Event::decode(&*raw)
+                .map_err(bad)?
+                .conv(),
+        ),
+        ("events.k8s.io/v1", "Event") => json(
+            k8s_pb::api::events::v1::Event::decode(&*raw)
+                .map_err(bad)?
+                .conv(),
+        ),
+        ("coordination.k8s.io/v1", "Lease") => json(
+            k8s_pb::api::coordination::v1::Lease::decode(&*raw)
+                .map_err(bad)?
+                .conv(),
+        ),
+        ("policy/v1", "Eviction") => json(
+            k8s_pb::api::policy::v1::Eviction::decode(&*raw)
+                .map_err(bad)?
+                .conv(),
+        ),
+        (_, "DeleteOptions") => {
+            let mut v = json(pb_meta::DeleteOptions::decode(&*raw).map_err(bad)?.conv());
+            v["apiVersion"] = Value::String(api_version.clone());
+            v["kind"] = Value::String(kind.clone());
+            v
+        }
+        _ => {
+            let known: Vec<String> = KINDS.iter().map(|(g, k)| format!("{g} {k}")).collect();
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "fakeapi reads protobuf bodies of {} only, not {api_version:?} {kind:?}: send it as application/json",
+                known.join(", ")
+            )));
+        }
+    };
+    Ok(value)
+}
+
+fn json(v: impl serde::Serialize) -> Value {
+    serde_json::to_value(v).expect("k8s-openapi types serialize")
+}
+
+/// A k8s-pb message moved into its k8s-openapi twin (a local trait: both
+/// types are foreign).
+trait Conv {
+    type Out;
+    fn conv(self) -> Self::Out;
+}
+
+impl<T: Conv> Conv for Option<T> {
+    type Out = Option<T::Out>;
+    fn conv(self) -> Self::Out {
+        self.map(Conv::conv)
+    }
+}
+
+/// Repeated fields: empty is absent, as in Kubernetes' JSON (`omitempty`).
+fn list<T: Conv>(v: Vec<T>) -> Option<Vec<T::Out>> {
+    (!v.is_empty()).then(|| v.into_iter().map(Conv::conv).collect())
+}
+
+fn strings(v: Vec<String>) -> Option<Vec<String>> {
+    (!v.is_empty()).then_some(v)
+}
+
+fn map(m: BTreeMap<String, String>) -> Option<BTreeMap<String, String>> {
+    (!m.is_empty()).then_some(m)
+}
+
+fn timestamp(seconds: Option<i64>, nanos: Option<i32>) -> Timestamp {
+    // Out of jiff's range (years beyond ±9999) cannot be RFC 3339 either.
+    Timestamp::new(seconds.unwrap_or(0), nanos.unwrap_or(0)).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+impl Conv for pb_meta::Time {
+    type Out = meta::Time;
+    fn conv(self) -> meta::Time {
+        meta::Time(timestamp(self.seconds, self.nanos))
+    }
+}
+
+impl Conv for pb_meta::MicroTime {
+    type Out = meta::MicroTime;
+    fn conv(self) -> meta::MicroTime {
+        meta::MicroTime(timestamp(self.seconds, self.nanos))
+    }
+}
+
+impl Conv for pb_meta::OwnerReference {
+    type Out = meta::OwnerReference;
+    fn conv(self) -> meta::OwnerReference {
+        meta::OwnerReference {
+            api_version: self.api_version.unwrap_or_default(),
+            kind: self.kind.unwrap_or_default(),
+            name: self.name.unwrap_or_default(),
+            uid: self.uid.unwrap_or_default(),
+            controller: self.controller,
+            block_owner_deletion: self.block_owner_deletion,
+        }
+    }
+}
+
+impl Conv for pb_meta::ManagedFieldsEntry {
+    type Out = meta::ManagedFieldsEntry;
+    fn conv(self) -> meta::ManagedFieldsEntry {
+        meta::ManagedFieldsEntry {
+            api_version: self.api_version,
+            fields_type: self.fields_type,
+            // FieldsV1 carries its JSON form as bytes.
+            fields_v1: self
+                .fields_v1
+                .and_then(|f| f.raw)
+                .and_then(|raw| serde_json::from_slice(&raw).ok())
+                .map(meta::FieldsV1),
+            manager: self.manager,
+            operation: self.operation,
+            subresource: self.subresource,
+            time: self.time.conv(),
+        }
+    }
+}
+
+impl Conv for pb_meta::ObjectMeta {
+    type Out = meta::ObjectMeta;
+    fn conv(self) -> meta::ObjectMeta {
+        meta::ObjectMeta {
+            annotations: map(self.annotations),
+            creation_timestamp: self.creation_timestamp.conv(),
+            deletion_grace_period_seconds: self.deletion_grace_period_seconds,
+            deletion_timestamp: self.deletion_timestamp.conv(),
+            finalizers: strings(self.finalizers),
+            generate_name: self.generate_name,
+            generation: self.generation,
+            labels: map(self.labels),
+            managed_fields: list(self.managed_fields),
+            name: self.name,
+            namespace: self.namespace,
+            owner_references: list(self.owner_references),
+            resource_version: self.resource_version,
+            self_link: self.self_link,
+            uid: self.uid,
+        }
+    }
+}
+
+impl Conv for pb_meta::Preconditions {
+    type Out = meta::Preconditions;
+    fn conv(self) -> meta::Preconditions {
+        meta::Preconditions {
+            resource_version: self.resource_version,
+            uid: self.uid,
+        }
+    }
+}
+
+impl Conv for pb_meta::DeleteOptions {
+    type Out = meta::DeleteOptions;
+    fn conv(self) -> meta::DeleteOptions {
+        meta::DeleteOptions {
+            api_version: None,
+            dry_run: strings(self.dry_run),
+            grace_period_seconds: self.grace_period_seconds,
+            ignore_store_read_error_with_cluster_breaking_potential: self
+                .ignore_store_read_error_with_cluster_breaking_potential,
+            kind: None,
+            orphan_dependents: self.orphan_dependents,
+            preconditions: self.preconditions.conv(),
+            propagation_policy: self.propagation_policy,
+        }
+    }
+}
+
+impl Conv for k8s_pb::api::core::v1::ObjectReference {
+    type Out = core::v1::ObjectReference;
+    fn conv(self) -> core::v1::ObjectReference {
+        core::v1::ObjectReference {
+            api_version: self.api_version,
+            field_path: self.field_path,
+            kind: self.kind,
+            name: self.name,
+            namespace: self.namespace,
+            resource_version: self.resource_version,
+            uid: self.uid,
+        }
+    }
+}
+
+impl Conv for k8s_pb::api::core::v1::Binding {
+    type Out = core::v1::Binding;
+    fn conv(self) -> core::v1::Binding {
+        core::v1::Binding {
+            metadata: self.metadata.conv().unwrap_or_default(),
+            target: self.target.conv().unwrap_or_default(),
+        }
+    }
+}
+
+impl Conv for k8s_pb::api::core::v1::EventSource {
+    type Out = core::v1::EventSource;
+    fn conv(self) -> core::v1::EventSource {
+        core::v1::EventSource {
+            component: self.component,
+            host: self.host,
+        }
+    }
+}
+
+impl Conv for k8s_pb::api::core::v1::EventSeries {
+    type Out = core::v1::EventSeries;
+    fn conv(self) -> core::v1::EventSeries {
+        core::v1::EventSeries {
+            count: self.count,
+            last_observed_time: self.last_observed_time.conv(),
+        }
+    }
+}
+
+impl Conv for k8s_pb::api::core::v1::Event {
+    type Out = core::v1::Event;
+    fn conv(self) -> core::v1::Event {
+        core::v1::Event {
+            action: self.action,
+            count: self.count,
+            event_time: self.event_time.conv(),
+            first_timestamp: self.first_timestamp.conv(),
+            involved_object: self.involved_object.conv().unwrap_or_default(),
+            last_timestamp: self.last_timestamp.conv(),
+            message: self.message,
+            metadata: self.metadata.conv().unwrap_or_default(),
+            reason: self.reason,
+            related: self.related.conv(),
+            reporting_component: self.reporting_component,
+            reporting_instance: self.reporting_instance,
+            series: self.series.conv(),
+            source: self.source.conv(),
+            type_: self.r#type,
+        }
+    }
+}
+
+impl Conv for k8s_pb::api::events::v1::EventSeries {
+    type Out = events::v1::EventSeries;
+    fn conv(self) -> events::v1::EventSeries {
+        events::v1::EventSeries {
+            count: self.count.unwrap_or_default(),
+            last_observed_time: self
+                .last_observed_time
+                .conv()
+                .unwrap_or(meta::MicroTime(Timestamp::UNIX_EPOCH)),
+        }
+    }
+}
+
+impl Conv for k8s_pb::api::events::v1::Event {
+    type Out = events::v1::Event;
+    fn conv(self) -> events::v1::Event {
+        events::v1::Event {
+            action: self.action,
+            deprecated_count: self.deprecated_count,
+            deprecated_first_timestamp: self.deprecated_first_timestamp.conv(),
+            deprecated_last_timestamp: self.deprecated_last_timestamp.conv(),
+            deprecated_source: self.deprecated_source.conv(),
+            event_time: self.event_time.conv(),
+            metadata: self.metadata.conv().unwrap_or_default(),
+            note: self.note,
+            reason: self.reason,
+            regarding: self.regarding.conv(),
+            related: self.related.conv(),
+            reporting_controller: self.reporting_controller,
+            reporting_instance: self.reporting_instance,
+            series: self.series.conv(),
+            type_: self.r#type,
+        }
+    }
+}
+
+impl Conv for k8s_pb::api::coordination::v1::LeaseSpec {
+    type Out = coordination::v1::LeaseSpec;
+    fn conv(self) -> coordination::v1::LeaseSpec {
+        coordination::v1::LeaseSpec {
+            acquire_time: self.acquire_time.conv(),
+            holder_identity: self.holder_identity,
+            lease_duration_seconds: self.lease_duration_seconds,
+            lease_transitions: self.lease_transitions,
+            preferred_holder: self.preferred_holder,
+            renew_time: self.renew_time.conv(),
+            strategy: self.strategy,
+        }
+    }
+}
+
+impl Conv for k8s_pb::api::coordination::v1::Lease {
+    type Out = coordination::v1::Lease;
+    fn conv(self) -> coordination::v1::Lease {
+        coordination::v1::Lease {
+            metadata: self.metadata.conv().unwrap_or_default(),
+            spec: self.spec.conv(),
+        }
+    }
+}
+
+impl Conv for k8s_pb::api::policy::v1::Eviction {
+    type Out = policy::v1::Eviction;
+    fn conv(self) -> policy::v1::Eviction {
+        policy::v1::Eviction {
+            delete_options: self.delete_options.conv(),
+            metadata: self.metadata.conv().unwrap_or_default(),
+        }
+    }
+}
+
+/// Whether a client that sent `accept` can read a JSON answer (absent,
+/// `*/*`, `application/*`, or any `application/json…`).
+pub fn accepts_json(accept: &str) -> bool {
+    accept.trim().is_empty()
+        || accept.split(',').any(|part| {
+            let media = part.split(';').next().unwrap_or("").trim();
+            matches!(media, "*/*" | "application/*" | "application/json")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
+
+    fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
+        let mut body = MAGIC.to_vec();
+        body.extend(
+            Unknown {
+                type_meta: Some(TypeMeta {
+                    api_version: Some(api_version.into()),
+                    kind: Some(kind.into()),
+                }),
+                raw: Some(raw),
+                content_encoding: Some(String::new()),
+                content_type: Some(String::new()),
+            }
+            .encode_to_vec(),
+        );
+        body
+    }
+
+    #[test]
+    fn binding_reads_as_the_json_a_json_client_sends() {
+        let b = k8s_pb::api::core::v1::Binding {
+            metadata: Some(pb_meta::ObjectMeta {
+                name: Some("job-1".into()),
+                namespace: Some("default".into()),
+                uid: Some("u-1".into()),
+                ..Default::default()
+            }),
+            target: Some(k8s_pb::api::core::v1::ObjectReference {
+                kind: Some("Node".into()),
+                name: Some("node-0".into()),
+                ..Default::default()
+            }),
+        };
+        let v = decode(&envelope("v1", "Binding", b.encode_to_vec())).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": "job-1", "namespace": "default", "uid": "u-1"},
+                "target": {"kind": "Node", "name": "node-0"}
+            })
+        );
+    }
+
+    #[test]
+    fn lease_times_are_rfc3339_microseconds() {
+        let l = k8s_pb::api::coordination::v1::Lease {
+            metadata: Some(pb_meta::ObjectMeta {
+                name: Some("kube-scheduler".into()),
+                namespace: Some("kube-system".into()),
+                resource_version: Some("42".into()),
+                ..Default::default()
+            }),
+            spec: Some(k8s_pb::api::coordination::v1::LeaseSpec {
+                holder_identity: Some("host_1234".into()),
+                lease_duration_seconds: Some(15),
+                acquire_time: Some(pb_meta::MicroTime {
+                    seconds: Some(2),
+                    nanos: Some(500_000_000),
+                }),
+                renew_time: Some(pb_meta::MicroTime {
+                    seconds: Some(86_400),
+                    nanos: Some(1_000),
+                }),
+                lease_transitions: Some(0),
+                ..Default::default()
+            }),
+        };
+        let v = decode(&envelope(
+            "coordination.k8s.io/v1",
+            "Lease",
+            l.encode_to_vec(),
+        ))
+        .unwrap();
+        assert_eq!(v["metadata"]["resourceVersion"], "42");
+        assert_eq!(v["spec"]["acquireTime"], "1970-01-01T00:00:02.500000Z");
+        assert_eq!(v["spec"]["renewTime"], "1970-01-02T00:00:00.000001Z");
+        assert_eq!(v["spec"]["leaseDurationSeconds"], 15);
+        assert_eq!(v["spec"]["leaseTransitions"], 0);
+    }
+
+    #[test]
+    fn events_keep_type_series_and_managed_fields() {
+        let e = k8s_pb::api::events::v1::Event {
+            metadata: Some(pb_meta::ObjectMeta {
+                generate_name: Some("job-1.".into()),
+                creation_timestamp: Some(pb_meta::Time {
+                    seconds: Some(61),
+                    nanos: Some(0),
+                }),
+                managed_fields: vec![pb_meta::ManagedFieldsEntry {
+                    manager: Some("m".into()),
+                    fields_v1: Some(pb_meta::FieldsV1 {
+                        raw: Some(br#"{"f:note":{}}"#.to_vec()),
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            r#type: Some("Normal".into()),
+            reason: Some("Scheduled".into()),
+            note: Some("bound".into()),
+            series: Some(k8s_pb::api::events::v1::EventSeries {
+                count: Some(2),
+                last_observed_time: Some(pb_meta::MicroTime {
+                    seconds: Some(3),
+                    nanos: Some(0),
+                }),
+            }),
+            ..Default::default()
+        };
+        let v = decode(&envelope("events.k8s.io/v1", "Event", e.encode_to_vec())).unwrap();
+        assert_eq!(v["type"], "Normal");
+        assert_eq!(v["metadata"]["creationTimestamp"], "1970-01-01T00:01:01Z");
+        assert_eq!(
+            v["metadata"]["managedFields"][0]["fieldsV1"]["f:note"],
+            serde_json::json!({})
+        );
+        assert_eq!(v["series"]["count"], 2);
+        assert!(v["metadata"].get("labels").is_none(), "{v}");
+    }
+
+    #[test]
+    fn delete_options_keep_their_group_version() {
+        let d = pb_meta::DeleteOptions {
+            grace_period_seconds: Some(0),
+            preconditions: Some(pb_meta::Preconditions {
+                uid: Some("u".into()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        let v = decode(&envelope("v1", "DeleteOptions", d.encode_to_vec())).unwrap();
+        assert_eq!(v["apiVersion"], "v1");
+        assert_eq!(v["gracePeriodSeconds"], 0);
+        assert_eq!(v["preconditions"]["uid"], "u");
+    }
+
+    #[test]
+    fn other_kinds_and_garbage_are_refused_with_a_reason() {
+        let e = decode(&envelope("v1", "Pod", vec![])).unwrap_err();
+        assert_eq!(e.code(), 415);
+        assert!(e.to_string().contains("\"Pod\""), "{e}");
+        assert_eq!(decode(b"{}").unwrap_err().code(), 400);
+        assert_eq!(decode(b"k8s\0\xff\xff").unwrap_err().code(), 400);
+    }
+
+    #[test]
+    fn accept_headers_of_real_clients_allow_json() {
+        assert!(accepts_json("application/vnd.kubernetes.protobuf, */*"));
+        assert!(accepts_json(
+            "application/vnd.kubernetes.protobuf,application/json"
+        ));
+        assert!(accepts_json(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+        ));
+        assert!(accepts_json(""));
+        assert!(!accepts_json("application/vnd.kubernetes.protobuf"));
+        assert!(!accepts_json("application/cbor"));
+    }
+}
