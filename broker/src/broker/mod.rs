@@ -41,7 +41,7 @@ use crate::batsim::protocol::{build, EventData, JobState, Message};
 use crate::batsim::IntervalSet;
 use crate::translate::{self, Amounts};
 use kubelet::KubeletModel;
-use record::{NodeSample, PodRecord, Summary};
+use record::{EndReason, NodeSample, PodRecord, Summary};
 use sync::{Quiet, ShimSide};
 
 /// Simulated second 0 is this Unix time (2026-01-01T00:00:00Z), so that the
@@ -221,6 +221,15 @@ pub struct BrokerError {
     pub message: String,
 }
 
+/// A [`BrokerError`] that says which way the run ended (unclassified
+/// broker errors end it as [`EndReason::Error`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct Classified {
+    pub reason: EndReason,
+    pub error: BrokerError,
+}
+
 impl Broker {
     pub fn new(
         store: Store,
@@ -267,6 +276,17 @@ impl Broker {
         Err(BrokerError {
             time: self.clock.now(),
             message: message.into(),
+        }
+        .into())
+    }
+
+    fn fail_because<T>(&self, reason: EndReason, message: impl Into<String>) -> anyhow::Result<T> {
+        Err(Classified {
+            reason,
+            error: BrokerError {
+                time: self.clock.now(),
+                message: message.into(),
+            },
         }
         .into())
     }
@@ -360,7 +380,7 @@ impl Broker {
                             return Ok(());
                         }
                         Quiet::Exited => {
-                            return self.fail("the scheduler process exited during the simulation")
+                            return self.fail_because(EndReason::SchedulerExited, "the scheduler process exited during the simulation")
                         }
                         Quiet::Busy if start.elapsed() >= BOUND => {
                             tracing::warn!("the scheduler was still busy {BOUND:?} after the nodes were created");
@@ -689,8 +709,10 @@ impl Broker {
                             let decided = self.drain_changes(out)?;
                             match q {
                                 Quiet::Exited => {
-                                    return self
-                                        .fail("the scheduler process exited during the simulation")
+                                    return self.fail_because(
+                                        EndReason::SchedulerExited,
+                                        "the scheduler process exited during the simulation",
+                                    )
                                 }
                                 // Changes drained after the check may have
                                 // woken it again: look once more.
@@ -736,7 +758,7 @@ impl Broker {
             );
         }
         if let Some(f) = outcome.failure {
-            return self.fail(f.to_string());
+            return self.fail_because(EndReason::Stalled, f.to_string());
         }
         let reply_now = batsim_time(outcome.reply_at).max(t);
         if let Some(at) = outcome.wake_up_at {
@@ -862,7 +884,7 @@ impl Broker {
     fn bind(&mut self, i: usize, node_name: &str, out: &mut Vec<EventData>) -> anyhow::Result<()> {
         let now = self.clock.now();
         let Some(&node) = self.node_by_name.get(node_name) else {
-            return self.fail(format!(
+            return self.fail_because(EndReason::Invariant, format!(
                 "the scheduler bound pod {} to {node_name:?}, which is not a node of the platform",
                 self.jobs[i].record.pod
             ));
@@ -899,7 +921,7 @@ impl Broker {
             );
             tracing::error!("{msg}");
             if self.cfg.strict {
-                return self.fail(format!("{msg} (--strict)"));
+                return self.fail_because(EndReason::Overcommit, format!("{msg} (--strict)"));
             }
         }
         let image = self.jobs[i].image.clone();
@@ -1056,11 +1078,12 @@ impl Broker {
             .sum();
         let mut s = Summary::from_pods(&pods, cpu);
         s.completed = self.ended;
+        s.end_time = self.clock.now();
         s.overcommit_count = self.overcommits;
         s.wall_seconds = self.started.elapsed().as_secs_f64();
         s.messages_exchanged = self.messages;
         s.simulated_to_wall_ratio = if s.wall_seconds > 0.0 {
-            self.clock.now() / s.wall_seconds
+            self.clock.now().max(0.0) / s.wall_seconds
         } else {
             0.0
         };
