@@ -433,7 +433,15 @@ struct Api {
     kubeconfig: PathBuf,
 }
 
-fn start_api(addr: std::net::SocketAddr, out: &Path, start: f64) -> anyhow::Result<Api> {
+/// `timers`: what the API's watch timers (timeoutSeconds, bookmarks) run
+/// on: the simulated clock under `run` (the broker fires them), the wall
+/// clock under `serve` (the user's scheduler runs on real time).
+fn start_api(
+    addr: std::net::SocketAddr,
+    out: &Path,
+    start: f64,
+    timers: fakeapi::WatchTimers,
+) -> anyhow::Result<Api> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -446,8 +454,7 @@ fn start_api(addr: std::net::SocketAddr, out: &Path, start: f64) -> anyhow::Resu
         // cache). The default (100k) kept every pod version of an 18k-job
         // trace in memory: 1.2 GB.
         watch_history: 10_000,
-        // Nothing of the API's may happen at a wall-clock instant.
-        wall_clock_watch_timers: false,
+        watch_timers: timers,
         ..Default::default()
     });
     let server = rt
@@ -526,6 +533,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         "127.0.0.1:0".parse()?,
         &out,
         if shim { -args.warm_up } else { 0.0 },
+        // Nothing of the API's may happen at a wall-clock instant.
+        fakeapi::WatchTimers::Simulated(Default::default()),
     )?;
     // Declared after the API and the controller: dropped (children stopped)
     // before them, on every path.
@@ -946,7 +955,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
         store,
         server,
         kubeconfig,
-    } = start_api(args.api, &args.out, 0.0)?;
+    } = start_api(args.api, &args.out, 0.0, fakeapi::WatchTimers::Wall)?;
     let mut link = BatsimLink::bind(&args.socket)?;
     eprintln!(
         "batkube serve: API on http://{} (kubeconfig {}), waiting for Batsim on {}",

@@ -45,6 +45,7 @@ pub mod selector;
 mod server;
 mod store;
 mod table;
+mod timers;
 mod watch;
 
 pub use activity::{AccountingViolation, Activity, ActivitySnapshot, Connection};
@@ -53,6 +54,7 @@ pub use error::{ApiError, Result};
 pub use patch::PatchKind;
 pub use resources::ResourceInfo;
 pub use server::{kubeconfig_yaml, serve, RunningServer};
+pub use timers::{SimTimers, WatchTimers};
 pub use store::{
     Change, Clock, DeleteOptions, EventType, HoldGuard, Origin, Store, StoreConfig, WatchStart,
 };

@@ -368,11 +368,25 @@ impl Broker {
                     let q = s
                         .wait(Duration::from_millis(50))
                         .map_err(|e| anyhow::anyhow!("watching the scheduler: {e}"))?;
+                    let api = self.api_deadline();
                     match q {
-                        Quiet::Yes {
-                            earliest_deadline: Some(d),
-                        } if batsim_time(d) < until && start.elapsed() < BOUND => {
-                            let d = batsim_time(d);
+                        Quiet::Yes { earliest_deadline }
+                            if earliest_deadline
+                                .map(batsim_time)
+                                .into_iter()
+                                .chain(api)
+                                .reduce(f64::min)
+                                .is_some_and(|d| d < until)
+                                && start.elapsed() < BOUND =>
+                        {
+                            // The scheduler's next timer or the API's, whichever
+                            // comes first.
+                            let d = earliest_deadline
+                                .map(batsim_time)
+                                .into_iter()
+                                .chain(api)
+                                .reduce(f64::min)
+                                .expect("checked above");
                             self.advance(d)?;
                         }
                         Quiet::Yes { .. } => {
@@ -425,6 +439,18 @@ impl Broker {
             return Ok(());
         }
         self.clock.set(t);
+        // The API's timers due by now (a watch's timeoutSeconds, bookmarks)
+        // fire now: the broker asks Batsim to stop at each of them, so they
+        // fire at their own instant (to Batsim's microsecond).
+        if let fakeapi::WatchTimers::Simulated(timers) = &self.store.config().watch_timers {
+            let ns = SIM_EPOCH_NANOS as i128 + (t * 1e9).round() as i128 + 999;
+            let fired = timers.fire_until(DateTime::from_timestamp_nanos(
+                ns.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
+            ));
+            if fired > 0 {
+                tracing::debug!(time = t, fired, "API timers fired");
+            }
+        }
         if let SchedulerSide::Shim(s) = &self.side {
             // On a realtime clock the scheduler's time runs on by itself and
             // may already be past `t`: it never goes back.
@@ -1041,6 +1067,13 @@ impl Broker {
         if let Some((&(key, _), _)) = self.timers.first_key_value() {
             want.push(key as f64 / 1e6);
         }
+        // The API's next timer, while something can still change.
+        if let Some(t) = self.api_deadline() {
+            let pending = self.jobs.iter().any(|j| j.phase != Phase::Done);
+            if pending || !self.no_more_static {
+                want.push(t);
+            }
+        }
         for t in want {
             let t = ceil_us(t).max(ceil_us(now + 1e-6));
             let key = (t * 1e6).round() as u64;
@@ -1066,6 +1099,17 @@ impl Broker {
             self.messages,
             self.started.elapsed().as_secs_f64()
         );
+    }
+
+    /// The API's earliest timer (Batsim seconds), when they run on
+    /// simulated time.
+    fn api_deadline(&self) -> Option<f64> {
+        match &self.store.config().watch_timers {
+            fakeapi::WatchTimers::Simulated(timers) => timers.earliest_deadline().and_then(|d| {
+                Some((d.timestamp_nanos_opt()? as i128 - SIM_EPOCH_NANOS as i128) as f64 / 1e9)
+            }),
+            _ => None,
+        }
     }
 
     /// The records and summary of the run so far.
