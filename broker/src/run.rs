@@ -349,6 +349,10 @@ pub struct RunArgs {
     /// The preloadable shim library (libtimeshim.so) for --shim preload.
     #[arg(long = "shim-lib")]
     pub shim_lib: Option<PathBuf>,
+    /// `schedulerName` of every pod whose job names no scheduler (default:
+    /// `default-scheduler`), for a scheduler that serves another name.
+    #[arg(long = "scheduler-name", value_name = "NAME")]
+    pub scheduler_name: Option<String>,
     /// A binding that overcommits a node fails the run.
     #[arg(long)]
     pub strict: bool,
@@ -568,6 +572,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
             give_up_after: args.give_up_after,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             activity: Some(server.activity()),
+            scheduler_name: args.scheduler_name.clone(),
         },
     );
     let metrics = Arc::new(Mutex::new(String::new()));
@@ -975,6 +980,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
             give_up_after: args.give_up_after,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             activity: None,
+            scheduler_name: None,
         },
     );
     let metrics = Arc::new(Mutex::new(String::new()));

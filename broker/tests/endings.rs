@@ -406,3 +406,74 @@ fn stalled() {
     assert_reason(&e, "stalled", 1);
     assert!(e.stderr.contains("crashed or stuck"), "{}", e.stderr);
 }
+
+/// Waits for a run that ends by itself, checking its outputs and leftovers.
+fn run_to_end(dir: &Path, name: &str, scheduler: &str, extra: &[&str]) -> Ended {
+    let r = start(dir, name, scheduler, extra);
+    let pid = r.child.id();
+    let mut groups = Vec::new();
+    wait_until("the scheduler to start", || {
+        groups = children(pid);
+        !groups.is_empty() || !Path::new(&format!("/proc/{pid}")).exists()
+    });
+    finish(r, &groups)
+}
+
+/// A scheduler that watches the API without the shim it was said to link
+/// is caught within the check's 2 s (without it, the run crawled on
+/// wall-clock timeouts for minutes), with what to do.
+#[test]
+fn unattached_shim_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let sched = format!("env -u TIMESHIM_PAGE {}", scheduler().display());
+    let e = run_to_end(dir.path(), "u", &sched, &["--shim", "linked", "--standin"]);
+    assert_eq!(e.code, Some(1), "{}", e.stderr);
+    assert!(
+        e.stderr
+            .contains("never read the clock through the time shim")
+            && e.stderr.contains("--shim seccomp"),
+        "{}",
+        e.stderr
+    );
+    // Generous (the check waits 2 s): not a benchmark, a bound on "minutes".
+    assert!(e.summary["wall_seconds"].as_f64().unwrap() < 60.0, "{}", e.summary);
+}
+
+/// Pods given a schedulerName the scheduler does not serve: a warning with
+/// the name and what to do, while the run still goes (after 60 simulated
+/// seconds, here long before the pods are given up at 600); with a profile
+/// for that name, the same run completes.
+#[test]
+fn unserved_scheduler_name_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    let sched = scheduler().display().to_string();
+    let e = run_to_end(
+        dir.path(),
+        "n",
+        &sched,
+        &["--scheduler-name", "my-scheduler", "--standin"],
+    );
+    assert_eq!(e.code, Some(0), "{}", e.stderr);
+    let warning = e
+        .stderr
+        .find("schedulerName \"my-scheduler\" have been pending")
+        .unwrap_or_else(|| panic!("no warning:\n{}", e.stderr));
+    assert!(e.stderr[warning..].contains("--scheduler-name NAME"));
+    let given_up = e.stderr.find("rejected: still pending").expect("given up");
+    assert!(warning < given_up, "the warning came after the pods were given up");
+    let w = e.summary["warnings"][0].as_str().unwrap();
+    assert!(w.contains("60.0 simulated s"), "{w}");
+    assert_eq!(e.summary["jobs_rejected"], 200);
+
+    let cfg = config(dir.path(), "mine.yaml", "- schedulerName: my-scheduler\n");
+    let sched = format!("{} --config {}", scheduler().display(), cfg.display());
+    let ok = run_to_end(
+        dir.path(),
+        "m",
+        &sched,
+        &["--scheduler-name", "my-scheduler", "--standin"],
+    );
+    assert_eq!(ok.code, Some(0), "{}", ok.stderr);
+    assert_eq!(ok.summary["jobs_succeeded"], 200);
+    assert_eq!(ok.summary["warnings"].as_array().unwrap().len(), 0);
+}

@@ -498,6 +498,21 @@ impl Store {
         rx
     }
 
+    /// Open watches of `resource` whose selection (namespace, label and
+    /// field selectors) takes in `object`: none means no client watching
+    /// that resource would hear of it (a scheduler whose field selector
+    /// names another `spec.schedulerName`).
+    pub fn watchers_selecting(&self, resource: &str, object: &Value) -> Result<usize> {
+        let info = resolve(resource)?;
+        let ns = meta_str(object, "namespace").unwrap_or("");
+        let st = self.inner.state.read();
+        Ok(st.tables[resources::index_of(info)]
+            .watchers
+            .iter()
+            .filter(|w| w.selection.matches(ns, object))
+            .count())
+    }
+
     /// Open watches (a watch leaves when its stream ends).
     pub fn watcher_count(&self) -> usize {
         self.inner

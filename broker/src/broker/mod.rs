@@ -137,7 +137,16 @@ pub struct BrokerConfig {
     pub progress: bool,
     /// The API's activity counters (to know when watch events are written).
     pub activity: Option<Arc<fakeapi::Activity>>,
+    /// `schedulerName` of the pods whose job names no scheduler (else
+    /// `default-scheduler`).
+    pub scheduler_name: Option<String>,
 }
+
+/// Pods of a schedulerName the scheduler has acted on none of, pending for
+/// this long (wall or simulated), get a warning: the scheduler most likely
+/// serves another name.
+const UNSERVED_WALL: Duration = Duration::from_secs(2);
+const UNSERVED_SIMULATED: f64 = 60.0;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Phase {
@@ -161,6 +170,11 @@ struct JobRt {
     record: PodRecord,
     phase: Phase,
     image: String,
+    /// The pod's schedulerName.
+    scheduler: String,
+    /// A client changed or deleted the pod (a binding, a status).
+    touched: bool,
+    created_wall: Instant,
 }
 
 struct NodeRt {
@@ -211,6 +225,13 @@ pub struct Broker {
     started: Instant,
     last_progress: Instant,
     ended: bool,
+    /// schedulerNames of pods a client acted on.
+    served: BTreeSet<String>,
+    /// schedulerNames warned about.
+    warned: BTreeSet<String>,
+    warnings: Vec<String>,
+    last_unserved_check: Instant,
+    last_unserved_sim: f64,
 }
 
 /// A run-stopping problem, in the user's terms.
@@ -269,6 +290,11 @@ impl Broker {
             started: Instant::now(),
             last_progress: Instant::now(),
             ended: false,
+            served: BTreeSet::new(),
+            warned: BTreeSet::new(),
+            warnings: Vec::new(),
+            last_unserved_check: Instant::now(),
+            last_unserved_sim: f64::NEG_INFINITY,
         }
     }
 
@@ -337,6 +363,7 @@ impl Broker {
             return Ok(Message::empty(t));
         }
         let reply_now = self.window(t, &mut out)?;
+        self.warn_unserved();
         self.give_up_if_stuck(reply_now, &mut out)?;
         // The scheduler's concurrent requests reach the API in an order
         // that varies run to run; decisions of one window are simultaneous,
@@ -521,7 +548,19 @@ impl Broker {
                     ..Default::default()
                 };
                 match translate::pod_from_job(&s.job_id, &s.job, profile.as_ref(), to_time(now)) {
-                    Ok(pod) => {
+                    Ok(mut pod) => {
+                        if let (Some(name), Some(spec)) =
+                            (&self.cfg.scheduler_name, pod.spec.as_mut())
+                        {
+                            if !translate::names_scheduler(&s.job, profile.as_ref()) {
+                                spec.scheduler_name = Some(name.clone());
+                            }
+                        }
+                        let scheduler = pod
+                            .spec
+                            .as_ref()
+                            .and_then(|s| s.scheduler_name.clone())
+                            .unwrap_or_default();
                         record.requests = translate::pod_requests(&pod);
                         let image = pod
                             .spec
@@ -545,6 +584,9 @@ impl Broker {
                             record,
                             phase: Phase::Pending,
                             image,
+                            scheduler,
+                            touched: false,
+                            created_wall: Instant::now(),
                         });
                     }
                     Err(why) => {
@@ -557,6 +599,9 @@ impl Broker {
                             record,
                             phase: Phase::Done,
                             image: String::new(),
+                            scheduler: String::new(),
+                            touched: false,
+                            created_wall: Instant::now(),
                         });
                     }
                 }
@@ -764,6 +809,7 @@ impl Broker {
                     for _ in 0..decided {
                         w.decision();
                     }
+                    self.warn_unserved();
                     w.wall_elapsed(opened.elapsed());
                 }
             }
@@ -838,6 +884,10 @@ impl Broker {
         let Some(&i) = self.job_by_pod.get(&ch.name) else {
             return Ok(0);
         };
+        if !self.jobs[i].touched {
+            self.jobs[i].touched = true;
+            self.served.insert(self.jobs[i].scheduler.clone());
+        }
         let now = self.clock.now();
         match ch.kind {
             EventType::Deleted => {
@@ -1067,10 +1117,12 @@ impl Broker {
         if let Some((&(key, _), _)) = self.timers.first_key_value() {
             want.push(key as f64 / 1e6);
         }
-        // The API's next timer, while something can still change.
+        // The API's next timer, as the scheduler's own: with fast-forward,
+        // only while pods wait (otherwise it fires at the next event, and
+        // the simulation's end is not moved by a bookmark).
         if let Some(t) = self.api_deadline() {
-            let pending = self.jobs.iter().any(|j| j.phase != Phase::Done);
-            if pending || !self.no_more_static {
+            let waiting = self.jobs.iter().any(|j| j.phase == Phase::Pending);
+            if waiting || !self.cfg.policy.fast_forward {
                 want.push(t);
             }
         }
@@ -1099,6 +1151,73 @@ impl Broker {
             self.messages,
             self.started.elapsed().as_secs_f64()
         );
+    }
+
+    /// Warns (once per name) when pods of a schedulerName the scheduler has
+    /// acted on none of stay pending: it most likely serves another name,
+    /// and would otherwise idle until the run gives up on them.
+    fn warn_unserved(&mut self) {
+        let now = self.clock.now();
+        // A look costs a pass over the jobs: at most every 100 ms of wall
+        // time or half the simulated delay.
+        if self.last_unserved_check.elapsed() < Duration::from_millis(100)
+            && now - self.last_unserved_sim < UNSERVED_SIMULATED / 2.0
+        {
+            return;
+        }
+        self.last_unserved_check = Instant::now();
+        self.last_unserved_sim = now;
+        // Per name: pods waiting, the first of them.
+        let mut waiting: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+        for (i, j) in self.jobs.iter().enumerate() {
+            if j.phase == Phase::Pending
+                && !j.touched
+                && !self.served.contains(&j.scheduler)
+                && !self.warned.contains(&j.scheduler)
+            {
+                waiting.entry(&j.scheduler).or_insert((0, i)).0 += 1;
+            }
+        }
+        let mut found = Vec::new();
+        for (name, (count, first)) in waiting {
+            let j = &self.jobs[first];
+            let sim = now - j.record.created;
+            if j.created_wall.elapsed() < UNSERVED_WALL && sim < UNSERVED_SIMULATED {
+                continue;
+            }
+            let selected = self
+                .store
+                .get("pods", Some(translate::NAMESPACE), &j.record.pod)
+                .and_then(|p| self.store.watchers_selecting("pods", &p))
+                .unwrap_or(1);
+            let why = if selected == 0 {
+                "no open watch of pods selects them (the scheduler's field selectors leave \
+                 them out)"
+                    .to_string()
+            } else {
+                format!(
+                    "{selected} open watch(es) of pods select them, but no client has bound them \
+                     or written their status"
+                )
+            };
+            found.push((
+                name.to_string(),
+                format!(
+                    "{count} pod(s) with schedulerName {name:?} have been pending since simulated \
+                     time {:.6} ({sim:.1} simulated s, {:.1} s of wall time) and the scheduler \
+                     has acted on none of them: {why}. If it serves another scheduler name, run \
+                     with --scheduler-name NAME (sets it on every pod whose job names none), or \
+                     give it a profile for {name:?}",
+                    j.record.created,
+                    j.created_wall.elapsed().as_secs_f64()
+                ),
+            ));
+        }
+        for (name, message) in found {
+            tracing::warn!("{message}");
+            self.warned.insert(name);
+            self.warnings.push(message);
+        }
     }
 
     /// The API's earliest timer (Batsim seconds), when they run on
@@ -1134,6 +1253,7 @@ impl Broker {
         s.windows = self.windows;
         s.windows_bound_hit = self.windows_bound_hit;
         s.wake_ups_requested = self.wakeups;
+        s.warnings = self.warnings.clone();
         if self.cfg.progress {
             eprintln!();
         }

@@ -175,6 +175,8 @@ pub struct Summary {
     pub supervisor: Option<BTreeMap<String, u64>>,
     pub flags: BTreeMap<String, String>,
     pub error: Option<String>,
+    /// What the run warned about (pods of a schedulerName nobody serves).
+    pub warnings: Vec<String>,
 }
 
 impl Summary {
