@@ -129,7 +129,7 @@ fn main() -> ExitCode {
             } else if let Some(s) = e.downcast_ref::<batkube::ending::Stopped>() {
                 code = s.0.exit_code();
             }
-            eprintln!("batkube: error: {e:#}");
+            eprintln!("batkube: error: {}", batkube::ending::error_text(&e));
             ExitCode::from(code)
         }
     }

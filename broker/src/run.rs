@@ -22,7 +22,7 @@ use crate::broker::kubelet::{KubeletModel, Latency};
 use crate::broker::sync::ShimSide;
 use crate::broker::record::{self, EndReason};
 use crate::broker::{sim_time, Broker, BrokerConfig, Classified, SchedulerSide, SimClock};
-use crate::ending::{Incomplete, Interrupt, Reaper, Shared, Stopped};
+use crate::ending::{error_text, Incomplete, Interrupt, Reaper, Shared, Stopped};
 use crate::standin::platform::Platform;
 use crate::standin::workload::Workload;
 use crate::standin::{Options, StandIn};
@@ -690,10 +690,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
                 .map(|(k, v)| (k.to_string(), v))
                 .collect()
             });
-    let mut ending = result.err().map(|e| (end_reason(&e), format!("{e:#}")));
+    let mut ending = result.err().map(|e| (end_reason(&e), error_text(&e)));
     match &standin_result {
         Some(Ok(Err(e))) if ending.is_none() => {
-            ending = Some((EndReason::BatsimFailed, format!("Batsim stand-in: {e:#}")))
+            ending = Some((EndReason::BatsimFailed, format!("Batsim stand-in: {}", error_text(e))))
         }
         Some(Err(_)) if ending.is_none() => {
             ending = Some((EndReason::BatsimFailed, "the Batsim stand-in panicked".into()))
@@ -994,7 +994,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
     drop(link);
     let (pods, samples, mut summary) = broker.report();
     summary.flags = flags();
-    let mut ending = result.err().map(|e| (end_reason(&e), format!("{e:#}")));
+    let mut ending = result.err().map(|e| (end_reason(&e), error_text(&e)));
     if ending.is_none() && !summary.completed {
         ending = Some((
             EndReason::BatsimFailed,
