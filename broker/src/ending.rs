@@ -140,7 +140,11 @@ fn watch_signals(seen: Arc<AtomicI32>, children: Shared, ready: std::sync::mpsc:
                 _ = int.recv() => libc::SIGINT,
                 _ = term.recv() => libc::SIGTERM,
             };
-            let name = if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+            let name = if sig == libc::SIGINT {
+                "SIGINT"
+            } else {
+                "SIGTERM"
+            };
             if seen
                 .compare_exchange(0, sig, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()

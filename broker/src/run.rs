@@ -19,8 +19,8 @@ use timeshim::{ClockMode, Controller, ShimMode};
 
 use crate::batsim::link::{BatsimLink, DEFAULT_ENDPOINT};
 use crate::broker::kubelet::{KubeletModel, Latency};
-use crate::broker::sync::ShimSide;
 use crate::broker::record::{self, EndReason};
+use crate::broker::sync::ShimSide;
 use crate::broker::{sim_time, Broker, BrokerConfig, Classified, SchedulerSide, SimClock};
 use crate::ending::{error_text, Incomplete, Interrupt, Reaper, Shared, Stopped};
 use crate::standin::platform::Platform;
@@ -693,10 +693,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     let mut ending = result.err().map(|e| (end_reason(&e), error_text(&e)));
     match &standin_result {
         Some(Ok(Err(e))) if ending.is_none() => {
-            ending = Some((EndReason::BatsimFailed, format!("Batsim stand-in: {}", error_text(e))))
+            ending = Some((
+                EndReason::BatsimFailed,
+                format!("Batsim stand-in: {}", error_text(e)),
+            ))
         }
         Some(Err(_)) if ending.is_none() => {
-            ending = Some((EndReason::BatsimFailed, "the Batsim stand-in panicked".into()))
+            ending = Some((
+                EndReason::BatsimFailed,
+                "the Batsim stand-in panicked".into(),
+            ))
         }
         _ => {}
     }
@@ -928,7 +934,11 @@ fn write_jobs_csv(path: &Path, pods: &[record::PodRecord]) -> std::io::Result<()
             JobState::parse(&p.outcome)
         };
         let row = JobRow {
-            job_id: p.job_id.split_once('!').map_or(&*p.job_id, |(_, j)| j).into(),
+            job_id: p
+                .job_id
+                .split_once('!')
+                .map_or(&*p.job_id, |(_, j)| j)
+                .into(),
             workload_name: p.job_id.split_once('!').map_or("", |(w, _)| w).into(),
             profile: String::new(),
             submission_time: p.created,

@@ -266,7 +266,12 @@ fn done() {
 
 fn interrupted(sig: i32, reason: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let r = start(dir.path(), reason, &idle_scheduler(dir.path()), &endless_standin());
+    let r = start(
+        dir.path(),
+        reason,
+        &idle_scheduler(dir.path()),
+        &endless_standin(),
+    );
     wait_running(&r);
     let groups = children(r.child.id());
     assert!(!groups.is_empty());
@@ -290,7 +295,12 @@ fn sigterm() {
 #[test]
 fn scheduler_killed() {
     let dir = tempfile::tempdir().unwrap();
-    let r = start(dir.path(), "s", &idle_scheduler(dir.path()), &endless_standin());
+    let r = start(
+        dir.path(),
+        "s",
+        &idle_scheduler(dir.path()),
+        &endless_standin(),
+    );
     wait_running(&r);
     let groups = children(r.child.id());
     assert_eq!(groups.len(), 1, "the scheduler only (stand-in in-process)");
@@ -436,7 +446,11 @@ fn unattached_shim_is_named() {
         e.stderr
     );
     // Generous (the check waits 2 s): not a benchmark, a bound on "minutes".
-    assert!(e.summary["wall_seconds"].as_f64().unwrap() < 60.0, "{}", e.summary);
+    assert!(
+        e.summary["wall_seconds"].as_f64().unwrap() < 60.0,
+        "{}",
+        e.summary
+    );
 }
 
 /// Pods given a schedulerName the scheduler does not serve: a warning with
@@ -460,7 +474,10 @@ fn unserved_scheduler_name_warns() {
         .unwrap_or_else(|| panic!("no warning:\n{}", e.stderr));
     assert!(e.stderr[warning..].contains("--scheduler-name NAME"));
     let given_up = e.stderr.find("rejected: still pending").expect("given up");
-    assert!(warning < given_up, "the warning came after the pods were given up");
+    assert!(
+        warning < given_up,
+        "the warning came after the pods were given up"
+    );
     let w = e.summary["warnings"][0].as_str().unwrap();
     assert!(w.contains("60.0 simulated s"), "{w}");
     assert_eq!(e.summary["jobs_rejected"], 200);

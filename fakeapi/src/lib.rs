@@ -54,7 +54,7 @@ pub use error::{ApiError, Result};
 pub use patch::PatchKind;
 pub use resources::ResourceInfo;
 pub use server::{kubeconfig_yaml, serve, RunningServer};
-pub use timers::{SimTimers, WatchTimers};
 pub use store::{
     Change, Clock, DeleteOptions, EventType, HoldGuard, Origin, Store, StoreConfig, WatchStart,
 };
+pub use timers::{SimTimers, WatchTimers};

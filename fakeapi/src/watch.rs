@@ -158,7 +158,8 @@ impl WatchStream {
                 let now = store.now();
                 (
                     timeout.map(|t| {
-                        let at = now + chrono::Duration::from_std(t).unwrap_or(chrono::Duration::MAX);
+                        let at =
+                            now + chrono::Duration::from_std(t).unwrap_or(chrono::Duration::MAX);
                         Deadline::Sim(timers.arm(at, &reg.tally))
                     }),
                     allow_bookmarks.then(|| {

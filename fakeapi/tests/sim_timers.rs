@@ -54,7 +54,10 @@ async fn watch_timeout_ends_at_its_simulated_deadline() {
         .resource_version
         .unwrap();
     let mut events = pods
-        .watch(&WatchParams::default().timeout(290).disable_bookmarks(), &rv)
+        .watch(
+            &WatchParams::default().timeout(290).disable_bookmarks(),
+            &rv,
+        )
         .await
         .unwrap()
         .boxed();

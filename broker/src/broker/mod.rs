@@ -421,7 +421,10 @@ impl Broker {
                             return Ok(());
                         }
                         Quiet::Exited => {
-                            return self.fail_because(EndReason::SchedulerExited, "the scheduler process exited during the simulation")
+                            return self.fail_because(
+                                EndReason::SchedulerExited,
+                                "the scheduler process exited during the simulation",
+                            )
                         }
                         Quiet::Busy if start.elapsed() >= BOUND => {
                             tracing::warn!("the scheduler was still busy {BOUND:?} after the nodes were created");
@@ -960,10 +963,13 @@ impl Broker {
     fn bind(&mut self, i: usize, node_name: &str, out: &mut Vec<EventData>) -> anyhow::Result<()> {
         let now = self.clock.now();
         let Some(&node) = self.node_by_name.get(node_name) else {
-            return self.fail_because(EndReason::Invariant, format!(
+            return self.fail_because(
+                EndReason::Invariant,
+                format!(
                 "the scheduler bound pod {} to {node_name:?}, which is not a node of the platform",
                 self.jobs[i].record.pod
-            ));
+            ),
+            );
         };
         self.jobs[i].record.attempts += 1;
         self.jobs[i].record.bound = Some(now);

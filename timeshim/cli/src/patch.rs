@@ -222,7 +222,11 @@ fn update_lock(manifest: &Path, lock: &Path, how: LockUpdate) -> Result<String, 
     // encoded): then the lock keeps its format, as the user's toolchain
     // may not read 4.
     let after = std::fs::read_to_string(lock).map_err(io_err(lock))?;
-    let version = |t: &str| t.lines().find(|l| l.starts_with("version = ")).map(str::to_owned);
+    let version = |t: &str| {
+        t.lines()
+            .find(|l| l.starts_with("version = "))
+            .map(str::to_owned)
+    };
     match (version(&before), version(&after)) {
         (Some(old), Some(new)) if old != new => {
             if old == "version = 3" && new == "version = 4" && !after.contains("source = \"git+") {

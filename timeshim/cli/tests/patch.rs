@@ -258,7 +258,10 @@ fn patch_on_a_fresh_kube_crate_changes_only_what_timeshim_needs() {
         c.status().expect("cargo generate-lockfile").success()
     };
     let offline = generate(true);
-    assert!(offline || generate(false), "no Cargo.lock for the kube crate");
+    assert!(
+        offline || generate(false),
+        "no Cargo.lock for the kube crate"
+    );
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
     let main = std::fs::read_to_string(dir.join("src/main.rs")).unwrap();
     // An older lock-file format, as a scheduler's repository may have: it
@@ -275,7 +278,11 @@ fn patch_on_a_fresh_kube_crate_changes_only_what_timeshim_needs() {
     }
     let out = timeshim(&args);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("changed: Cargo.lock"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("changed: Cargo.lock"),
+        "{}",
+        text(&out.stdout)
+    );
 
     let added = lines_added(
         &manifest,
