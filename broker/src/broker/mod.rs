@@ -1128,7 +1128,9 @@ impl Broker {
         // the simulation's end is not moved by a bookmark).
         if let Some(t) = self.api_deadline() {
             let waiting = self.jobs.iter().any(|j| j.phase == Phase::Pending);
-            if waiting || !self.cfg.policy.fast_forward {
+            let unfinished = self.jobs.iter().any(|j| j.phase != Phase::Done);
+            // Nothing to wake up for when nothing can change any more.
+            if waiting || (!self.cfg.policy.fast_forward && (unfinished || !self.no_more_static)) {
                 want.push(t);
             }
         }
