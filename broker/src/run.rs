@@ -741,7 +741,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     // The scheduler goes first: its open connections would otherwise hold
     // the API's graceful shutdown for its full 5 s.
     drop(reaper);
-    let written = write_outputs(&out, &pods, &samples, &summary);
+    let written = write_outputs(&out, &pods, &samples, &summary, true);
     rt.block_on(server.shutdown());
     drop(broker);
     drop(controller);
@@ -891,15 +891,18 @@ fn drive(
     }
 }
 
+/// `jobs_csv`: Batsim exports to `out` (`run`), so a jobs.csv it did not
+/// write is written from the broker's records.
 fn write_outputs(
     out: &Path,
     pods: &[record::PodRecord],
     samples: &[record::NodeSample],
     summary: &record::Summary,
+    jobs_csv: bool,
 ) -> anyhow::Result<()> {
     let ctx = |name: &str| format!("writing {}", out.join(name).display());
     // Batsim writes jobs.csv when it ends; one that died did not.
-    if !out.join("jobs.csv").exists() {
+    if jobs_csv && !out.join("jobs.csv").exists() {
         write_jobs_csv(&out.join("jobs.csv"), pods).with_context(|| ctx("jobs.csv"))?;
     }
     record::write_pods_csv(&out.join("pods.csv"), pods).with_context(|| ctx("pods.csv"))?;
@@ -1016,7 +1019,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
         summary.end_reason = *reason;
         summary.error = Some(message.clone());
     }
-    let written = write_outputs(&args.out, &pods, &samples, &summary);
+    let written = write_outputs(&args.out, &pods, &samples, &summary, false);
     rt.block_on(server.shutdown());
     written?;
     match ending {

@@ -494,3 +494,45 @@ fn unserved_scheduler_name_warns() {
     assert_eq!(ok.summary["jobs_succeeded"], 200);
     assert_eq!(ok.summary["warnings"].as_array().unwrap().len(), 0);
 }
+
+/// `batkube serve` (Batsim and the scheduler are the user's) interrupted
+/// while it waits for Batsim: its outputs are written all the same.
+#[test]
+fn serve_sigint() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("serve");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let stderr = dir.path().join("serve.stderr");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_batkube"))
+        .args(["serve", "--api", "127.0.0.1:0", "--out"])
+        .arg(&out)
+        .args(["--socket-endpoint", &format!("tcp://127.0.0.1:{port}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until("the API to be up", || metrics(&out).is_some());
+    signal(child.id(), libc::SIGINT);
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed() < PATIENCE, "serve did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let err = std::fs::read_to_string(&stderr).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    for f in ["pods.csv", "nodes.csv", "summary.json"] {
+        assert!(out.join(f).is_file(), "{f} missing; stderr:\n{err}");
+    }
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["end_reason"], "sigint", "{summary}");
+    assert_eq!(summary["completed"], false);
+}
