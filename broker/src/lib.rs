@@ -9,6 +9,7 @@
 
 pub mod batsim;
 pub mod broker;
+pub mod ending;
 pub mod run;
 pub mod standin;
 pub mod tools;

@@ -121,15 +121,35 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("batkube: error: {e:#}");
-            ExitCode::FAILURE
+            // A run that ended early says how far it got before why.
+            let mut code = 1;
+            if let Some(inc) = e.downcast_ref::<batkube::ending::Incomplete>() {
+                print_summary(&inc.summary);
+                code = inc.summary.end_reason.exit_code();
+            } else if let Some(s) = e.downcast_ref::<batkube::ending::Stopped>() {
+                code = s.0.exit_code();
+            }
+            eprintln!("batkube: error: {}", batkube::ending::error_text(&e));
+            ExitCode::from(code)
         }
     }
 }
 
 fn print_summary(s: &batkube::broker::record::Summary) {
+    let how = if s.completed {
+        "simulation complete".to_string()
+    } else {
+        format!(
+            "simulation incomplete ({} at simulated time {:.6} s)",
+            serde_json::to_value(s.end_reason)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            s.end_time
+        )
+    };
     eprintln!(
-        "batkube: simulation complete: {} jobs ({} succeeded, {} failed, {} rejected), makespan \
+        "batkube: {how}: {} jobs ({} succeeded, {} failed, {} rejected), makespan \
          {:.6} s, mean wait {:.6} s, max wait {:.6} s, utilisation {:.3}, {} overcommit(s), \
          {:.3} s of wall time ({:.0}x faster than real time)",
         s.jobs,

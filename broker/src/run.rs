@@ -8,7 +8,7 @@
 //! themselves.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,8 +19,10 @@ use timeshim::{ClockMode, Controller, ShimMode};
 
 use crate::batsim::link::{BatsimLink, DEFAULT_ENDPOINT};
 use crate::broker::kubelet::{KubeletModel, Latency};
+use crate::broker::record::{self, EndReason};
 use crate::broker::sync::ShimSide;
-use crate::broker::{record, sim_time, Broker, BrokerConfig, SchedulerSide, SimClock};
+use crate::broker::{sim_time, Broker, BrokerConfig, Classified, SchedulerSide, SimClock};
+use crate::ending::{error_text, Incomplete, Interrupt, Reaper, Shared, Stopped};
 use crate::standin::platform::Platform;
 use crate::standin::workload::Workload;
 use crate::standin::{Options, StandIn};
@@ -365,6 +367,10 @@ pub struct RunArgs {
     /// The preloadable shim library (libtimeshim.so) for --shim preload.
     #[arg(long = "shim-lib")]
     pub shim_lib: Option<PathBuf>,
+    /// `schedulerName` of every pod whose job names no scheduler (default:
+    /// `default-scheduler`), for a scheduler that serves another name.
+    #[arg(long = "scheduler-name", value_name = "NAME")]
+    pub scheduler_name: Option<String>,
     /// A binding that overcommits a node fails the run.
     #[arg(long)]
     pub strict: bool,
@@ -403,36 +409,19 @@ pub struct ServeArgs {
     pub kubelet: KubeletArgs,
 }
 
-/// A child is killed when batkube dies, even by SIGKILL (no orphans).
-fn die_with_parent(cmd: &mut Command) {
+/// A child is killed when batkube dies, even by SIGKILL (no orphans), and
+/// leads its own process group, so that stopping it stops whatever it
+/// forked (a wrapper script's children); a Ctrl-C at the terminal reaches
+/// batkube only, which then stops the group.
+fn own_group_dying_with_parent(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
     // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             Ok(())
         });
-    }
-}
-
-/// Children killed on drop, whatever happens.
-struct Reaper(Arc<Mutex<Vec<Child>>>);
-
-impl Reaper {
-    /// Stops every child (the scheduler, a real Batsim) and waits for it.
-    fn stop(&self) {
-        for c in self.0.lock().iter_mut() {
-            if let Ok(None) = c.try_wait() {
-                let _ = c.kill();
-            }
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        self.stop();
     }
 }
 
@@ -466,7 +455,15 @@ struct Api {
     kubeconfig: PathBuf,
 }
 
-fn start_api(addr: std::net::SocketAddr, out: &Path, start: f64) -> anyhow::Result<Api> {
+/// `timers`: what the API's watch timers (timeoutSeconds, bookmarks) run
+/// on: the simulated clock under `run` (the broker fires them), the wall
+/// clock under `serve` (the user's scheduler runs on real time).
+fn start_api(
+    addr: std::net::SocketAddr,
+    out: &Path,
+    start: f64,
+    timers: fakeapi::WatchTimers,
+) -> anyhow::Result<Api> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -479,15 +476,15 @@ fn start_api(addr: std::net::SocketAddr, out: &Path, start: f64) -> anyhow::Resu
         // cache). The default (100k) kept every pod version of an 18k-job
         // trace in memory: 1.2 GB.
         watch_history: 10_000,
-        // Nothing of the API's may happen at a wall-clock instant.
-        wall_clock_watch_timers: false,
+        watch_timers: timers,
         ..Default::default()
     });
     let server = rt
         .block_on(fakeapi::serve(store.clone(), addr))
         .with_context(|| format!("starting the API server on {addr}"))?;
     let kubeconfig = out.join("kubeconfig.yaml");
-    std::fs::write(&kubeconfig, fakeapi::kubeconfig_yaml(server.addr()))?;
+    std::fs::write(&kubeconfig, fakeapi::kubeconfig_yaml(server.addr()))
+        .with_context(|| format!("writing {}", kubeconfig.display()))?;
     Ok(Api {
         rt,
         clock,
@@ -497,9 +494,21 @@ fn start_api(addr: std::net::SocketAddr, out: &Path, start: f64) -> anyhow::Resu
     })
 }
 
+/// What a run started that the teardown must know of.
+struct Started {
+    link: Option<BatsimLink>,
+    standin: Option<std::thread::JoinHandle<anyhow::Result<crate::standin::RunSummary>>>,
+}
+
 /// Runs a whole simulation; `Ok(summary)` only if it completed and no
-/// invariant failed.
+/// invariant failed. Once the API is up, every ending (done, a signal, a
+/// child that died, a failed invariant, a bound hit) writes pods.csv,
+/// nodes.csv, summary.json (and jobs.csv if Batsim could not), stops the
+/// children and removes the clock page; a run that did not complete
+/// returns [`Incomplete`].
 pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
+    let children = Shared::default();
+    let interrupt = Interrupt::install(children.clone());
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating the output directory {}", args.out.display()))?;
     let out = args.out.clone();
@@ -524,6 +533,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
             args.warm_up
         );
     }
+    let shim_mode = match shim_choice {
+        ShimChoice::Preload => Some(ShimMode::Preloaded(args.shim_lib.clone().ok_or_else(
+            || anyhow::anyhow!("--shim preload needs --shim-lib PATH/libtimeshim.so"),
+        )?)),
+        ShimChoice::Seccomp => Some(ShimMode::Seccomp {
+            seed: args.scheduler_seed,
+        }),
+        ShimChoice::None => None,
+        _ => Some(ShimMode::Linked),
+    };
+    let kubelet = args.kubelet.model()?;
+    interrupt.check()?;
     let Api {
         rt,
         clock,
@@ -534,46 +555,20 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         "127.0.0.1:0".parse()?,
         &out,
         if shim { -args.warm_up } else { 0.0 },
+        // Nothing of the API's may happen at a wall-clock instant.
+        fakeapi::WatchTimers::Simulated(Default::default()),
     )?;
-    let children = Arc::new(Mutex::new(Vec::new()));
-    let reaper = Reaper(children.clone());
-    install_interrupt(children.clone());
-
-    // The scheduler, under the shim.
+    // Declared after the API and the controller: dropped (children stopped)
+    // before them, on every path.
     let controller = if shim {
         let c = Controller::new(sim_time(-args.warm_up)).context("creating the shim clock page")?;
         c.set_clock_mode(policy.clock);
+        children.0.lock().files.push(c.page_path().to_path_buf());
         Some(Arc::new(c))
     } else {
         None
     };
-    let log = std::fs::File::create(out.join("scheduler.log"))?;
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(exec_line(&args.scheduler))
-        .env("KUBECONFIG", &kubeconfig)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
-    let child = if let Some(c) = &controller {
-        let mode = match shim_choice {
-            ShimChoice::Preload => ShimMode::Preloaded(args.shim_lib.clone().ok_or_else(|| {
-                anyhow::anyhow!("--shim preload needs --shim-lib PATH/libtimeshim.so")
-            })?),
-            ShimChoice::Seccomp => ShimMode::Seccomp {
-                seed: args.scheduler_seed,
-            },
-            _ => ShimMode::Linked,
-        };
-        tracing::info!(shim = ?shim_choice, "starting the scheduler");
-        die_with_parent(&mut cmd);
-        c.spawn(cmd, &mode)
-    } else {
-        die_with_parent(&mut cmd);
-        cmd.spawn()
-    }
-    .with_context(|| format!("starting the scheduler: {}", args.scheduler))?;
-    children.lock().push(child);
+    let reaper = Reaper(children.clone());
     let side = match &controller {
         Some(c) => SchedulerSide::Shim(ShimSide {
             controller: c.clone(),
@@ -591,10 +586,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         BrokerConfig {
             policy,
             strict: args.strict,
-            kubelet: args.kubelet.model()?,
+            kubelet,
             give_up_after: args.give_up_after,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             activity: Some(server.activity()),
+            scheduler_name: args.scheduler_name.clone(),
         },
     );
     let metrics = Arc::new(Mutex::new(String::new()));
@@ -603,50 +599,98 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         server.set_extra_metrics(move || m.lock().clone());
     }
 
-    // Batsim: real when available, else the stand-in in-process.
-    let (mut link, standin) = match find_batsim(&args) {
-        Some(batsim) => {
-            let link = BatsimLink::bind(&args.socket)?;
-            let mut c = Command::new(&batsim);
-            c.arg("-p").arg(&args.platform);
-            for w in &args.workloads {
-                c.arg("-w").arg(w);
-            }
-            c.arg("-e")
-                .arg(format!("{}/", out.display()))
-                .arg("-s")
-                .arg(&args.socket)
-                .arg("--enable-compute-sharing")
-                .stdin(Stdio::null())
-                .stdout(std::fs::File::create(out.join("batsim.log"))?)
-                .stderr(std::fs::File::create(out.join("batsim.err.log"))?);
-            die_with_parent(&mut c);
-            let child = c
-                .spawn()
-                .with_context(|| format!("starting Batsim: {}", batsim.display()))?;
-            children.lock().push(child);
-            (link, None)
-        }
-        None => {
-            let (link, mut batsim_side) = BatsimLink::in_process();
-            let opts = Options {
-                compute_sharing: true,
-                export_prefix: Some(PathBuf::from(format!("{}/", out.display()))),
-                ..Options::default()
-            };
-            let sim = StandIn::new(platform, workloads, opts)?;
-            let handle = std::thread::Builder::new()
-                .name("batsim-standin".into())
-                .spawn(move || sim.run(&mut batsim_side))?;
-            (link, Some(handle))
-        }
+    let mut started = Started {
+        link: None,
+        standin: None,
     };
+    let result = (|| -> anyhow::Result<()> {
+        // The scheduler, under the shim.
+        let log_path = out.join("scheduler.log");
+        let log = std::fs::File::create(&log_path)
+            .with_context(|| format!("creating {}", log_path.display()))?;
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(exec_line(&args.scheduler))
+            .env("KUBECONFIG", &kubeconfig)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        own_group_dying_with_parent(&mut cmd);
+        let child = match (&controller, &shim_mode) {
+            (Some(c), Some(mode)) => {
+                tracing::info!(shim = ?shim_choice, "starting the scheduler");
+                c.spawn(cmd, mode)
+            }
+            _ => cmd.spawn(),
+        }
+        .with_context(|| format!("starting the scheduler: {}", args.scheduler))?;
+        children.0.lock().scheduler = Some(child);
+        interrupt.check()?;
 
-    let result = wait_for_scheduler(&store, &children, args.clock.window_bound, &out)
-        .and_then(|()| check_attached(controller.as_deref(), shim_choice))
-        .and_then(|()| drive(&mut broker, &mut link, &metrics));
-    drop(link);
-    let standin_result = standin.map(|h| h.join());
+        // Batsim: real when available, else the stand-in in-process.
+        match find_batsim(&args) {
+            Some(batsim) => {
+                started.link = Some(BatsimLink::bind(&args.socket)?);
+                let mut c = Command::new(&batsim);
+                c.arg("-p").arg(&args.platform);
+                for w in &args.workloads {
+                    c.arg("-w").arg(w);
+                }
+                let file = |name: &str| {
+                    let p = out.join(name);
+                    std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))
+                };
+                c.arg("-e")
+                    .arg(format!("{}/", out.display()))
+                    .arg("-s")
+                    .arg(&args.socket)
+                    .arg("--enable-compute-sharing")
+                    .stdin(Stdio::null())
+                    .stdout(file("batsim.log")?)
+                    .stderr(file("batsim.err.log")?);
+                own_group_dying_with_parent(&mut c);
+                let child = c
+                    .spawn()
+                    .with_context(|| format!("starting Batsim: {}", batsim.display()))?;
+                children.0.lock().batsim = Some(child);
+            }
+            None => {
+                let (link, mut batsim_side) = BatsimLink::in_process();
+                started.link = Some(link);
+                let opts = Options {
+                    compute_sharing: true,
+                    export_prefix: Some(PathBuf::from(format!("{}/", out.display()))),
+                    ..Options::default()
+                };
+                let sim = StandIn::new(platform, workloads, opts)?;
+                started.standin = Some(
+                    std::thread::Builder::new()
+                        .name("batsim-standin".into())
+                        .spawn(move || sim.run(&mut batsim_side))?,
+                );
+            }
+        };
+
+        wait_for_scheduler(&store, &children, &interrupt, args.clock.window_bound, &out)?;
+        check_attached(controller.as_deref(), shim_choice, &interrupt)?;
+        let link = started.link.as_mut().expect("set above");
+        let watch = || -> anyhow::Result<()> {
+            interrupt.check()?;
+            if let Some(b) = children.0.lock().batsim.as_mut() {
+                if let Ok(Some(status)) = b.try_wait() {
+                    return Err(BatsimExited(format!(
+                        "Batsim exited ({status}) before the simulation ended; see {}",
+                        out.join("batsim.err.log").display()
+                    ))
+                    .into());
+                }
+            }
+            Ok(())
+        };
+        drive(&mut broker, link, &metrics, rt.handle(), watch)
+    })();
+    drop(started.link.take());
+    let standin_result = started.standin.take().map(|h| h.join());
     let (pods, samples, mut summary) = broker.report();
     summary.flags = flags();
     summary.shim = format!("{shim_choice:?}").to_lowercase();
@@ -664,40 +708,112 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
                 .map(|(k, v)| (k.to_string(), v))
                 .collect()
             });
-    let mut error = result.err().map(|e| format!("{e:#}"));
-    if let Some(Ok(Err(e))) = &standin_result {
-        if error.is_none() {
-            error = Some(format!("Batsim stand-in: {e:#}"));
+    let mut ending = result.err().map(|e| (end_reason(&e), error_text(&e)));
+    match &standin_result {
+        Some(Ok(Err(e))) if ending.is_none() => {
+            ending = Some((
+                EndReason::BatsimFailed,
+                format!("Batsim stand-in: {}", error_text(e)),
+            ))
+        }
+        Some(Err(_)) if ending.is_none() => {
+            ending = Some((
+                EndReason::BatsimFailed,
+                "the Batsim stand-in panicked".into(),
+            ))
+        }
+        _ => {}
+    }
+    if ending.is_none() && !summary.completed {
+        ending = Some((
+            EndReason::BatsimFailed,
+            "Batsim ended the exchange before SIMULATION_ENDS".into(),
+        ));
+    }
+    // A signal is why the run ended, whatever it broke on its way (the
+    // scheduler it stopped, first of all).
+    if let Some(r) = interrupt.reason() {
+        if !summary.completed {
+            ending = Some((
+                r,
+                format!("{} at simulated time {:.6}", Stopped(r), summary.end_time),
+            ));
         }
     }
-    if error.is_none() && !summary.completed {
-        error = Some("Batsim ended the exchange before SIMULATION_ENDS".into());
+    if ending.is_none() && summary.overcommit_count > 0 {
+        ending = Some((
+            EndReason::Overcommit,
+            format!(
+                "{} overcommit(s): a node ran pods whose requests exceed its allocatable (see \
+                 nodes.csv in {})",
+                summary.overcommit_count,
+                out.display()
+            ),
+        ));
     }
-    summary.error = error.clone();
-    write_outputs(&out, &pods, &samples, &summary)?;
+    if let Some((reason, message)) = &ending {
+        summary.completed = false;
+        summary.end_reason = *reason;
+        summary.error = Some(message.clone());
+    }
     // The scheduler goes first: its open connections would otherwise hold
     // the API's graceful shutdown for its full 5 s.
-    reaper.stop();
+    drop(reaper);
+    let written = write_outputs(&out, &pods, &samples, &summary, true);
     rt.block_on(server.shutdown());
-    if let Some(e) = error {
-        bail!("{e} (outputs so far in {})", out.display());
+    drop(broker);
+    drop(controller);
+    written?;
+    match ending {
+        None => Ok(summary),
+        Some((_, message)) => Err(Incomplete {
+            summary,
+            message: format!("{message} (outputs in {})", out.display()),
+        }
+        .into()),
     }
-    if summary.overcommit_count > 0 {
-        bail!(
-            "{} overcommit(s): a node ran pods whose requests exceed its allocatable (see \
-             nodes.csv in {})",
-            summary.overcommit_count,
-            out.display()
-        );
+}
+
+/// Real Batsim's process ended before SIMULATION_ENDS.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct BatsimExited(String);
+
+/// The scheduler did not watch the API within the window bound.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct NeverWatched(String);
+
+/// The scheduler process ended before it watched the API.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct ExitedEarly(String);
+
+/// Which way an error ended the run.
+fn end_reason(e: &anyhow::Error) -> EndReason {
+    if let Some(s) = e.downcast_ref::<Stopped>() {
+        s.0
+    } else if let Some(c) = e.downcast_ref::<Classified>() {
+        c.reason
+    } else if e.downcast_ref::<BatsimExited>().is_some() {
+        EndReason::BatsimFailed
+    } else if e.downcast_ref::<NeverWatched>().is_some() {
+        EndReason::WindowBound
+    } else if e.downcast_ref::<ExitedEarly>().is_some() {
+        EndReason::SchedulerExited
+    } else if e.downcast_ref::<crate::batsim::link::LinkError>().is_some() {
+        EndReason::BatsimFailed
+    } else {
+        EndReason::Error
     }
-    Ok(summary)
 }
 
 /// Waits until the scheduler watches the API (it has started and listed),
 /// or says why it did not.
 fn wait_for_scheduler(
     store: &fakeapi::Store,
-    children: &Mutex<Vec<Child>>,
+    children: &Shared,
+    interrupt: &Interrupt,
     bound: Duration,
     out: &Path,
 ) -> anyhow::Result<()> {
@@ -706,24 +822,27 @@ fn wait_for_scheduler(
         if store.watcher_count() > 0 {
             return Ok(());
         }
-        if let Some(c) = children.lock().first_mut() {
+        interrupt.check()?;
+        if let Some(c) = children.0.lock().scheduler.as_mut() {
             if let Ok(Some(status)) = c.try_wait() {
                 let log = std::fs::read_to_string(out.join("scheduler.log")).unwrap_or_default();
                 let tail: Vec<&str> = log.lines().rev().take(15).collect();
                 let tail: Vec<&str> = tail.into_iter().rev().collect();
-                bail!(
+                return Err(ExitedEarly(format!(
                     "the scheduler exited ({status}) before watching the API; the end of its \
                      log:\n{}",
                     tail.join("\n")
-                );
+                ))
+                .into());
             }
         }
         if start.elapsed() > bound {
-            bail!(
-                "the scheduler did not watch the API within {:?}; see {}",
+            return Err(NeverWatched(format!(
+                "the scheduler did not watch the API within --window-bound {:?}; see {}",
                 bound,
                 out.join("scheduler.log").display()
-            );
+            ))
+            .into());
         }
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -732,7 +851,11 @@ fn wait_for_scheduler(
 /// A scheduler that watches the API but never read the clock through the
 /// linked or preloaded shim runs on real time: say so at once, with what to
 /// do, rather than letting the simulation crawl on wall-clock timeouts.
-fn check_attached(controller: Option<&Controller>, shim: ShimChoice) -> anyhow::Result<()> {
+fn check_attached(
+    controller: Option<&Controller>,
+    shim: ShimChoice,
+    interrupt: &Interrupt,
+) -> anyhow::Result<()> {
     let Some(c) = controller else { return Ok(()) };
     if !matches!(shim, ShimChoice::Linked | ShimChoice::Preload) {
         return Ok(());
@@ -742,6 +865,7 @@ fn check_attached(controller: Option<&Controller>, shim: ShimChoice) -> anyhow::
         if c.attached_pid().is_some() {
             return Ok(());
         }
+        interrupt.check()?;
         std::thread::sleep(Duration::from_millis(5));
     }
     let what = match shim {
@@ -754,73 +878,120 @@ fn check_attached(controller: Option<&Controller>, shim: ShimChoice) -> anyhow::
     )
 }
 
+/// Answers Batsim until SIMULATION_ENDS or the peer is gone. `watch` is
+/// called after every message and every 100 ms while Batsim is silent: an
+/// error from it (a signal, Batsim's process gone) ends the run.
 fn drive(
     broker: &mut Broker,
     link: &mut BatsimLink,
     metrics: &Mutex<String>,
+    rt: &tokio::runtime::Handle,
+    watch: impl Fn() -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
-    while let Some(msg) = link.recv_blocking() {
-        let msg = msg?;
-        let reply = broker.handle(msg)?;
+    loop {
+        let msg = loop {
+            let next = rt.block_on(async {
+                tokio::time::timeout(Duration::from_millis(100), link.recv()).await
+            });
+            match next {
+                Ok(m) => break m,
+                Err(_) => watch()?,
+            }
+        };
+        let Some(msg) = msg else { return Ok(()) };
+        let reply = broker.handle(msg?)?;
         link.reply(reply)?;
         *metrics.lock() = broker.metrics_text();
         if broker.ended() {
             return Ok(());
         }
+        watch()?;
     }
-    Ok(())
 }
 
+/// `jobs_csv`: Batsim exports to `out` (`run`), so a jobs.csv it did not
+/// write is written from the broker's records.
 fn write_outputs(
     out: &Path,
     pods: &[record::PodRecord],
     samples: &[record::NodeSample],
     summary: &record::Summary,
+    jobs_csv: bool,
 ) -> anyhow::Result<()> {
-    record::write_pods_csv(&out.join("pods.csv"), pods)?;
-    record::write_nodes_csv(&out.join("nodes.csv"), samples)?;
+    let ctx = |name: &str| format!("writing {}", out.join(name).display());
+    // Batsim writes jobs.csv when it ends; one that died did not.
+    if jobs_csv && !out.join("jobs.csv").exists() {
+        write_jobs_csv(&out.join("jobs.csv"), pods).with_context(|| ctx("jobs.csv"))?;
+    }
+    record::write_pods_csv(&out.join("pods.csv"), pods).with_context(|| ctx("pods.csv"))?;
+    record::write_nodes_csv(&out.join("nodes.csv"), samples).with_context(|| ctx("nodes.csv"))?;
     std::fs::write(
         out.join("summary.json"),
         serde_json::to_string_pretty(summary)? + "\n",
-    )?;
+    )
+    .with_context(|| ctx("summary.json"))?;
     Ok(())
 }
 
-/// Ctrl-C: stop the children and leave with 130; the outputs written so
-/// far stay.
-fn install_interrupt(children: Arc<Mutex<Vec<Child>>>) {
-    let _ = std::thread::Builder::new()
-        .name("interrupt".into())
-        .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(_) => return,
-            };
-            if rt.block_on(tokio::signal::ctrl_c()).is_ok() {
-                eprintln!("\nbatkube: interrupted; stopping the scheduler and Batsim");
-                for c in children.lock().iter_mut() {
-                    let _ = c.kill();
-                }
-                std::process::exit(130);
-            }
-        });
+/// jobs.csv in Batsim's layout from the broker's records, for a Batsim
+/// that ended without writing it: the jobs that reached a final state, as
+/// far as the broker knows them (no profile, requested time -1).
+fn write_jobs_csv(path: &Path, pods: &[record::PodRecord]) -> std::io::Result<()> {
+    use crate::batsim::protocol::JobState;
+    use crate::standin::output::{job_line, JobRow, JOBS_HEADER};
+    let mut text = format!("{JOBS_HEADER}\n");
+    for p in pods {
+        let rejected = p.outcome.starts_with("REJECTED");
+        let (starting_time, execution_time) = match (p.started, p.finished) {
+            (Some(s), Some(f)) if !rejected => (Some(s), Some(f - s)),
+            _ if rejected => (None, None),
+            _ => continue,
+        };
+        let state = if rejected {
+            JobState::Rejected
+        } else if p.outcome == "PREEMPTED" {
+            JobState::CompletedKilled
+        } else {
+            JobState::parse(&p.outcome)
+        };
+        let row = JobRow {
+            job_id: p
+                .job_id
+                .split_once('!')
+                .map_or(&*p.job_id, |(_, j)| j)
+                .into(),
+            workload_name: p.job_id.split_once('!').map_or("", |(w, _)| w).into(),
+            profile: String::new(),
+            submission_time: p.created,
+            requested_number_of_resources: 1,
+            requested_time: -1.0,
+            final_state: state,
+            starting_time,
+            execution_time,
+            allocated_resources: String::new(),
+            metadata: String::new(),
+        };
+        text += &job_line(&row);
+        text.push('\n');
+    }
+    std::fs::write(path, text)
 }
 
 /// `batkube serve`: the API and the broker; Batsim and the scheduler are
-/// the user's.
+/// the user's. SIGINT and SIGTERM end it with every output written.
 pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
-    std::fs::create_dir_all(&args.out)?;
+    let interrupt = Interrupt::install(Shared::default());
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating the output directory {}", args.out.display()))?;
     let policy = args.clock.policy(false)?;
+    let kubelet = args.kubelet.model()?;
     let Api {
         rt,
         clock,
         store,
         server,
         kubeconfig,
-    } = start_api(args.api, &args.out, 0.0)?;
+    } = start_api(args.api, &args.out, 0.0, fakeapi::WatchTimers::Wall)?;
     let mut link = BatsimLink::bind(&args.socket)?;
     eprintln!(
         "batkube serve: API on http://{} (kubeconfig {}), waiting for Batsim on {}",
@@ -836,10 +1007,11 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
         BrokerConfig {
             policy,
             strict: args.strict,
-            kubelet: args.kubelet.model()?,
+            kubelet,
             give_up_after: args.give_up_after,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             activity: None,
+            scheduler_name: None,
         },
     );
     let metrics = Arc::new(Mutex::new(String::new()));
@@ -847,14 +1019,35 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
         let m = metrics.clone();
         server.set_extra_metrics(move || m.lock().clone());
     }
-    let result = drive(&mut broker, &mut link, &metrics);
+    let result = drive(&mut broker, &mut link, &metrics, rt.handle(), || {
+        interrupt.check()
+    });
+    drop(link);
     let (pods, samples, mut summary) = broker.report();
     summary.flags = flags();
-    summary.error = result.as_ref().err().map(|e| format!("{e:#}"));
-    write_outputs(&args.out, &pods, &samples, &summary)?;
+    let mut ending = result.err().map(|e| (end_reason(&e), error_text(&e)));
+    if ending.is_none() && !summary.completed {
+        ending = Some((
+            EndReason::BatsimFailed,
+            "Batsim ended the exchange before SIMULATION_ENDS".into(),
+        ));
+    }
+    if let Some((reason, message)) = &ending {
+        summary.completed = false;
+        summary.end_reason = *reason;
+        summary.error = Some(message.clone());
+    }
+    let written = write_outputs(&args.out, &pods, &samples, &summary, false);
     rt.block_on(server.shutdown());
-    result?;
-    Ok(summary)
+    written?;
+    match ending {
+        None => Ok(summary),
+        Some((_, message)) => Err(Incomplete {
+            summary,
+            message: format!("{message} (outputs in {})", args.out.display()),
+        }
+        .into()),
+    }
 }
 
 #[cfg(test)]

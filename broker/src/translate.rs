@@ -340,6 +340,15 @@ fn field<'a>(job: &'a Job, profile: Option<&'a Value>, key: &str) -> Option<&'a 
         .or_else(|| profile.and_then(|p| p.get(key)))
 }
 
+/// Whether a job names its scheduler (`scheduler`, in the job or its
+/// profile; the 2020 files' `default` names none).
+pub fn names_scheduler(job: &Job, profile: Option<&Value>) -> bool {
+    !matches!(
+        field(job, profile, "scheduler").and_then(Value::as_str),
+        None | Some("default") | Some("")
+    )
+}
+
 /// The requests a job asks for.
 pub fn job_requests(job: &Job, profile: Option<&Value>) -> Result<Amounts, String> {
     let mut a = Amounts::new();

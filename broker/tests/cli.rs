@@ -128,3 +128,57 @@ fn bad_inputs_get_clear_messages_and_nonzero_exits() {
     );
     peer.join().unwrap();
 }
+
+/// Each cause of an error is said once (the library's message already
+/// includes its source; the chain used to repeat it).
+fn once(stderr: &str, cause: &str) {
+    assert_eq!(stderr.matches(cause).count(), 1, "{stderr}");
+}
+
+#[test]
+fn a_missing_input_names_its_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let run = batkube()
+        .arg("run")
+        .arg("-p")
+        .arg(repo.join("platforms/16-node.xml"))
+        .arg("-w")
+        .arg(dir.path().join("missing.json"))
+        .args(["--scheduler", "true", "--out"])
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success());
+    assert!(stderr.contains("cannot read workload file"), "{stderr}");
+    once(&stderr, "No such file or directory");
+}
+
+#[test]
+fn a_port_in_use_names_its_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    // The API's port.
+    let serve = batkube()
+        .args(["serve", "--api", &addr.to_string(), "--out"])
+        .arg(dir.path().join("serve"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&serve.stderr);
+    assert!(!serve.status.success());
+    assert!(stderr.contains("starting the API server"), "{stderr}");
+    once(&stderr, "Address already in use");
+    // Batsim's socket.
+    let serve = batkube()
+        .args(["serve", "--api", "127.0.0.1:0", "--out"])
+        .arg(dir.path().join("serve2"))
+        .args(["--socket-endpoint", &format!("tcp://{addr}")])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&serve.stderr);
+    assert!(!serve.status.success());
+    assert!(stderr.contains("cannot bind the Batsim socket"), "{stderr}");
+    once(&stderr, "Address already in use");
+}

@@ -48,6 +48,7 @@ pub mod selector;
 mod server;
 mod store;
 mod table;
+mod timers;
 mod watch;
 
 pub use activity::{AccountingViolation, Activity, ActivitySnapshot, Connection};
@@ -59,3 +60,4 @@ pub use server::{kubeconfig_yaml, serve, RunningServer};
 pub use store::{
     Change, Clock, DeleteOptions, EventType, HoldGuard, Origin, Store, StoreConfig, WatchStart,
 };
+pub use timers::{SimTimers, WatchTimers};

@@ -674,8 +674,7 @@ fn watch(ctx: &Ctx, r: &Req, t: &Target, name: Option<&str>) -> Result<Response,
         Some(s) => Some(Duration::from_secs(s.parse().map_err(|_| {
             ApiError::BadRequest(format!("timeoutSeconds must be an integer, got {s:?}"))
         })?)),
-    }
-    .filter(|_| ctx.store.config().wall_clock_watch_timers);
+    };
     let render = if r.wants_table() {
         Render::Table { first: true }
     } else {

@@ -22,6 +22,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
+use crate::timers::WatchTimers;
+
 /// The store's source of "now" (creationTimestamp, deletionTimestamp,
 /// condition transition times). The broker passes its simulated clock.
 pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
@@ -39,14 +41,13 @@ pub struct StoreConfig {
     pub watch_buffer: usize,
     /// How often an idle watch that asked for bookmarks gets one.
     pub bookmark_interval: Duration,
-    /// Periodic bookmarks and watches ended after `timeoutSeconds`, both on
-    /// the wall clock (default: on). A simulation turns them off: a bookmark
-    /// or a watch's end written at an arbitrary wall instant reaches the
-    /// scheduler at an arbitrary simulated one, outside any accounting, and
-    /// runs differ. Clients end their watches on their own timers, which
-    /// the time shim puts on simulated time (kube-rs after 295 s without
-    /// an event; client-go's reflectors re-watch when a watch ends).
-    pub wall_clock_watch_timers: bool,
+    /// The clock of periodic bookmarks and of watches ended after
+    /// `timeoutSeconds` (default: the wall clock). A simulation puts them on
+    /// its own clock ([`WatchTimers::Simulated`]): a bookmark or a watch's
+    /// end written at a wall-clock instant would reach the scheduler at an
+    /// arbitrary simulated one, outside any accounting, and runs would
+    /// differ.
+    pub watch_timers: WatchTimers,
     /// Namespaces that exist from the start.
     pub namespaces: Vec<String>,
     /// When true, an HTTP client deleting a bound, non-terminal pod with a
@@ -64,7 +65,7 @@ impl Default for StoreConfig {
             watch_history: 100_000,
             watch_buffer: 100_000,
             bookmark_interval: Duration::from_secs(30),
-            wall_clock_watch_timers: true,
+            watch_timers: WatchTimers::Wall,
             namespaces: vec![
                 "default".into(),
                 "kube-system".into(),
@@ -82,7 +83,7 @@ impl std::fmt::Debug for StoreConfig {
             .field("watch_history", &self.watch_history)
             .field("watch_buffer", &self.watch_buffer)
             .field("bookmark_interval", &self.bookmark_interval)
-            .field("wall_clock_watch_timers", &self.wall_clock_watch_timers)
+            .field("watch_timers", &self.watch_timers)
             .field("namespaces", &self.namespaces)
             .field("graceful_pod_deletion", &self.graceful_pod_deletion)
             .finish_non_exhaustive()
@@ -495,6 +496,21 @@ impl Store {
         let (tx, rx) = mpsc::unbounded_channel();
         self.inner.state.write().subscribers.push(tx);
         rx
+    }
+
+    /// Open watches of `resource` whose selection (namespace, label and
+    /// field selectors) takes in `object`: none means no client watching
+    /// that resource would hear of it (a scheduler whose field selector
+    /// names another `spec.schedulerName`).
+    pub fn watchers_selecting(&self, resource: &str, object: &Value) -> Result<usize> {
+        let info = resolve(resource)?;
+        let ns = meta_str(object, "namespace").unwrap_or("");
+        let st = self.inner.state.read();
+        Ok(st.tables[resources::index_of(info)]
+            .watchers
+            .iter()
+            .filter(|w| w.selection.matches(ns, object))
+            .count())
     }
 
     /// Open watches (a watch leaves when its stream ends).

@@ -14,6 +14,7 @@ use crate::conn::ConnTrack;
 use crate::resources::ResourceInfo;
 use crate::store::{event_line, Queued, Store, WatchItem, WatchKey, WatchRegistration};
 use crate::table;
+use crate::timers::{next_tick, SimTimer, WatchTimers};
 use bytes::{Bytes, BytesMut};
 use futures_util::Stream;
 use serde_json::json;
@@ -49,12 +50,25 @@ pub(crate) struct WatchStream {
     /// This watch's count of pending events.
     tally: Arc<WatchTally>,
     gone: Option<String>,
-    deadline: Option<Pin<Box<Sleep>>>,
-    bookmarks: Option<Interval>,
+    deadline: Option<Deadline>,
+    bookmarks: Option<Bookmarks>,
     render: Render,
     done: bool,
     /// Events count as written when this connection flushes them.
     conn: Option<Arc<ConnTrack>>,
+}
+
+/// When a watch ends by itself (`timeoutSeconds`).
+enum Deadline {
+    Wall(Pin<Box<Sleep>>),
+    Sim(SimTimer),
+}
+
+/// When an idle watch gets a bookmark.
+enum Bookmarks {
+    Wall(Interval),
+    /// The timer of the next tick, and the interval.
+    Sim(SimTimer, Duration),
 }
 
 /// A `Status` 410 ERROR event line.
@@ -130,12 +144,30 @@ impl WatchStream {
         conn: Option<Arc<ConnTrack>>,
     ) -> Self {
         let interval = store.config().bookmark_interval;
-        let periodic = allow_bookmarks && store.config().wall_clock_watch_timers;
-        let bookmarks = periodic.then(|| {
-            let mut i = tokio::time::interval_at(Instant::now() + interval, interval);
-            i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            i
-        });
+        let (deadline, bookmarks) = match &store.config().watch_timers {
+            WatchTimers::Off => (None, None),
+            WatchTimers::Wall => (
+                timeout.map(|t| Deadline::Wall(Box::pin(tokio::time::sleep(t)))),
+                allow_bookmarks.then(|| {
+                    let mut i = tokio::time::interval_at(Instant::now() + interval, interval);
+                    i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    Bookmarks::Wall(i)
+                }),
+            ),
+            WatchTimers::Simulated(timers) => {
+                let now = store.now();
+                (
+                    timeout.map(|t| {
+                        let at =
+                            now + chrono::Duration::from_std(t).unwrap_or(chrono::Duration::MAX);
+                        Deadline::Sim(timers.arm(at, &reg.tally))
+                    }),
+                    allow_bookmarks.then(|| {
+                        Bookmarks::Sim(timers.arm(next_tick(now, interval), &reg.tally), interval)
+                    }),
+                )
+            }
+        };
         WatchStream {
             store,
             info,
@@ -145,7 +177,7 @@ impl WatchStream {
             overflow: reg.overflow,
             tally: reg.tally,
             gone: reg.gone,
-            deadline: timeout.map(|t| Box::pin(tokio::time::sleep(t))),
+            deadline,
             bookmarks,
             render,
             done: false,
@@ -258,21 +290,46 @@ impl Stream for WatchStream {
             }
             Poll::Pending => {}
         }
-        if let Some(d) = this.deadline.as_mut() {
-            if d.as_mut().poll(cx).is_ready() {
-                return this.finish();
-            }
-        }
-        if let Some(b) = this.bookmarks.as_mut() {
-            if b.poll_tick(cx).is_ready() {
-                if let Some(rv) = this.store.bookmark_rv(&this.rx) {
-                    if matches!(this.render, Render::Json) {
-                        return Poll::Ready(Some(Ok(bookmark_line(this.info, rv, false))));
-                    }
+        match this.deadline.as_mut() {
+            Some(Deadline::Wall(d)) => {
+                if d.as_mut().poll(cx).is_ready() {
+                    return this.finish();
                 }
-                // A queued event: let the next poll deliver it.
-                cx.waker().wake_by_ref();
             }
+            Some(Deadline::Sim(t)) => {
+                if let Some(fired) = t.poll_fired(cx.waker()) {
+                    // Counted until the end is flushed to the client.
+                    this.handed(fired);
+                    return this.finish();
+                }
+            }
+            None => {}
+        }
+        let tick = match this.bookmarks.as_mut() {
+            Some(Bookmarks::Wall(b)) => b.poll_tick(cx).is_ready().then_some(None),
+            Some(Bookmarks::Sim(t, interval)) => match t.poll_fired(cx.waker()) {
+                Some(fired) => {
+                    let next = next_tick(this.store.now().max(t.deadline()), *interval);
+                    t.rearm(next, &this.tally);
+                    Some(Some(fired))
+                }
+                None => None,
+            },
+            None => None,
+        };
+        if let Some(fired) = tick {
+            if let Some(rv) = this.store.bookmark_rv(&this.rx) {
+                if matches!(this.render, Render::Json) {
+                    if let Some(f) = fired {
+                        this.handed(f);
+                    }
+                    return Poll::Ready(Some(Ok(bookmark_line(this.info, rv, false))));
+                }
+            }
+            // A queued event: let the next poll deliver it (a fired count
+            // is released here, as nothing was written for it).
+            drop(fired);
+            cx.waker().wake_by_ref();
         }
         Poll::Pending
     }
@@ -291,6 +348,9 @@ impl Drop for WatchStream {
         self.rx.close();
         while self.rx.try_recv().is_ok() {}
         self.initial.clear();
+        // A timer that fired and was not yet taken up releases its count.
+        self.deadline = None;
+        self.bookmarks = None;
         // What this watch still counts must be events handed to its
         // connection and not yet flushed (released with the flush or the
         // connection); anything more is a count nothing holds.

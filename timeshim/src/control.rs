@@ -25,19 +25,43 @@ use std::time::{Duration, Instant};
 /// 1000 s ago); the realtime clock is whatever [`Controller::new`] is given.
 const MONO_AT_START_NS: u64 = 1_000 * 1_000_000_000;
 
-#[derive(Debug, thiserror::Error)]
+/// What can go wrong controlling the clock. (Display and Error by hand:
+/// this crate is linked into every patched scheduler, and a derive would
+/// bring a proc-macro tree along.)
+#[derive(Debug)]
 pub enum ControlError {
-    #[error("cannot create the shared clock page in {dir}: {source}")]
     CreatePage { dir: PathBuf, source: io::Error },
-    #[error("cannot create the clock eventfd: {0}")]
     Eventfd(io::Error),
-    #[error("simulated time cannot go backwards: now {now}, asked {asked}")]
     Backwards { now: SimTime, asked: SimTime },
-    #[error("no process is attached to the clock page yet (was it started with Controller::command/configure, and is it dynamically linked or patched?)")]
     NotAttached,
-    #[error("cannot inspect process {pid}: {source}")]
     Proc { pid: u32, source: io::Error },
 }
+
+impl std::fmt::Display for ControlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ControlError::CreatePage { dir, source } => write!(
+                f,
+                "cannot create the shared clock page in {}: {source}",
+                dir.display()
+            ),
+            ControlError::Eventfd(e) => write!(f, "cannot create the clock eventfd: {e}"),
+            ControlError::Backwards { now, asked } => write!(
+                f,
+                "simulated time cannot go backwards: now {now}, asked {asked}"
+            ),
+            ControlError::NotAttached => f.write_str(
+                "no process is attached to the clock page yet (was it started with \
+                 Controller::command/configure, and is it dynamically linked or patched?)",
+            ),
+            ControlError::Proc { pid, source } => {
+                write!(f, "cannot inspect process {pid}: {source}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ControlError {}
 
 /// How the scheduler process gets the shim.
 #[derive(Clone, Debug)]

@@ -31,7 +31,6 @@
 
 pub mod control;
 mod page;
-pub mod patch;
 pub mod policy;
 pub mod seccomp;
 mod shim;

@@ -25,10 +25,11 @@ pub const DEFAULT_ENDPOINT: &str = "tcp://127.0.0.1:28000";
 /// What can go wrong on the link.
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
-    #[error("cannot bind the Batsim socket on {endpoint}: {source}")]
+    #[error("cannot bind the Batsim socket on {endpoint}: {error}")]
     Bind {
         endpoint: String,
-        source: zmq::Error,
+        /// Said in the message, not a `source()`: each cause once.
+        error: zmq::Error,
     },
     #[error("ZeroMQ error: {0}")]
     Zmq(#[from] zmq::Error),
@@ -85,9 +86,9 @@ impl BatsimLink {
         let ctx = zmq::Context::new();
         let socket = ctx.socket(zmq::REP)?;
         socket.set_linger(0)?;
-        socket.bind(endpoint).map_err(|source| LinkError::Bind {
+        socket.bind(endpoint).map_err(|error| LinkError::Bind {
             endpoint: endpoint.to_string(),
-            source,
+            error,
         })?;
         let (in_tx, in_rx) = mpsc::channel(1);
         let (rep_tx, rep_rx) = std_mpsc::channel::<Message>();

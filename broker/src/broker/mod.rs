@@ -41,7 +41,7 @@ use crate::batsim::protocol::{build, EventData, JobState, Message};
 use crate::batsim::IntervalSet;
 use crate::translate::{self, Amounts};
 use kubelet::KubeletModel;
-use record::{NodeSample, PodRecord, Summary};
+use record::{EndReason, NodeSample, PodRecord, Summary};
 use sync::{Quiet, ShimSide};
 
 /// Simulated second 0 is this Unix time (2026-01-01T00:00:00Z), so that the
@@ -137,7 +137,16 @@ pub struct BrokerConfig {
     pub progress: bool,
     /// The API's activity counters (to know when watch events are written).
     pub activity: Option<Arc<fakeapi::Activity>>,
+    /// `schedulerName` of the pods whose job names no scheduler (else
+    /// `default-scheduler`).
+    pub scheduler_name: Option<String>,
 }
+
+/// Pods of a schedulerName the scheduler has acted on none of, pending for
+/// this long (wall or simulated), get a warning: the scheduler most likely
+/// serves another name.
+const UNSERVED_WALL: Duration = Duration::from_secs(2);
+const UNSERVED_SIMULATED: f64 = 60.0;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Phase {
@@ -161,6 +170,11 @@ struct JobRt {
     record: PodRecord,
     phase: Phase,
     image: String,
+    /// The pod's schedulerName.
+    scheduler: String,
+    /// A client changed or deleted the pod (a binding, a status).
+    touched: bool,
+    created_wall: Instant,
 }
 
 struct NodeRt {
@@ -211,6 +225,13 @@ pub struct Broker {
     started: Instant,
     last_progress: Instant,
     ended: bool,
+    /// schedulerNames of pods a client acted on.
+    served: BTreeSet<String>,
+    /// schedulerNames warned about.
+    warned: BTreeSet<String>,
+    warnings: Vec<String>,
+    last_unserved_check: Instant,
+    last_unserved_sim: f64,
 }
 
 /// A run-stopping problem, in the user's terms.
@@ -219,6 +240,15 @@ pub struct Broker {
 pub struct BrokerError {
     pub time: f64,
     pub message: String,
+}
+
+/// A [`BrokerError`] that says which way the run ended (unclassified
+/// broker errors end it as [`EndReason::Error`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct Classified {
+    pub reason: EndReason,
+    pub error: BrokerError,
 }
 
 impl Broker {
@@ -260,6 +290,11 @@ impl Broker {
             started: Instant::now(),
             last_progress: Instant::now(),
             ended: false,
+            served: BTreeSet::new(),
+            warned: BTreeSet::new(),
+            warnings: Vec::new(),
+            last_unserved_check: Instant::now(),
+            last_unserved_sim: f64::NEG_INFINITY,
         }
     }
 
@@ -267,6 +302,17 @@ impl Broker {
         Err(BrokerError {
             time: self.clock.now(),
             message: message.into(),
+        }
+        .into())
+    }
+
+    fn fail_because<T>(&self, reason: EndReason, message: impl Into<String>) -> anyhow::Result<T> {
+        Err(Classified {
+            reason,
+            error: BrokerError {
+                time: self.clock.now(),
+                message: message.into(),
+            },
         }
         .into())
     }
@@ -317,6 +363,7 @@ impl Broker {
             return Ok(Message::empty(t));
         }
         let reply_now = self.window(t, &mut out)?;
+        self.warn_unserved();
         self.give_up_if_stuck(reply_now, &mut out)?;
         // The scheduler's concurrent requests reach the API in an order
         // that varies run to run; decisions of one window are simultaneous,
@@ -348,11 +395,25 @@ impl Broker {
                     let q = s
                         .wait(Duration::from_millis(50))
                         .map_err(|e| anyhow::anyhow!("watching the scheduler: {e}"))?;
+                    let api = self.api_deadline();
                     match q {
-                        Quiet::Yes {
-                            earliest_deadline: Some(d),
-                        } if batsim_time(d) < until && start.elapsed() < BOUND => {
-                            let d = batsim_time(d);
+                        Quiet::Yes { earliest_deadline }
+                            if earliest_deadline
+                                .map(batsim_time)
+                                .into_iter()
+                                .chain(api)
+                                .reduce(f64::min)
+                                .is_some_and(|d| d < until)
+                                && start.elapsed() < BOUND =>
+                        {
+                            // The scheduler's next timer or the API's, whichever
+                            // comes first.
+                            let d = earliest_deadline
+                                .map(batsim_time)
+                                .into_iter()
+                                .chain(api)
+                                .reduce(f64::min)
+                                .expect("checked above");
                             self.advance(d)?;
                         }
                         Quiet::Yes { .. } => {
@@ -360,7 +421,10 @@ impl Broker {
                             return Ok(());
                         }
                         Quiet::Exited => {
-                            return self.fail("the scheduler process exited during the simulation")
+                            return self.fail_because(
+                                EndReason::SchedulerExited,
+                                "the scheduler process exited during the simulation",
+                            )
                         }
                         Quiet::Busy if start.elapsed() >= BOUND => {
                             tracing::warn!("the scheduler was still busy {BOUND:?} after the nodes were created");
@@ -405,6 +469,18 @@ impl Broker {
             return Ok(());
         }
         self.clock.set(t);
+        // The API's timers due by now (a watch's timeoutSeconds, bookmarks)
+        // fire now: the broker asks Batsim to stop at each of them, so they
+        // fire at their own instant (to Batsim's microsecond).
+        if let fakeapi::WatchTimers::Simulated(timers) = &self.store.config().watch_timers {
+            let ns = SIM_EPOCH_NANOS as i128 + (t * 1e9).round() as i128 + 999;
+            let fired = timers.fire_until(DateTime::from_timestamp_nanos(
+                ns.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
+            ));
+            if fired > 0 {
+                tracing::debug!(time = t, fired, "API timers fired");
+            }
+        }
         if let SchedulerSide::Shim(s) = &self.side {
             // On a realtime clock the scheduler's time runs on by itself and
             // may already be past `t`: it never goes back.
@@ -475,7 +551,19 @@ impl Broker {
                     ..Default::default()
                 };
                 match translate::pod_from_job(&s.job_id, &s.job, profile.as_ref(), to_time(now)) {
-                    Ok(pod) => {
+                    Ok(mut pod) => {
+                        if let (Some(name), Some(spec)) =
+                            (&self.cfg.scheduler_name, pod.spec.as_mut())
+                        {
+                            if !translate::names_scheduler(&s.job, profile.as_ref()) {
+                                spec.scheduler_name = Some(name.clone());
+                            }
+                        }
+                        let scheduler = pod
+                            .spec
+                            .as_ref()
+                            .and_then(|s| s.scheduler_name.clone())
+                            .unwrap_or_default();
                         record.requests = translate::pod_requests(&pod);
                         let image = pod
                             .spec
@@ -499,6 +587,9 @@ impl Broker {
                             record,
                             phase: Phase::Pending,
                             image,
+                            scheduler,
+                            touched: false,
+                            created_wall: Instant::now(),
                         });
                     }
                     Err(why) => {
@@ -511,6 +602,9 @@ impl Broker {
                             record,
                             phase: Phase::Done,
                             image: String::new(),
+                            scheduler: String::new(),
+                            touched: false,
+                            created_wall: Instant::now(),
                         });
                     }
                 }
@@ -689,8 +783,10 @@ impl Broker {
                             let decided = self.drain_changes(out)?;
                             match q {
                                 Quiet::Exited => {
-                                    return self
-                                        .fail("the scheduler process exited during the simulation")
+                                    return self.fail_because(
+                                        EndReason::SchedulerExited,
+                                        "the scheduler process exited during the simulation",
+                                    )
                                 }
                                 // Changes drained after the check may have
                                 // woken it again: look once more.
@@ -716,6 +812,7 @@ impl Broker {
                     for _ in 0..decided {
                         w.decision();
                     }
+                    self.warn_unserved();
                     w.wall_elapsed(opened.elapsed());
                 }
             }
@@ -736,7 +833,7 @@ impl Broker {
             );
         }
         if let Some(f) = outcome.failure {
-            return self.fail(f.to_string());
+            return self.fail_because(EndReason::Stalled, f.to_string());
         }
         let reply_now = batsim_time(outcome.reply_at).max(t);
         if let Some(at) = outcome.wake_up_at {
@@ -790,6 +887,10 @@ impl Broker {
         let Some(&i) = self.job_by_pod.get(&ch.name) else {
             return Ok(0);
         };
+        if !self.jobs[i].touched {
+            self.jobs[i].touched = true;
+            self.served.insert(self.jobs[i].scheduler.clone());
+        }
         let now = self.clock.now();
         match ch.kind {
             EventType::Deleted => {
@@ -862,10 +963,13 @@ impl Broker {
     fn bind(&mut self, i: usize, node_name: &str, out: &mut Vec<EventData>) -> anyhow::Result<()> {
         let now = self.clock.now();
         let Some(&node) = self.node_by_name.get(node_name) else {
-            return self.fail(format!(
+            return self.fail_because(
+                EndReason::Invariant,
+                format!(
                 "the scheduler bound pod {} to {node_name:?}, which is not a node of the platform",
                 self.jobs[i].record.pod
-            ));
+            ),
+            );
         };
         self.jobs[i].record.attempts += 1;
         self.jobs[i].record.bound = Some(now);
@@ -899,7 +1003,7 @@ impl Broker {
             );
             tracing::error!("{msg}");
             if self.cfg.strict {
-                return self.fail(format!("{msg} (--strict)"));
+                return self.fail_because(EndReason::Overcommit, format!("{msg} (--strict)"));
             }
         }
         let image = self.jobs[i].image.clone();
@@ -1019,6 +1123,17 @@ impl Broker {
         if let Some((&(key, _), _)) = self.timers.first_key_value() {
             want.push(key as f64 / 1e6);
         }
+        // The API's next timer, as the scheduler's own: with fast-forward,
+        // only while pods wait (otherwise it fires at the next event, and
+        // the simulation's end is not moved by a bookmark).
+        if let Some(t) = self.api_deadline() {
+            let waiting = self.jobs.iter().any(|j| j.phase == Phase::Pending);
+            let unfinished = self.jobs.iter().any(|j| j.phase != Phase::Done);
+            // Nothing to wake up for when nothing can change any more.
+            if waiting || (!self.cfg.policy.fast_forward && (unfinished || !self.no_more_static)) {
+                want.push(t);
+            }
+        }
         for t in want {
             let t = ceil_us(t).max(ceil_us(now + 1e-6));
             let key = (t * 1e6).round() as u64;
@@ -1046,6 +1161,84 @@ impl Broker {
         );
     }
 
+    /// Warns (once per name) when pods of a schedulerName the scheduler has
+    /// acted on none of stay pending: it most likely serves another name,
+    /// and would otherwise idle until the run gives up on them.
+    fn warn_unserved(&mut self) {
+        let now = self.clock.now();
+        // A look costs a pass over the jobs: at most every 100 ms of wall
+        // time or half the simulated delay.
+        if self.last_unserved_check.elapsed() < Duration::from_millis(100)
+            && now - self.last_unserved_sim < UNSERVED_SIMULATED / 2.0
+        {
+            return;
+        }
+        self.last_unserved_check = Instant::now();
+        self.last_unserved_sim = now;
+        // Per name: pods waiting, the first of them.
+        let mut waiting: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+        for (i, j) in self.jobs.iter().enumerate() {
+            if j.phase == Phase::Pending
+                && !j.touched
+                && !self.served.contains(&j.scheduler)
+                && !self.warned.contains(&j.scheduler)
+            {
+                waiting.entry(&j.scheduler).or_insert((0, i)).0 += 1;
+            }
+        }
+        let mut found = Vec::new();
+        for (name, (count, first)) in waiting {
+            let j = &self.jobs[first];
+            let sim = now - j.record.created;
+            if j.created_wall.elapsed() < UNSERVED_WALL && sim < UNSERVED_SIMULATED {
+                continue;
+            }
+            let selected = self
+                .store
+                .get("pods", Some(translate::NAMESPACE), &j.record.pod)
+                .and_then(|p| self.store.watchers_selecting("pods", &p))
+                .unwrap_or(1);
+            let why = if selected == 0 {
+                "no open watch of pods selects them (the scheduler's field selectors leave \
+                 them out)"
+                    .to_string()
+            } else {
+                format!(
+                    "{selected} open watch(es) of pods select them, but no client has bound them \
+                     or written their status"
+                )
+            };
+            found.push((
+                name.to_string(),
+                format!(
+                    "{count} pod(s) with schedulerName {name:?} have been pending since simulated \
+                     time {:.6} ({sim:.1} simulated s, {:.1} s of wall time) and the scheduler \
+                     has acted on none of them: {why}. If it serves another scheduler name, run \
+                     with --scheduler-name NAME (sets it on every pod whose job names none), or \
+                     give it a profile for {name:?}",
+                    j.record.created,
+                    j.created_wall.elapsed().as_secs_f64()
+                ),
+            ));
+        }
+        for (name, message) in found {
+            tracing::warn!("{message}");
+            self.warned.insert(name);
+            self.warnings.push(message);
+        }
+    }
+
+    /// The API's earliest timer (Batsim seconds), when they run on
+    /// simulated time.
+    fn api_deadline(&self) -> Option<f64> {
+        match &self.store.config().watch_timers {
+            fakeapi::WatchTimers::Simulated(timers) => timers.earliest_deadline().and_then(|d| {
+                Some((d.timestamp_nanos_opt()? as i128 - SIM_EPOCH_NANOS as i128) as f64 / 1e9)
+            }),
+            _ => None,
+        }
+    }
+
     /// The records and summary of the run so far.
     pub fn report(&self) -> (Vec<PodRecord>, Vec<NodeSample>, Summary) {
         let pods: Vec<PodRecord> = self.jobs.iter().map(|j| j.record.clone()).collect();
@@ -1056,17 +1249,19 @@ impl Broker {
             .sum();
         let mut s = Summary::from_pods(&pods, cpu);
         s.completed = self.ended;
+        s.end_time = self.clock.now();
         s.overcommit_count = self.overcommits;
         s.wall_seconds = self.started.elapsed().as_secs_f64();
         s.messages_exchanged = self.messages;
         s.simulated_to_wall_ratio = if s.wall_seconds > 0.0 {
-            self.clock.now() / s.wall_seconds
+            self.clock.now().max(0.0) / s.wall_seconds
         } else {
             0.0
         };
         s.windows = self.windows;
         s.windows_bound_hit = self.windows_bound_hit;
         s.wake_ups_requested = self.wakeups;
+        s.warnings = self.warnings.clone();
         if self.cfg.progress {
             eprintln!();
         }

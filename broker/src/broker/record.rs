@@ -99,10 +99,56 @@ pub fn write_nodes_csv(path: &Path, samples: &[NodeSample]) -> std::io::Result<(
     w.flush()
 }
 
+/// How a run ended (`end_reason` in summary.json).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndReason {
+    /// Batsim sent SIMULATION_ENDS.
+    #[default]
+    Done,
+    /// SIGINT (Ctrl-C).
+    Sigint,
+    /// SIGTERM.
+    Sigterm,
+    /// The scheduler process ended before the simulation did.
+    SchedulerExited,
+    /// Batsim (or the stand-in) died or ended the exchange early.
+    BatsimFailed,
+    /// A binding overcommitted a node under `--strict`.
+    Overcommit,
+    /// Pending pods, nothing running, no decision for
+    /// `--scheduler-crash-timeout` simulated seconds.
+    Stalled,
+    /// The scheduler did not watch the API within `--window-bound`.
+    WindowBound,
+    /// Another invariant failed (a binding to an unknown node, the API's
+    /// own accounting).
+    Invariant,
+    /// Anything else (bad input met during the run, an I/O error).
+    Error,
+}
+
+impl EndReason {
+    /// The exit status of `batkube run` for this ending: 0, 128 + the
+    /// signal's number, else 1.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            EndReason::Done => 0,
+            EndReason::Sigint => 128 + 2,
+            EndReason::Sigterm => 128 + 15,
+            _ => 1,
+        }
+    }
+}
+
 /// `summary.json`.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Summary {
     pub completed: bool,
+    /// Why the run ended (`done` when it completed).
+    pub end_reason: EndReason,
+    /// Simulated time (Batsim seconds) when the run ended.
+    pub end_time: f64,
     pub makespan: f64,
     pub mean_wait: f64,
     pub max_wait: f64,
@@ -129,6 +175,8 @@ pub struct Summary {
     pub supervisor: Option<BTreeMap<String, u64>>,
     pub flags: BTreeMap<String, String>,
     pub error: Option<String>,
+    /// What the run warned about (pods of a schedulerName nobody serves).
+    pub warnings: Vec<String>,
 }
 
 impl Summary {

@@ -15,15 +15,16 @@ use std::path::Path;
 /// A platform that cannot be used, with the reason in the user's terms.
 #[derive(Debug, thiserror::Error)]
 pub enum PlatformError {
-    #[error("cannot read platform file {path}: {source}")]
+    #[error("cannot read platform file {path}: {error}")]
     Io {
         path: String,
-        source: std::io::Error,
+        /// Said in the message, not a `source()`: each cause once.
+        error: std::io::Error,
     },
-    #[error("platform {path} is not valid XML: {source}")]
+    #[error("platform {path} is not valid XML: {error}")]
     Xml {
         path: String,
-        source: roxmltree::Error,
+        error: roxmltree::Error,
     },
     #[error("platform {path}: {message}")]
     Invalid { path: String, message: String },
@@ -109,9 +110,9 @@ pub struct Machines {
 impl Platform {
     pub fn from_file(path: &Path) -> Result<Self, PlatformError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| PlatformError::Io {
+        let text = std::fs::read_to_string(path).map_err(|error| PlatformError::Io {
             path: shown.clone(),
-            source,
+            error,
         })?;
         Self::parse(&text, &shown)
     }
@@ -123,10 +124,10 @@ impl Platform {
             allow_dtd: true,
             ..Default::default()
         };
-        let doc = roxmltree::Document::parse_with_options(text, opts).map_err(|source| {
+        let doc = roxmltree::Document::parse_with_options(text, opts).map_err(|error| {
             PlatformError::Xml {
                 path: origin.to_string(),
-                source,
+                error,
             }
         })?;
         let root = doc.root_element();

@@ -13,15 +13,16 @@ use crate::batsim::protocol::value_as_f64;
 /// A workload that cannot be used, with the reason in the user's terms.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
-    #[error("cannot read workload file {path}: {source}")]
+    #[error("cannot read workload file {path}: {error}")]
     Io {
         path: String,
-        source: std::io::Error,
+        /// Said in the message, not a `source()`: each cause once.
+        error: std::io::Error,
     },
-    #[error("workload {path} is not valid JSON: {source}")]
+    #[error("workload {path} is not valid JSON: {error}")]
     Json {
         path: String,
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     #[error("workload {path}: {message}")]
     Invalid { path: String, message: String },
@@ -77,9 +78,9 @@ pub struct Workload {
 impl Workload {
     pub fn from_file(path: &Path, name: &str) -> Result<Self, WorkloadError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| WorkloadError::Io {
+        let text = std::fs::read_to_string(path).map_err(|error| WorkloadError::Io {
             path: shown.clone(),
-            source,
+            error,
         })?;
         Self::parse(&text, name, &shown)
     }
@@ -87,9 +88,9 @@ impl Workload {
     /// Parses and validates a workload. Every job must name a defined
     /// profile of a type the stand-in can simulate.
     pub fn parse(text: &str, name: &str, path: &str) -> Result<Self, WorkloadError> {
-        let value: Value = serde_json::from_str(text).map_err(|source| WorkloadError::Json {
+        let value: Value = serde_json::from_str(text).map_err(|error| WorkloadError::Json {
             path: path.to_string(),
-            source,
+            error,
         })?;
         let invalid = |message: String| WorkloadError::Invalid {
             path: path.to_string(),

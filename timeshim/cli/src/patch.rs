@@ -1,8 +1,10 @@
 //! `timeshim patch`: applies the linked patch to a scheduler's source tree:
-//! the `timeshim` dependency in `Cargo.toml`, and `timeshim::install();` as
-//! the first statement of `fn main` of every binary target. Idempotent.
+//! the `timeshim` dependency in `Cargo.toml`, `timeshim::install();` as the
+//! first statement of `fn main` of every binary target, and (with a
+//! Cargo.lock) the new packages in the lock, nothing else. Idempotent.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use toml_edit::{DocumentMut, Item, Table, Value};
 
 /// Where the patched crate gets `timeshim` from.
@@ -13,10 +15,19 @@ pub enum Dependency {
 }
 
 impl Default for Dependency {
-    /// This very crate, by path.
+    /// The timeshim library this tool was built beside, by path.
     fn default() -> Self {
-        Dependency::Path(PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        Dependency::Path(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
     }
+}
+
+/// Whether the scheduler's Cargo.lock gets the new packages now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockUpdate {
+    No,
+    Yes,
+    /// From the local registry cache only (`--offline`).
+    Offline,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +51,8 @@ pub enum PatchError {
     NoBinary(PathBuf),
     #[error("{0}: no `fn main` found; add `timeshim::install();` at the top of the program's entry point by hand")]
     NoMain(PathBuf),
+    #[error("Cargo.toml is patched, but `cargo update --workspace` could not add timeshim's packages to {lock}:\n{stderr}")]
+    Lock { lock: PathBuf, stderr: String },
 }
 
 /// What `patch` did, one line per change, for the user.
@@ -57,7 +70,7 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> PatchError + '_ {
 }
 
 /// Patches the crate in `dir`.
-pub fn patch(dir: &Path, dep: &Dependency) -> Result<Report, PatchError> {
+pub fn patch(dir: &Path, dep: &Dependency, lock: LockUpdate) -> Result<Report, PatchError> {
     let manifest = dir.join("Cargo.toml");
     if !manifest.is_file() {
         return Err(PatchError::NoManifest(dir.to_owned()));
@@ -170,7 +183,62 @@ pub fn patch(dir: &Path, dep: &Dependency) -> Result<Report, PatchError> {
             rel.display()
         ));
     }
+    let lock_file = dir.join("Cargo.lock");
+    if lock != LockUpdate::No
+        && lock_file.is_file()
+        && report.changes.iter().any(|c| c.starts_with("Cargo.toml"))
+    {
+        let note = update_lock(&manifest, &lock_file, lock)?;
+        report.changes.push(format!(
+            "Cargo.lock: added the packages timeshim needs (locked versions unchanged{note})"
+        ));
+    }
     Ok(report)
+}
+
+/// `cargo update --workspace`: resolves the manifest's new dependency into
+/// the lock; packages already locked keep their versions unless the new
+/// dependency's requirements exclude them, and the lock keeps its format
+/// version (a plain `cargo build` may do the same, but the user sees the
+/// change now, with the patch).
+fn update_lock(manifest: &Path, lock: &Path, how: LockUpdate) -> Result<String, PatchError> {
+    let before = std::fs::read_to_string(lock).map_err(io_err(lock))?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["update", "--workspace", "--quiet", "--manifest-path"])
+        .arg(manifest);
+    if how == LockUpdate::Offline {
+        cmd.arg("--offline");
+    }
+    let out = cmd.output().map_err(io_err(manifest))?;
+    if !out.status.success() {
+        return Err(PatchError::Lock {
+            lock: lock.to_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    // Cargo writes format 4 whatever the lock had. Format 3 reads the same
+    // as long as no git source is locked (4 only changed how git URLs are
+    // encoded): then the lock keeps its format, as the user's toolchain
+    // may not read 4.
+    let after = std::fs::read_to_string(lock).map_err(io_err(lock))?;
+    let version = |t: &str| {
+        t.lines()
+            .find(|l| l.starts_with("version = "))
+            .map(str::to_owned)
+    };
+    match (version(&before), version(&after)) {
+        (Some(old), Some(new)) if old != new => {
+            if old == "version = 3" && new == "version = 4" && !after.contains("source = \"git+") {
+                let restored = after.replacen("\nversion = 4\n", "\nversion = 3\n", 1);
+                std::fs::write(lock, restored).map_err(io_err(lock))?;
+                Ok(", lock-file version 3 kept".into())
+            } else {
+                Ok(format!("; cargo changed the lock-file {old} to {new}"))
+            }
+        }
+        _ => Ok(", lock-file version unchanged".into()),
+    }
 }
 
 /// Inserts `timeshim::install();` as the first statement of the top-level
