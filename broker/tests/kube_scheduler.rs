@@ -326,10 +326,11 @@ fn upstream_defaults_elect_a_leader_and_the_plugin_shows() {
 
 /// Where batkube-scheduler claims the upstream default profile's semantics:
 /// both schedulers on the same small inputs. What is identical and asserted:
-/// jobs run, makespan, mean wait, and how many pods each node takes, up to
-/// nodes that score alike (same cpu: these pods request no memory, so
-/// memory does not count) among which upstream picks at random. What differs
-/// and is printed: which pod lands where, and which pods wait. Pods created
+/// jobs run, makespan, mean wait. What differs and is printed: which pod
+/// lands where, which pods wait, and how many pods each class of node (by
+/// cpu) takes, usually the same but not always (upstream picks among
+/// equally scored nodes at random, and that shifts later choices: one run
+/// in CI put a pod on a 2-cpu node where ours used a 4-cpu one). Pods created
 /// in the same simulated instant get equal queue timestamps under the frozen
 /// clock, and upstream's activeQ (priority, then timestamp) pops equals in
 /// heap order; ours breaks the tie by arrival in its queue (here the order
@@ -414,10 +415,14 @@ fn same_decisions_as_batkube_scheduler() {
             }
             classes
         };
-        assert_eq!(
-            per_class(&a),
-            per_class(&b),
-            "pods per node (by node cpu): upstream vs ours"
+        // Not asserted: upstream breaks ties between equally scored nodes
+        // with Go's math/rand (per-thread generators `--seed` does not
+        // reach), so which node class a pod lands on varies from run to
+        // run (seen: one pod on a 2-cpu node instead of a 4-cpu one).
+        let (pa, pb) = (per_class(&a), per_class(&b));
+        println!(
+            "pods per node by node cpu: upstream {pa:?}, ours {pb:?}{}",
+            if pa == pb { " (same)" } else { " (differ)" }
         );
     }
 }
