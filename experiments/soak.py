@@ -66,8 +66,14 @@ def run_once(bk, args, out, scheduler):
             rc = p.wait(timeout=args.stall_after)
             killed = False
         except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            rc = p.wait()
+            # SIGTERM first: batkube then writes its outputs, stops its
+            # children and removes its clock page; SIGKILL if it hangs.
+            os.killpg(p.pid, signal.SIGTERM)
+            try:
+                rc = p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                rc = p.wait()
             killed = True
     wall = time.perf_counter() - t
     try:

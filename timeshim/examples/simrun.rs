@@ -98,5 +98,7 @@ fn main() {
         (clock.now() - t0).as_secs_f64(),
         wall.elapsed().as_secs_f64()
     );
+    // process::exit skips destructors: the controller removes its page.
+    drop(clock);
     std::process::exit(status.code().unwrap_or(128 + 9));
 }
