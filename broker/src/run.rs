@@ -1058,7 +1058,14 @@ mod tests {
     fn the_shim_marker_is_found_anywhere_in_a_binary() {
         let dir = tempfile::tempdir().unwrap();
         let needle = timeshim::ENV_PAGE.as_bytes();
-        for at in [0, 17, (1 << 20) - 3, (1 << 20) - needle.len(), 1 << 20, (3 << 20) + 5] {
+        for at in [
+            0,
+            17,
+            (1 << 20) - 3,
+            (1 << 20) - needle.len(),
+            1 << 20,
+            (3 << 20) + 5,
+        ] {
             let mut bytes = vec![b'x'; (4 << 20) + 11];
             bytes[at..at + needle.len()].copy_from_slice(needle);
             let p = dir.path().join(format!("b{at}"));

@@ -63,7 +63,10 @@ fn pread(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
 /// contain ')' so the last one ends it.
 fn state(stat: &[u8]) -> Option<u8> {
     let close = stat.iter().rposition(|&c| c == b')')?;
-    stat[close + 1..].iter().copied().find(|c| !c.is_ascii_whitespace())
+    stat[close + 1..]
+        .iter()
+        .copied()
+        .find(|c| !c.is_ascii_whitespace())
 }
 
 impl Tasks {
@@ -132,7 +135,10 @@ impl Tasks {
     pub fn scan(&mut self) -> io::Result<Scan> {
         match self.list() {
             Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) || e.raw_os_error() == Some(libc::ESRCH) => {
+            Err(e)
+                if e.raw_os_error() == Some(libc::ENOENT)
+                    || e.raw_os_error() == Some(libc::ESRCH) =>
+            {
                 return Err(io::Error::from(io::ErrorKind::NotFound))
             }
             Err(e) => return Err(e),
@@ -207,7 +213,10 @@ mod tests {
 
     #[test]
     fn a_sleeping_child_is_seen_asleep_and_its_end() {
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
         let mut t = Tasks::open(child.id()).unwrap();
         let start = std::time::Instant::now();
         loop {

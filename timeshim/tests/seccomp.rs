@@ -158,7 +158,10 @@ fn static_go_program_runs_on_simulated_time() {
 /// The clock reads the supervisor answered, from simrun's last line.
 fn supervisor_clock_reads(o: &Output) -> u64 {
     let err = String::from_utf8_lossy(&o.stderr);
-    let line = err.lines().rfind(|l| l.starts_with("simrun: simulated")).expect("simrun's summary");
+    let line = err
+        .lines()
+        .rfind(|l| l.starts_with("simrun: simulated"))
+        .expect("simrun's summary");
     line.split(", ")
         .find_map(|f| f.strip_suffix(" clock reads"))
         .and_then(|n| n.parse().ok())
@@ -172,7 +175,11 @@ fn static_c_program_runs_on_simulated_time() {
     // reach the supervisor; hidden (the fallback): every one does, with
     // the same answers.
     let patched = simrun(&[], &[probe.to_str().unwrap()]);
-    let hidden = simrun_env(&[], &[probe.to_str().unwrap()], &[("TIMESHIM_SECCOMP_VDSO", "hide")]);
+    let hidden = simrun_env(
+        &[],
+        &[probe.to_str().unwrap()],
+        &[("TIMESHIM_SECCOMP_VDSO", "hide")],
+    );
     assert_eq!(supervisor_clock_reads(&patched), 0);
     assert!(supervisor_clock_reads(&hidden) > 0);
     assert_eq!(stdout(&patched), stdout(&hidden));

@@ -64,7 +64,12 @@ impl ShimSide {
         let syscalls: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
             .map(|d| {
                 d.flatten()
-                    .map(|e| std::fs::read_to_string(e.path().join("syscall")).unwrap_or_default().trim().to_string())
+                    .map(|e| {
+                        std::fs::read_to_string(e.path().join("syscall"))
+                            .unwrap_or_default()
+                            .trim()
+                            .to_string()
+                    })
                     .collect()
             })
             .unwrap_or_default();
@@ -80,7 +85,11 @@ impl ShimSide {
             }
         }
         if first.is_some() {
-            tracing::warn!(?syscalls, ?first, "verify: first movement after a quiescence decision");
+            tracing::warn!(
+                ?syscalls,
+                ?first,
+                "verify: first movement after a quiescence decision"
+            );
         }
         std::thread::sleep(Duration::from_millis(5));
         let conns_after = self.activity.connections();

@@ -196,7 +196,9 @@ impl Workload {
         let mut first_user: std::collections::HashMap<&str, &str> =
             std::collections::HashMap::with_capacity(profiles.len());
         for j in &jobs {
-            first_user.entry(j.profile.as_str()).or_insert(j.id.as_str());
+            first_user
+                .entry(j.profile.as_str())
+                .or_insert(j.id.as_str());
         }
         for p in &mut profiles {
             match profile_kind(&p.json) {
@@ -207,7 +209,8 @@ impl Workload {
                 Err(why) => {
                     return Err(invalid(format!(
                         "job {:?} uses profile {:?}: {why}",
-                        first_user[p.name.as_str()], p.name
+                        first_user[p.name.as_str()],
+                        p.name
                     )))
                 }
             }

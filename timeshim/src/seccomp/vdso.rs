@@ -294,7 +294,8 @@ pub(crate) fn parse(image: &[u8], base: u64) -> Option<Symbols> {
         let ph = phoff + i * phentsize;
         if le32(image, ph)? == 1 {
             // PT_LOAD: the image is mapped from its start at p_vaddr - p_offset.
-            bias = Some(base.wrapping_sub(le64(image, ph + 0x10)?.wrapping_sub(le64(image, ph + 8)?)));
+            bias =
+                Some(base.wrapping_sub(le64(image, ph + 0x10)?.wrapping_sub(le64(image, ph + 8)?)));
             break;
         }
     }
@@ -322,7 +323,11 @@ pub(crate) fn parse(image: &[u8], base: u64) -> Option<Symbols> {
             let rest = image.get(stroff + name..)?;
             let len = rest.iter().position(|&c| c == 0)?;
             let name = String::from_utf8_lossy(&rest[..len]).into_owned();
-            out.push((name, bias.wrapping_add(le64(image, sym + 8)?), le64(image, sym + 16)?));
+            out.push((
+                name,
+                bias.wrapping_add(le64(image, sym + 8)?),
+                le64(image, sym + 16)?,
+            ));
         }
     }
     Some(Symbols(out))
@@ -451,7 +456,10 @@ fn check(what: &str, r: i64) -> io::Result<u64> {
     if (-4095..0).contains(&r) {
         return Err(io::Error::new(
             io::Error::from_raw_os_error(-r as i32).kind(),
-            format!("{what} in the program: {}", io::Error::from_raw_os_error(-r as i32)),
+            format!(
+                "{what} in the program: {}",
+                io::Error::from_raw_os_error(-r as i32)
+            ),
         ));
     }
     Ok(r as u64)
@@ -465,7 +473,8 @@ fn check(what: &str, r: i64) -> io::Result<u64> {
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn patch(pid: u32, page: &Path, seeded: bool) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
-    let ctx = |what: &'static str| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
+    let ctx =
+        |what: &'static str| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
     let (base, len) = vdso_extent(pid).map_err(ctx("finding the vDSO"))?;
     let mut image = vec![0u8; len as usize];
     remote::read(pid, base, &mut image).map_err(ctx("reading the vDSO image"))?;
@@ -481,7 +490,11 @@ pub(crate) fn patch(pid: u32, page: &Path, seeded: bool) -> io::Result<()> {
         .ok_or_else(|| io::Error::other("no __vdso_clock_gettime"))?;
     let gtod = entry("__vdso_gettimeofday")?;
     let time = entry("__vdso_time")?;
-    let rnd = if seeded { entry("__vdso_getrandom")? } else { None };
+    let rnd = if seeded {
+        entry("__vdso_getrandom")?
+    } else {
+        None
+    };
 
     let mem = File::options()
         .read(true)
@@ -489,10 +502,12 @@ pub(crate) fn patch(pid: u32, page: &Path, seeded: bool) -> io::Result<()> {
         .open(format!("/proc/{pid}/mem"))
         .map_err(ctx("opening /proc/<pid>/mem"))?;
     let mut original = [0u8; JUMP_BYTES];
-    mem.read_exact_at(&mut original, cg).map_err(ctx("reading the vDSO"))?;
+    mem.read_exact_at(&mut original, cg)
+        .map_err(ctx("reading the vDSO"))?;
     let mut stopped = Stopped::new(pid).map_err(ctx("reading the registers"))?;
     // The scratch instructions, where the jump will go.
-    mem.write_all_at(&SCRATCH, cg).map_err(ctx("writing the vDSO"))?;
+    mem.write_all_at(&SCRATCH, cg)
+        .map_err(ctx("writing the vDSO"))?;
     let result = (|| {
         stopped.leave(cg)?;
         const PAGE: u64 = 4096;
@@ -519,7 +534,8 @@ pub(crate) fn patch(pid: u32, page: &Path, seeded: bool) -> io::Result<()> {
         if stub.bytes.len() > (PAGE / 2) as usize || path.len() > (PAGE / 2) as usize {
             return Err(io::Error::other("clock page path too long"));
         }
-        mem.write_all_at(&path, path_at).map_err(ctx("writing the path"))?;
+        mem.write_all_at(&path, path_at)
+            .map_err(ctx("writing the path"))?;
         let fd = check(
             "openat",
             stopped.syscall(
@@ -547,10 +563,14 @@ pub(crate) fn patch(pid: u32, page: &Path, seeded: bool) -> io::Result<()> {
                 0,
             ],
         );
-        check("close", stopped.syscall(cg, libc::SYS_close, [fd, 0, 0, 0, 0, 0])?)?;
+        check(
+            "close",
+            stopped.syscall(cg, libc::SYS_close, [fd, 0, 0, 0, 0, 0])?,
+        )?;
         let page_at = check("mmap", mapped?)?;
         mem.write_all_at(&vec![0u8; path.len()], path_at)?;
-        mem.write_all_at(&stub_for(&stub, page_at), code).map_err(ctx("writing the stub"))?;
+        mem.write_all_at(&stub_for(&stub, page_at), code)
+            .map_err(ctx("writing the stub"))?;
         let jump = |to: u64| {
             let mut j = [0u8; JUMP_BYTES];
             j[..2].copy_from_slice(&[0x48, 0xb8]); // movabs rax, imm64
@@ -579,7 +599,9 @@ pub(crate) fn patch(pid: u32, page: &Path, seeded: bool) -> io::Result<()> {
 
 #[cfg(not(target_arch = "x86_64"))]
 pub(crate) fn patch(_pid: u32, _page: &Path, _seeded: bool) -> io::Result<()> {
-    Err(io::Error::other("vDSO patching is implemented for x86_64 only"))
+    Err(io::Error::other(
+        "vDSO patching is implemented for x86_64 only",
+    ))
 }
 
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -613,7 +635,10 @@ mod tests {
                 );
                 assert_ne!(p, libc::MAP_FAILED);
                 std::ptr::copy_nonoverlapping(bytes.as_ptr(), p as *mut u8, bytes.len());
-                assert_eq!(libc::mprotect(p, 4096, libc::PROT_READ | libc::PROT_EXEC), 0);
+                assert_eq!(
+                    libc::mprotect(p, 4096, libc::PROT_READ | libc::PROT_EXEC),
+                    0
+                );
                 p
             };
             Local { code, page }
@@ -627,8 +652,12 @@ mod tests {
         }
 
         fn clock_gettime(&self, clk: i32) -> (i32, libc::timespec) {
-            let f: extern "C" fn(i32, *mut libc::timespec) -> i32 = self.entry(stub().clock_gettime);
-            let mut ts = libc::timespec { tv_sec: -1, tv_nsec: -1 };
+            let f: extern "C" fn(i32, *mut libc::timespec) -> i32 =
+                self.entry(stub().clock_gettime);
+            let mut ts = libc::timespec {
+                tv_sec: -1,
+                tv_nsec: -1,
+            };
             (f(clk, &mut ts), ts)
         }
     }
@@ -645,9 +674,17 @@ mod tests {
         let sim = 1_700_000_123_456_789_012u64;
         let off = 1_700_000_000_000_000_000u64;
         let l = Local::new(sim, off);
-        for clk in [libc::CLOCK_REALTIME, libc::CLOCK_REALTIME_COARSE, libc::CLOCK_REALTIME_ALARM] {
+        for clk in [
+            libc::CLOCK_REALTIME,
+            libc::CLOCK_REALTIME_COARSE,
+            libc::CLOCK_REALTIME_ALARM,
+        ] {
             let (r, ts) = l.clock_gettime(clk);
-            assert_eq!((r, ts.tv_sec, ts.tv_nsec), (0, 1_700_000_123, 456_789_012), "clock {clk}");
+            assert_eq!(
+                (r, ts.tv_sec, ts.tv_nsec),
+                (0, 1_700_000_123, 456_789_012),
+                "clock {clk}"
+            );
         }
         for clk in [
             libc::CLOCK_MONOTONIC,
@@ -657,7 +694,11 @@ mod tests {
             libc::CLOCK_BOOTTIME_ALARM,
         ] {
             let (r, ts) = l.clock_gettime(clk);
-            assert_eq!((r, ts.tv_sec, ts.tv_nsec), (0, 123, 456_789_012), "clock {clk}");
+            assert_eq!(
+                (r, ts.tv_sec, ts.tv_nsec),
+                (0, 123, 456_789_012),
+                "clock {clk}"
+            );
         }
         let (r, ts) = l.clock_gettime(libc::CLOCK_TAI);
         assert_eq!((r, ts.tv_sec, ts.tv_nsec), (0, 1_700_000_160, 456_789_012));
@@ -669,7 +710,10 @@ mod tests {
         assert_eq!(r, -libc::EINVAL);
 
         let gtod: extern "C" fn(*mut libc::timeval, *mut u64) -> i32 = l.entry(stub().gettimeofday);
-        let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
+        let mut tv = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        };
         let mut tz = u64::MAX;
         assert_eq!(gtod(&mut tv, &mut tz), 0);
         assert_eq!((tv.tv_sec, tv.tv_usec, tz), (1_700_000_123, 456_789, 0));
@@ -685,7 +729,8 @@ mod tests {
         assert_eq!(nosys(), -38);
 
         // The clock moves: the next read sees it.
-        l.page.write_clock(sim + 1_000_000_000, 0, crate::page::MODE_FROZEN);
+        l.page
+            .write_clock(sim + 1_000_000_000, 0, crate::page::MODE_FROZEN);
         assert_eq!(l.clock_gettime(libc::CLOCK_MONOTONIC).1.tv_sec, 124);
         // Monotonic saturates at 0 rather than wrap.
         l.page.mono_offset_ns.store(u64::MAX, Ordering::Relaxed);
@@ -716,7 +761,10 @@ mod tests {
         // The symbol is the function libc calls: same answer, give or take.
         let f: extern "C" fn(i32, *mut libc::timespec) -> i32 =
             unsafe { std::mem::transmute(cg as usize) };
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
         assert_eq!(f(libc::CLOCK_REALTIME, &mut ts), 0);
         assert!(ts.tv_sec > 1_000_000_000);
     }
