@@ -7,32 +7,10 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The workspace's target directory for the profile this test was built in.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-/// Builds (if needed) and returns a workspace artifact.
-fn artifact(name: &str, package: &str) -> PathBuf {
-    let dir = profile_dir();
-    let path = dir.join(name);
-    if !path.exists() {
-        let mut c = Command::new(env!("CARGO"));
-        c.args(["build", "-p", package]);
-        if dir.file_name().unwrap() == "release" {
-            c.arg("--release");
-        }
-        c.env("CARGO_TARGET_DIR", dir.parent().unwrap());
-        let st = c.status().unwrap();
-        assert!(st.success(), "building {package}");
-    }
-    assert!(path.exists(), "{} is missing", path.display());
-    path
-}
+use common::{artifact, profile_dir};
 
 fn scheduler() -> PathBuf {
-    artifact("batkube-scheduler", "batkube-scheduler")
+    common::batkube_scheduler()
 }
 
 fn shim_lib() -> PathBuf {

@@ -9,6 +9,8 @@
 //! No timed assertion: the tests wait on conditions (the API reports the
 //! jobs, the process exits) with generous bounds.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -21,25 +23,8 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-/// The project's scheduler (built if needed), which links the shim.
 fn scheduler() -> PathBuf {
-    let dir = profile_dir();
-    let path = dir.join("batkube-scheduler");
-    if !path.exists() {
-        let mut c = Command::new(env!("CARGO"));
-        c.args(["build", "-p", "batkube-scheduler"]);
-        if dir.file_name().unwrap() == "release" {
-            c.arg("--release");
-        }
-        c.env("CARGO_TARGET_DIR", dir.parent().unwrap());
-        assert!(c.status().unwrap().success(), "building batkube-scheduler");
-    }
-    path
+    common::batkube_scheduler()
 }
 
 /// A scheduler configuration with one profile.
@@ -244,19 +229,12 @@ fn assert_reason(e: &Ended, reason: &str, code: i32) {
 #[test]
 fn done() {
     let dir = tempfile::tempdir().unwrap();
-    let r = start(
+    let e = run_to_end(
         dir.path(),
         "done",
         &scheduler().display().to_string(),
         &["--standin"],
     );
-    let pid = r.child.id();
-    let mut groups = Vec::new();
-    wait_until("the scheduler to start", || {
-        groups = children(pid);
-        !groups.is_empty() || !Path::new(&format!("/proc/{pid}")).exists()
-    });
-    let e = finish(r, &groups);
     assert_eq!(e.code, Some(0), "{}", e.stderr);
     assert_eq!(e.summary["completed"], true);
     assert_eq!(e.summary["end_reason"], "done");
@@ -364,14 +342,7 @@ fn overcommit_under_strict() {
         "- schedulerName: default-scheduler\n  plugins:\n    filter:\n      disabled: [{name: NodeResourcesFit}]\n",
     );
     let sched = format!("{} --config {}", scheduler().display(), cfg.display());
-    let r = start(dir.path(), "o", &sched, &["--strict", "--standin"]);
-    let pid = r.child.id();
-    let mut groups = Vec::new();
-    wait_until("the scheduler to start", || {
-        groups = children(pid);
-        !groups.is_empty() || !Path::new(&format!("/proc/{pid}")).exists()
-    });
-    let e = finish(r, &groups);
+    let e = run_to_end(dir.path(), "o", &sched, &["--strict", "--standin"]);
     assert_reason(&e, "overcommit", 1);
     assert!(e.stderr.contains("(--strict)"), "{}", e.stderr);
 }
@@ -381,19 +352,12 @@ fn overcommit_under_strict() {
 #[test]
 fn window_bound() {
     let dir = tempfile::tempdir().unwrap();
-    let r = start(
+    let e = run_to_end(
         dir.path(),
         "w",
         "sleep 100000",
         &["--window-bound", "2s", "--standin"],
     );
-    let pid = r.child.id();
-    let mut groups = Vec::new();
-    wait_until("the scheduler to start", || {
-        groups = children(pid);
-        !groups.is_empty() || !Path::new(&format!("/proc/{pid}")).exists()
-    });
-    let e = finish(r, &groups);
     assert_reason(&e, "window-bound", 1);
     assert!(e.stderr.contains("did not watch the API"), "{}", e.stderr);
 }
@@ -405,14 +369,7 @@ fn stalled() {
     let dir = tempfile::tempdir().unwrap();
     let mut extra = ENDLESS.to_vec();
     extra.extend(["--scheduler-crash-timeout", "30", "--standin"]);
-    let r = start(dir.path(), "st", &idle_scheduler(dir.path()), &extra);
-    let pid = r.child.id();
-    let mut groups = Vec::new();
-    wait_until("the scheduler to start", || {
-        groups = children(pid);
-        !groups.is_empty() || !Path::new(&format!("/proc/{pid}")).exists()
-    });
-    let e = finish(r, &groups);
+    let e = run_to_end(dir.path(), "st", &idle_scheduler(dir.path()), &extra);
     assert_reason(&e, "stalled", 1);
     assert!(e.stderr.contains("crashed or stuck"), "{}", e.stderr);
 }

@@ -12,6 +12,8 @@
 //! KubeSchedulerConfiguration; and side by side with batkube-scheduler on
 //! the same small inputs, to learn where ours decides differently.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -38,24 +40,8 @@ fn kube_scheduler() -> PathBuf {
     bin
 }
 
-/// target/<profile>/batkube-scheduler, built if missing (as in e2e.rs).
 fn batkube_scheduler() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_BIN_EXE_batkube"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let path = dir.join("batkube-scheduler");
-    if !path.exists() {
-        let mut c = Command::new(env!("CARGO"));
-        c.args(["build", "-p", "batkube-scheduler"]);
-        if dir.file_name().unwrap() == "release" {
-            c.arg("--release");
-        }
-        c.env("CARGO_TARGET_DIR", dir.parent().unwrap());
-        assert!(c.status().unwrap().success(), "building batkube-scheduler");
-    }
-    assert!(path.is_file(), "{} is missing", path.display());
-    path
+    common::batkube_scheduler()
 }
 
 /// Runs `batkube run --shim seccomp --standin --strict` and returns

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
+use std::process::Command;
 
 use serde_json::Value;
 
@@ -84,4 +85,33 @@ pub fn graphene16() -> String {
     let start = text.find("<config").unwrap();
     let end = text.find("</config>").unwrap() + "</config>".len();
     format!("{}{}", &text[..start], &text[end..])
+}
+
+/// The workspace's target directory for the profile this test was built in.
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// Builds (if needed) and returns a workspace artifact.
+pub fn artifact(name: &str, package: &str) -> PathBuf {
+    let dir = profile_dir();
+    let path = dir.join(name);
+    if !path.exists() {
+        let mut c = Command::new(env!("CARGO"));
+        c.args(["build", "-p", package]);
+        if dir.file_name().unwrap() == "release" {
+            c.arg("--release");
+        }
+        c.env("CARGO_TARGET_DIR", dir.parent().unwrap());
+        let st = c.status().unwrap();
+        assert!(st.success(), "building {package}");
+    }
+    assert!(path.exists(), "{} is missing", path.display());
+    path
+}
+
+/// The project's scheduler (built if needed), which links the shim.
+pub fn batkube_scheduler() -> PathBuf {
+    artifact("batkube-scheduler", "batkube-scheduler")
 }
