@@ -7,6 +7,7 @@ pub mod link;
 pub mod platform;
 pub mod protocol;
 pub mod standin;
+pub mod transcript;
 pub mod workload;
 
 pub use intervals::IntervalSet;

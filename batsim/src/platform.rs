@@ -12,6 +12,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
+/// Batsim's default master host name (its `-m` option).
+pub const DEFAULT_MASTER: &str = "master_host";
+
 /// A platform that cannot be used, with the reason in the user's terms.
 #[derive(Debug, thiserror::Error)]
 pub enum PlatformError {
@@ -49,15 +52,6 @@ impl Host {
             .iter()
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_str())
-    }
-
-    fn role(&self) -> Option<&str> {
-        self.property("role").or_else(|| {
-            self.zone_properties
-                .iter()
-                .find(|(k, _)| k == "role")
-                .map(|(_, v)| v.as_str())
-        })
     }
 }
 
@@ -373,71 +367,98 @@ impl Platform {
         Ok(())
     }
 
-    /// Splits hosts into Batsim's compute resources and master host.
-    /// `master_name` is Batsim's `-m` option; without it the host whose
-    /// `role` property is `master` is the master, else `master_host`.
+    /// Splits hosts into Batsim's compute resources and master host, by
+    /// Batsim 4.2's rules (`src/machines.cpp`, `src/permissions.cpp`):
+    ///
+    /// - hosts are taken in SimGrid's order, which is by name, byte by byte
+    ///   (`node-10` before `node-2`; Batsim's numeric sort works on a copy
+    ///   and changes nothing), and compute resources are numbered in it;
+    /// - a host's role is its `role` property; the host named by `-m`
+    ///   (`master_host` by default) gets `master` added to it
+    ///   (`"master,master"` when it already has `role=master`, which Batsim
+    ///   refuses);
+    /// - a role is `""` or `compute_node` (a compute resource), `storage`,
+    ///   or `master`; anything else aborts; exactly one master.
     pub fn machines(&self, master_name: Option<&str>) -> Result<Machines, String> {
-        let by_role: Vec<&Host> = self
-            .hosts
-            .iter()
-            .filter(|h| h.role() == Some("master"))
-            .collect();
-        let master_idx = match (master_name, by_role.as_slice()) {
-            (Some(name), []) => {
-                self.hosts
-                    .iter()
-                    .position(|h| h.name == name)
-                    .ok_or_else(|| {
-                        format!("the master host {name:?} (option -m) is not in the platform")
-                    })?
+        let master_name = master_name.unwrap_or(DEFAULT_MASTER);
+        let mut hosts: Vec<&Host> = self.hosts.iter().collect();
+        hosts.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+        let mut compute = Vec::new();
+        let mut master: Option<&Host> = None;
+        for h in hosts {
+            // A <cluster>'s props are kept as its hosts' zone properties;
+            // its role applies to its hosts (not checked against Batsim).
+            let mut role = h
+                .property("role")
+                .or_else(|| {
+                    h.zone_properties
+                        .iter()
+                        .find(|(k, _)| k == "role")
+                        .map(|(_, v)| v.as_str())
+                })
+                .unwrap_or("")
+                .to_string();
+            if h.name == master_name {
+                role = if role.is_empty() {
+                    "master".into()
+                } else {
+                    format!("{role},master")
+                };
             }
-            (Some(name), [h]) => {
-                return Err(format!(
-                    "host {:?} has role=master and -m names {name:?}: Batsim aborts on the \
-                     duplicate role; drop -m",
-                    h.name
-                ))
+            match role.as_str() {
+                "" | "compute_node" => {
+                    if h.speed <= 0.0 {
+                        return Err(format!(
+                            "host '{}' is a compute node but has an invalid (non-positive) \
+                             computing speed (Batsim aborts)",
+                            h.name
+                        ));
+                    }
+                    compute.push(h.clone());
+                }
+                "storage" => {}
+                "master" => {
+                    if let Some(m) = master {
+                        return Err(format!(
+                            "there are two master hosts, {:?} and {:?} (Batsim aborts); the \
+                             master is the host with role=master or the one named by -m \
+                             (default {DEFAULT_MASTER})",
+                            m.name, h.name
+                        ));
+                    }
+                    master = Some(h);
+                }
+                other => {
+                    return Err(format!(
+                        "host {:?}: Cannot create any role from string description '{other}' \
+                         existing roles are: compute_node, master, storage (Batsim aborts{})",
+                        h.name,
+                        if h.name == master_name {
+                            format!(
+                                "; the host named by -m, default {DEFAULT_MASTER}, gets the \
+                                 master role added to its role property"
+                            )
+                        } else {
+                            String::new()
+                        }
+                    ))
+                }
             }
-            (None, [h]) => self
-                .hosts
-                .iter()
-                .position(|x| x.name == h.name)
-                .unwrap_or(0),
-            (None, []) => self
-                .hosts
-                .iter()
-                .position(|h| h.name == "master_host")
-                .ok_or_else(|| {
-                    "no master host: give one host <prop id=\"role\" value=\"master\"/> or \
-                     pass -m NAME"
-                        .to_string()
-                })?,
-            (_, many) => {
-                return Err(format!(
-                    "several hosts have role=master: {}",
-                    many.iter()
-                        .map(|h| h.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-            }
+        }
+        let Some(master) = master else {
+            return Err(format!(
+                "Cannot find the \"master\" role in the platform file: give one host \
+                 <prop id=\"role\" value=\"master\"/>, or name it with -m (default \
+                 {DEFAULT_MASTER})"
+            ));
         };
-        let master = self.hosts[master_idx].clone();
-        let compute: Vec<Host> = self
-            .hosts
-            .iter()
-            .enumerate()
-            .filter(|(i, h)| {
-                *i != master_idx
-                    && !matches!(h.role(), Some("storage"))
-                    && !matches!(h.role(), Some(r) if r.split(',').any(|p| p.trim() == "master"))
-            })
-            .map(|(_, h)| h.clone())
-            .collect();
         if compute.is_empty() {
             return Err("the platform has no compute host besides the master".into());
         }
-        Ok(Machines { compute, master })
+        Ok(Machines {
+            compute,
+            master: master.clone(),
+        })
     }
 
     /// Links of the route from `src` to `dst` (host names); `None` when the

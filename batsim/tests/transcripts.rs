@@ -5,13 +5,8 @@
 
 mod common;
 
-use std::path::Path;
-
-use batsim::platform::Platform;
 use batsim::protocol::{build, json_equivalent, EventData, Message};
-use batsim::standin::{Options, StandIn};
-use batsim::workload::Workload;
-use common::{equivalent_within, shared, transcript};
+use common::transcript;
 use serde_json::Value;
 
 const TRANSCRIPTS: [&str; 2] = ["default.jsonl", "sharing-dynamic.jsonl"];
@@ -93,61 +88,4 @@ fn every_reply_is_produced_by_the_typed_builders() {
     }
 }
 
-fn replay(name: &str, opts: Options, platform_mmax: u32) {
-    let dir = shared().join("reference/batsim/sample");
-    let platform = Platform::from_file(&dir.join("platform.xml")).unwrap();
-    let workload = Workload::from_file(&dir.join("workload_transcript.json"), "w0").unwrap();
-    let lines = transcript(name);
-    let mut opts = opts;
-    opts.mmax = platform_mmax;
-    let out = tempfile::tempdir().unwrap();
-    opts.export_prefix = Some(out.path().join("run_"));
-    let sim = StandIn::new(platform, vec![workload], opts).unwrap();
-    let mut k = 0usize;
-    let mut dp = |msg: &Message| -> anyhow::Result<Message> {
-        let expected = &lines[k];
-        assert!(
-            expected.from_batsim,
-            "{name}: transcript line {k} is not from Batsim"
-        );
-        let mut ours: Value = serde_json::from_str(&batsim::to_batsim_text(msg)).unwrap();
-        // The transcript names the workload as Batsim was given it.
-        if let Some(w) = ours.pointer_mut("/events/0/data/workloads/w0") {
-            let p = w.as_str().unwrap().to_string();
-            *w = Value::from(Path::new(&p).file_name().unwrap().to_str().unwrap());
-        }
-        let theirs: Value = serde_json::from_str(&expected.raw).unwrap();
-        if let Err(diff) = equivalent_within(&theirs, &ours, 1e-6) {
-            panic!(
-                "{name}: message #{} differs from real Batsim's: {diff}\nreal: {theirs}\nours: {ours}",
-                k + 1
-            );
-        }
-        let reply = Message::from_json(&lines[k + 1].raw).unwrap();
-        k += 2;
-        Ok(reply)
-    };
-    let summary = sim.run(&mut dp).unwrap();
-    assert_eq!(k, lines.len(), "{name}: the stand-in ended early");
-    assert!(out.path().join("run_jobs.csv").is_file());
-    assert!(out.path().join("run_schedule.csv").is_file());
-    assert!(summary.stats.nb_jobs > 0);
-}
-
-#[test]
-fn standin_sends_what_real_batsim_sent_default() {
-    replay("default.jsonl", Options::default(), 0);
-}
-
-#[test]
-fn standin_sends_what_real_batsim_sent_sharing_dynamic() {
-    let opts = Options {
-        compute_sharing: true,
-        forward_profiles: true,
-        dynamic_jobs: true,
-        acknowledge_dynamic_jobs: true,
-        sched_config: r#"{"policy":"demo"}"#.into(),
-        ..Options::default()
-    };
-    replay("sharing-dynamic.jsonl", opts, 3);
-}
+// Replaying the conversations against the stand-in: tests/conversations.rs.

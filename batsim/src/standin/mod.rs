@@ -4,29 +4,50 @@
 //!
 //! It reproduces what real Batsim sends, message for message, for what it
 //! supports (`delay` profiles exactly; `parallel_homogeneous` without
-//! contention), following Batsim's own event model:
+//! contention), by modelling Batsim's actors and SimGrid's mailboxes rather
+//! than fitting times (`src/server.cpp`, `src/ipp.cpp`,
+//! `src/jobs_execution.cpp`, `src/job_submitter.cpp` of Batsim 4.2.1):
 //!
-//! - The server sends the pending events only when the decision process is
-//!   ready (its previous reply has been applied) *and* no other event is due
-//!   at the current instant (Batsim's `mailbox_empty` check), so events of
-//!   one instant travel together; SIMULATION_ENDS always travels alone.
-//! - The events of a reply are applied at their own timestamps, then the
-//!   decision process is ready again at the reply's `now` (a decision process
-//!   may charge its decision time this way).
-//! - A job's completion reaches the server after a 1-byte message from the
-//!   job's first host to the master (route latency under SimGrid's ptask_L07
-//!   model: the 1e-4 s offsets of the transcripts). Kills are done on the
-//!   master and pay nothing.
-//! - The static submitter of each workload submits all jobs of one subtime
-//!   together (sorted by id as text), then says goodbye in a later message.
+//! - Every actor (static submitters, job executors, CALL_ME_LATER waiters,
+//!   the request-reply actor that applies the decision process's replies,
+//!   killers) talks to the server by putting a 1-byte message in the
+//!   server's mailbox. The server receives them one at a time, in the order
+//!   they were posted, and each takes the route's time from its sender's
+//!   host to the master: latency plus one byte over the narrowest link
+//!   (SimGrid's ptask_L07 model). Every actor but the executors runs on the
+//!   master (loopback: no time). So simultaneous job ends on 16-node.xml
+//!   reach the server 0.0002 s apart (2 x 1e-4 latency, plus 8e-9 for the
+//!   byte) and their times accumulate: 170.0002, 170.0004, ...
+//! - After handling a message, the server sends what it has to the decision
+//!   process only if that one is ready (its previous reply fully applied)
+//!   *and* the mailbox is empty (`mailbox_empty`): messages that wait
+//!   travel together; the sender of the message just handled resumes after
+//!   that check (so a submitter's goodbye, NOTIFY
+//!   no_more_static_job_to_submit, travels in a message of its own).
+//! - Actors that wake at the same instant post in the order they began to
+//!   sleep; one that wakes at the instant a message arrives posts before
+//!   the server's check.
+//! - The request-reply actor posts each event of a reply at
+//!   max(its timestamp, the clock) (the decision process answers Batsim's
+//!   six-decimal text, so the rounded time counts), then SCHED_READY at the
+//!   reply's now.
+//! - A static submitter submits all jobs of one subtime together (sorted by
+//!   id as text), sleeps until the next subtime, and says goodbye after its
+//!   last batch.
+//! - Compute resources are the non-master hosts in SimGrid's order (by name,
+//!   byte by byte); see [`crate::platform::Platform::machines`] for roles.
 //! - The simulation ends when every submitter is done, every submitted job
 //!   is complete or rejected, nothing runs and no CALL_ME_LATER is pending.
+//!
+//! Known limit: the end of a `parallel_homogeneous` job is computed without
+//! SimGrid's max-min solver, so its order against another event at the very
+//! same instant may differ (see `tests/conversations.rs`).
 
 pub mod fcfs;
 pub mod output;
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -149,7 +170,15 @@ enum JobStatus {
         hosts: Vec<u32>,
         generation: u64,
     },
-    /// Its end is known; the report may still be travelling to the server.
+    /// Its execution ended (or was killed); the report may still be
+    /// travelling to the server.
+    Ended {
+        start: f64,
+        alloc: IntervalSet,
+        state: JobState,
+        runtime: f64,
+    },
+    /// Complete or rejected, as far as the server knows.
     Finished,
 }
 
@@ -168,22 +197,59 @@ struct JobEntry {
     generation: u64,
 }
 
+/// What an actor does when its sleep ends: in Batsim, every actor talks
+/// to the server by putting a message in the server's mailbox.
 #[derive(Debug)]
 enum Action {
+    /// A static submitter wakes for its next batch.
+    SubmitterWake { workload: usize },
+    /// A job's executor ends (its delay elapsed or its walltime was reached).
+    JobEnd {
+        job: usize,
+        generation: u64,
+        state: JobState,
+    },
+    /// A CALL_ME_LATER waiter wakes.
+    Wake,
+    /// The request-reply actor reaches the timestamp of its next event.
+    ReqRep,
+}
+
+/// Who sends a message to the server, and what it says.
+#[derive(Debug)]
+enum Payload {
     Submit {
         workload: usize,
         jobs: Vec<usize>,
     },
     SubmitterBye,
-    JobEnd {
+    JobCompleted {
         job: usize,
-        generation: u64,
-        state: JobState,
-        runtime: f64,
     },
+    WaitingDone,
     Decision(crate::Event),
     SchedReady,
-    Wake,
+    KillingDone {
+        ids: Vec<String>,
+        progress: Map<String, Value>,
+        killed: Vec<usize>,
+    },
+}
+
+/// A message in the server's mailbox: it travels from its sender's host to
+/// the master in `comm` seconds once the server starts receiving it.
+#[derive(Debug)]
+struct Put {
+    comm: f64,
+    payload: Payload,
+}
+
+/// A static submitter (one per workload): its batches by submission time.
+struct Submitter {
+    batches: Vec<(f64, Vec<usize>)>,
+    next: usize,
+    /// When it last woke (`current_submission_date` in Batsim).
+    woke_at: f64,
 }
 
 struct Timed {
@@ -263,16 +329,31 @@ pub struct StandIn {
     opts: Options,
     platform: Platform,
     machines: Vec<Host>,
-    master: Host,
+    /// Time a 1-byte message takes from each machine to the master (where
+    /// the server runs): route latency plus the byte over the narrowest
+    /// link, SimGrid's ptask_L07 model.
+    report: Vec<f64>,
     workloads: Vec<WorkloadState>,
     nb_static_workloads: usize,
     jobs: Vec<JobEntry>,
     job_index: HashMap<String, usize>,
+    /// Sleeping actors, by wake-up time.
     queue: BinaryHeap<Timed>,
     seq: u64,
     now: f64,
     outbox: Vec<(f64, EventData)>,
-    deferred: Vec<(f64, Action)>,
+    /// The server's mailbox: messages posted and not yet being received.
+    mailbox: VecDeque<Put>,
+    /// The message the server is receiving, and when it arrives.
+    receiving: Option<(f64, Put)>,
+    /// Events of the last reply the request-reply actor still has to post.
+    reqrep: VecDeque<(f64, Payload)>,
+    /// The request-reply actor sleeps or waits for its message to arrive.
+    reqrep_busy: bool,
+    /// Messages of actors created by the server while it handled a message;
+    /// they post after the sender of that message resumes.
+    spawned: Vec<Put>,
+    submitters: Vec<Submitter>,
     sched_ready: bool,
     ends_sent: bool,
     ended: bool,
@@ -301,14 +382,26 @@ impl StandIn {
             .machines(opts.master.as_deref())
             .map_err(|e| anyhow::anyhow!("platform: {e}"))?;
         let mut compute = m.compute;
-        if opts.mmax > 0 && compute.len() > opts.mmax as usize {
+        if opts.mmax > 0 {
+            if opts.mmax as usize > compute.len() {
+                anyhow::bail!(
+                    "platform: Impossible to compute on M={} machines: only {} machines are \
+                     described in the PLATFORM_FILE (option --mmax; Batsim aborts)",
+                    opts.mmax,
+                    compute.len()
+                );
+            }
             compute.truncate(opts.mmax as usize);
         }
+        let report = compute
+            .iter()
+            .map(|h| platform.message_time(&h.name, &m.master.name, 1.0))
+            .collect();
         let out = OutputWriter::new(opts.export_prefix.as_deref())?;
         let mut s = StandIn {
             machine_load: vec![(0, 0.0); compute.len()],
             machines: compute,
-            master: m.master,
+            report,
             platform,
             workloads: Vec::new(),
             nb_static_workloads: workloads.len(),
@@ -318,7 +411,12 @@ impl StandIn {
             seq: 0,
             now: 0.0,
             outbox: Vec::new(),
-            deferred: Vec::new(),
+            mailbox: VecDeque::new(),
+            receiving: None,
+            reqrep: VecDeque::new(),
+            reqrep_busy: false,
+            spawned: Vec::new(),
+            submitters: Vec::new(),
             sched_ready: true,
             ends_sent: false,
             ended: false,
@@ -379,12 +477,21 @@ impl StandIn {
                     _ => batches.push((t, vec![idx])),
                 }
             }
-            if batches.is_empty() {
-                s.schedule(0.0, Action::SubmitterBye);
+            // The submitter says hello at 0, then sleeps until its first
+            // batch (or says goodbye at once when it has none).
+            if let Some(&(t, _)) = batches.first() {
+                s.schedule(t.max(0.0), Action::SubmitterWake { workload: wi });
+            } else {
+                s.mailbox.push_back(Put {
+                    comm: 0.0,
+                    payload: Payload::SubmitterBye,
+                });
             }
-            for (t, jobs) in batches {
-                s.schedule(t, Action::Submit { workload: wi, jobs });
-            }
+            s.submitters.push(Submitter {
+                batches,
+                next: 0,
+                woke_at: 0.0,
+            });
         }
         Ok(s)
     }
@@ -516,40 +623,149 @@ impl StandIn {
         // The server announces the simulation before any submitter runs.
         self.outbox.push((0.0, self.simulation_begins()));
         self.send(dp)?;
+        self.reqrep_next();
         let mut progress = Progress::new(self.jobs.len());
-        loop {
+        while !self.ended {
             progress.tick(self.now, self.completed);
-            self.maybe_send(dp)?;
-            for (t, a) in std::mem::take(&mut self.deferred) {
-                self.schedule(t, a);
-            }
-            if self.ended {
-                return Ok(());
-            }
-            let Some(next) = self.queue.pop() else {
-                if self.sched_ready {
-                    let stuck = self.submitted - self.completed;
-                    return self.fail(format!(
-                        "the simulation cannot progress: {stuck} submitted job(s) were never \
-                         executed nor rejected and nothing else can happen (real Batsim \
-                         deadlocks here); the decision process must EXECUTE_JOB or REJECT_JOB \
-                         every job"
-                    ));
+            // The server receives its messages one at a time, in the order
+            // they were posted; each travels from its sender's host.
+            if self.receiving.is_none() {
+                if let Some(put) = self.mailbox.pop_front() {
+                    self.receiving = Some((self.now + put.comm, put));
                 }
-                return self.fail("internal: waiting for a decision with nothing scheduled");
-            };
-            self.now = self.now.max(next.time);
-            self.apply(next.action)?;
+            }
+            let timer = self.queue.peek().map(|t| t.time);
+            match (&self.receiving, timer) {
+                // An actor whose sleep ends no later than the message being
+                // received posts first (its sleep began before that
+                // communication, and SimGrid ends actions in that order).
+                (Some((arrival, _)), Some(t)) if t <= *arrival => self.wake(),
+                (None, Some(_)) => self.wake(),
+                (Some(_), _) => {
+                    let (arrival, put) = self.receiving.take().expect("checked above");
+                    self.now = self.now.max(arrival);
+                    self.receive(put, dp)?;
+                }
+                (None, None) => {
+                    if self.sched_ready {
+                        let stuck = self.submitted - self.completed;
+                        return self.fail(format!(
+                            "the simulation cannot progress: {stuck} submitted job(s) were never \
+                             executed nor rejected and nothing else can happen (real Batsim \
+                             deadlocks here); the decision process must EXECUTE_JOB or REJECT_JOB \
+                             every job"
+                        ));
+                    }
+                    return self.fail("internal: waiting for a decision with nothing scheduled");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The earliest sleeping actor wakes and acts.
+    fn wake(&mut self) {
+        let next = self.queue.pop().expect("a timer is due");
+        self.now = self.now.max(next.time);
+        match next.action {
+            Action::SubmitterWake { workload } => {
+                let sub = &mut self.submitters[workload];
+                sub.woke_at = self.now;
+                let jobs = std::mem::take(&mut sub.batches[sub.next].1);
+                sub.next += 1;
+                self.mailbox.push_back(Put {
+                    comm: 0.0,
+                    payload: Payload::Submit { workload, jobs },
+                });
+            }
+            Action::JobEnd {
+                job,
+                generation,
+                state,
+            } => {
+                if self.jobs[job].generation == generation {
+                    let host = self.end_execution(job, state);
+                    self.mailbox.push_back(Put {
+                        comm: self.report[host as usize],
+                        payload: Payload::JobCompleted { job },
+                    });
+                }
+            }
+            Action::Wake => {
+                // A waiter does not report once the simulation has ended.
+                if !self.ends_sent {
+                    self.mailbox.push_back(Put {
+                        comm: 0.0,
+                        payload: Payload::WaitingDone,
+                    });
+                }
+            }
+            Action::ReqRep => self.reqrep_post(),
         }
     }
 
-    /// Sends pending events if the decision process is ready and nothing
-    /// else is due now.
-    fn maybe_send(&mut self, dp: &mut dyn DecisionProcess) -> anyhow::Result<()> {
-        if !self.sched_ready || self.ends_sent {
-            return Ok(());
+    /// The server has received `put`: it handles it, then sends what it
+    /// has to the decision process if that one is ready and nothing else
+    /// waits in the mailbox; then the sender resumes.
+    fn receive(&mut self, put: Put, dp: &mut dyn DecisionProcess) -> anyhow::Result<()> {
+        let from_reqrep = matches!(put.payload, Payload::Decision(_) | Payload::SchedReady);
+        let submitter = match &put.payload {
+            Payload::Submit { workload, .. } => Some(*workload),
+            _ => None,
+        };
+        self.handle(put.payload)?;
+        self.maybe_send(dp)?;
+        // The sender resumes after the server's look at its mailbox.
+        if let Some(w) = submitter {
+            let sub = &self.submitters[w];
+            match sub.batches.get(sub.next) {
+                Some(&(t, _)) => {
+                    let at = self.now + (t - sub.woke_at);
+                    self.schedule(at, Action::SubmitterWake { workload: w });
+                }
+                None => self.mailbox.push_back(Put {
+                    comm: 0.0,
+                    payload: Payload::SubmitterBye,
+                }),
+            }
         }
-        if self.queue.peek().is_some_and(|t| t.time <= self.now) {
+        if from_reqrep {
+            self.reqrep_busy = false;
+        }
+        // The request-reply actor goes on (or, created by a send just now,
+        // starts) after the sender.
+        self.reqrep_next();
+        self.mailbox.extend(self.spawned.drain(..));
+        Ok(())
+    }
+
+    /// The request-reply actor goes on with the next event of the reply:
+    /// it sleeps until the event's timestamp, then posts it.
+    fn reqrep_next(&mut self) {
+        if self.reqrep_busy {
+            return;
+        }
+        let Some(&(t, _)) = self.reqrep.front() else {
+            return;
+        };
+        self.reqrep_busy = true;
+        if t > self.now {
+            self.schedule(t, Action::ReqRep);
+        } else {
+            self.reqrep_post();
+        }
+    }
+
+    fn reqrep_post(&mut self) {
+        if let Some((_, payload)) = self.reqrep.pop_front() {
+            self.mailbox.push_back(Put { comm: 0.0, payload });
+        }
+    }
+
+    /// Sends pending events if the decision process is ready and the
+    /// server's mailbox is empty (Batsim's `mailbox_empty` check).
+    fn maybe_send(&mut self, dp: &mut dyn DecisionProcess) -> anyhow::Result<()> {
+        if !self.sched_ready || self.ends_sent || !self.mailbox.is_empty() {
             return Ok(());
         }
         if self.outbox.is_empty() {
@@ -605,30 +821,21 @@ impl StandIn {
                 tracing::warn!(index = i, "reply event timestamps decrease");
             }
             last = ev.timestamp;
-            let t = ev.timestamp.max(self.now);
-            self.schedule(t, Action::Decision(ev));
+            self.reqrep.push_back((ev.timestamp, Payload::Decision(ev)));
         }
-        let t = reply.now.max(self.now);
-        self.schedule(t, Action::SchedReady);
+        // SCHED_READY goes last, at the reply's now.
+        self.reqrep.push_back((reply.now, Payload::SchedReady));
         Ok(())
     }
 
-    fn apply(&mut self, action: Action) -> anyhow::Result<()> {
-        match action {
-            Action::Submit { workload, jobs } => {
-                let last = !self.queue.iter().any(
-                    |t| matches!(&t.action, Action::Submit { workload: w, .. } if *w == workload),
-                );
+    fn handle(&mut self, payload: Payload) -> anyhow::Result<()> {
+        match payload {
+            Payload::Submit { jobs, .. } => {
                 for idx in jobs {
                     self.submit(idx);
                 }
-                if last {
-                    // The submitter's goodbye reaches the server after it
-                    // handled (and possibly sent) this batch.
-                    self.deferred.push((self.now, Action::SubmitterBye));
-                }
             }
-            Action::SubmitterBye => {
+            Payload::SubmitterBye => {
                 self.submitters_done += 1;
                 if self.submitters_done == self.nb_static_workloads {
                     self.outbox.push((
@@ -637,29 +844,35 @@ impl StandIn {
                     ));
                 }
             }
-            Action::JobEnd {
-                job,
-                generation,
-                state,
-                runtime,
-            } => {
-                if self.jobs[job].generation == generation {
-                    self.finish_job(job, state, runtime, -1)?;
-                }
-            }
-            Action::SchedReady => {
+            Payload::JobCompleted { job } => self.report_completion(job)?,
+            Payload::SchedReady => {
                 self.sched_ready = true;
                 if self.ends_sent {
                     self.ended = true;
                 }
             }
-            Action::Wake => {
+            Payload::WaitingDone => {
                 self.waiters -= 1;
-                if !self.ends_sent {
-                    self.outbox.push((self.now, EventData::RequestedCall));
-                }
+                self.outbox.push((self.now, EventData::RequestedCall));
             }
-            Action::Decision(ev) => self.decide(ev.data)?,
+            Payload::Decision(ev) => self.decide(ev.data)?,
+            Payload::KillingDone {
+                ids,
+                progress,
+                killed,
+            } => {
+                for job in killed {
+                    self.report_completion(job)?;
+                }
+                self.outbox.push((
+                    self.now,
+                    EventData::JobKilled(JobKilled {
+                        job_ids: ids,
+                        job_progress: progress,
+                        extra: Map::new(),
+                    }),
+                ));
+            }
         }
         Ok(())
     }
@@ -735,7 +948,9 @@ impl StandIn {
                     ));
                 }
                 self.waiters += 1;
-                self.schedule(c.timestamp, Action::Wake);
+                // Batsim's waiter sleeps at least 1e-5 s.
+                let at = c.timestamp.max(self.now + 1e-5);
+                self.schedule(at, Action::Wake);
                 Ok(())
             }
             EventData::Notify(n) => {
@@ -994,8 +1209,6 @@ impl StandIn {
             Some(w) if duration > w => (w, JobState::CompletedWalltimeReached),
             _ => (duration, JobState::CompletedSuccessfully),
         };
-        let first = &self.machines[alloc_ids[0] as usize].name;
-        let report = self.platform.message_time(first, &self.master.name, 1.0);
         let generation = self.jobs[i].generation + 1;
         self.jobs[i].generation = generation;
         self.jobs[i].status = JobStatus::Running {
@@ -1008,13 +1221,14 @@ impl StandIn {
         for &m in &alloc_ids {
             self.machine_busy(m, 1);
         }
+        // The executor runs on the allocation's first machine; at its end
+        // it reports to the server from there.
         self.schedule(
-            self.now + runtime + report,
+            self.now + runtime,
             Action::JobEnd {
                 job: i,
                 generation,
                 state,
-                runtime,
             },
         );
         Ok(())
@@ -1042,28 +1256,45 @@ impl StandIn {
         }
     }
 
-    fn finish_job(
-        &mut self,
-        i: usize,
-        state: JobState,
-        runtime: f64,
-        _code: i32,
-    ) -> anyhow::Result<()> {
+    /// A job's execution ends now (its executor finished, or it was
+    /// killed): its machines are free at once. Returns the machine its
+    /// executor ran on.
+    fn end_execution(&mut self, i: usize, state: JobState) -> u32 {
         let JobStatus::Running {
             start,
             alloc,
             hosts,
             ..
+        } = self.jobs[i].status.clone()
+        else {
+            unreachable!("only running jobs end");
+        };
+        self.jobs[i].generation += 1;
+        for &m in &hosts {
+            self.machine_busy(m, -1);
+        }
+        self.jobs[i].status = JobStatus::Ended {
+            start,
+            alloc,
+            state,
+            runtime: self.now - start,
+        };
+        hosts[0]
+    }
+
+    /// The server learns that a job ended: JOB_COMPLETED and its jobs.csv row.
+    fn report_completion(&mut self, i: usize) -> anyhow::Result<()> {
+        let JobStatus::Ended {
+            start,
+            alloc,
+            state,
+            runtime,
         } = std::mem::replace(&mut self.jobs[i].status, JobStatus::Finished)
         else {
             return Ok(());
         };
-        self.jobs[i].generation += 1;
         self.running -= 1;
         self.completed += 1;
-        for m in hosts {
-            self.machine_busy(m, -1);
-        }
         let return_code = if state.is_success() { 0 } else { -1 };
         self.outbox.push((
             self.now,
@@ -1110,8 +1341,12 @@ impl StandIn {
         }
     }
 
+    /// KILL_JOB: a killer actor on the master stops the running jobs at
+    /// once and reports to the server (JOB_COMPLETED for each job it
+    /// really killed, then JOB_KILLED).
     fn kill(&mut self, ids: &[String]) -> anyhow::Result<()> {
         let mut progress = Map::new();
+        let mut killed = Vec::new();
         for id in ids {
             let i = self.job_by_id(id)?;
             match self.jobs[i].status.clone() {
@@ -1130,9 +1365,10 @@ impl StandIn {
                         id.clone(),
                         json!({"profile_name": j.profile, "progress": p}),
                     );
-                    self.finish_job(i, JobState::CompletedKilled, elapsed, -1)?;
+                    self.end_execution(i, JobState::CompletedKilled);
+                    killed.push(i);
                 }
-                JobStatus::Finished => {}
+                JobStatus::Ended { .. } | JobStatus::Finished => {}
                 _ => {
                     return self.fail(format!(
                         "KILL_JOB for job {id:?}, which is not running (Batsim aborts)"
@@ -1140,14 +1376,14 @@ impl StandIn {
                 }
             }
         }
-        self.outbox.push((
-            self.now,
-            EventData::JobKilled(JobKilled {
-                job_ids: ids.to_vec(),
-                job_progress: progress,
-                extra: Map::new(),
-            }),
-        ));
+        self.spawned.push(Put {
+            comm: 0.0,
+            payload: Payload::KillingDone {
+                ids: ids.to_vec(),
+                progress,
+                killed,
+            },
+        });
         Ok(())
     }
 }
