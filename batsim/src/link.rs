@@ -48,6 +48,8 @@ pub enum LinkError {
 pub struct Incoming {
     pub message: Message,
     pub bytes: usize,
+    /// The exact text received (over ZeroMQ; `None` in-process).
+    pub raw: Option<String>,
 }
 
 /// The broker's end of the link.
@@ -56,6 +58,8 @@ pub struct BatsimLink {
     replies: std_mpsc::Sender<Message>,
     pending_now: Option<f64>,
     thread: Option<JoinHandle<()>>,
+    recorder: Option<crate::transcript::Recorder>,
+    endpoint: Option<String>,
     /// Messages received and sent.
     pub exchanged: u64,
 }
@@ -72,6 +76,7 @@ impl crate::standin::DecisionProcess for InProcessBatsim {
             .blocking_send(Ok(Incoming {
                 message: msg.clone(),
                 bytes: 0,
+                raw: None,
             }))
             .map_err(|_| anyhow::anyhow!("the broker hung up"))?;
         self.from_broker
@@ -90,6 +95,13 @@ impl BatsimLink {
             endpoint: endpoint.to_string(),
             error,
         })?;
+        // With a wildcard port (`tcp://127.0.0.1:*`) ZeroMQ picks a free
+        // one; this is the endpoint Batsim must connect to.
+        let bound = socket
+            .get_last_endpoint()
+            .ok()
+            .and_then(|e| e.ok())
+            .unwrap_or_else(|| endpoint.to_string());
         let (in_tx, in_rx) = mpsc::channel(1);
         let (rep_tx, rep_rx) = std_mpsc::channel::<Message>();
         let thread = std::thread::Builder::new()
@@ -101,8 +113,16 @@ impl BatsimLink {
             replies: rep_tx,
             pending_now: None,
             thread: Some(thread),
+            recorder: None,
+            endpoint: Some(bound),
             exchanged: 0,
         })
+    }
+
+    /// The endpoint actually bound (the port ZeroMQ chose for a wildcard);
+    /// `None` in-process.
+    pub fn endpoint(&self) -> Option<&str> {
+        self.endpoint.as_deref()
     }
 
     /// A link whose other end is an in-process Batsim (the stand-in).
@@ -115,6 +135,8 @@ impl BatsimLink {
                 replies: rep_tx,
                 pending_now: None,
                 thread: None,
+                recorder: None,
+                endpoint: None,
                 exchanged: 0,
             },
             InProcessBatsim {
@@ -136,7 +158,27 @@ impl BatsimLink {
         Some(item.map(|inc| self.accepted(inc)))
     }
 
+    /// Records the whole conversation from now on (`--record-protocol`):
+    /// what Batsim sent as received (in-process: as real Batsim would print
+    /// it) and every reply as sent.
+    pub fn record_to(&mut self, recorder: crate::transcript::Recorder) {
+        self.recorder = Some(recorder);
+    }
+
     fn accepted(&mut self, inc: Incoming) -> Message {
+        if let Some(r) = self.recorder.as_mut() {
+            let raw = inc
+                .raw
+                .clone()
+                .unwrap_or_else(|| crate::to_batsim_text(&inc.message));
+            if let Err(e) = r.record(crate::transcript::Direction::FromBatsim, &raw) {
+                tracing::warn!(
+                    "protocol record {}: {e}; recording stops",
+                    r.path().display()
+                );
+                self.recorder = None;
+            }
+        }
         self.pending_now = Some(inc.message.now);
         self.exchanged += 1;
         for ev in &inc.message.events {
@@ -154,6 +196,15 @@ impl BatsimLink {
         msg.check_reply_order(request_now)?;
         self.pending_now = None;
         self.exchanged += 1;
+        if let Some(r) = self.recorder.as_mut() {
+            if let Err(e) = r.record(crate::transcript::Direction::FromScheduler, &msg.to_json()) {
+                tracing::warn!(
+                    "protocol record {}: {e}; recording stops",
+                    r.path().display()
+                );
+                self.recorder = None;
+            }
+        }
         self.replies.send(msg).map_err(|_| LinkError::Closed)
     }
 }
@@ -214,6 +265,7 @@ fn serve(
             .blocking_send(Ok(Incoming {
                 message,
                 bytes: size,
+                raw: String::from_utf8(bytes).ok(),
             }))
             .is_err()
         {

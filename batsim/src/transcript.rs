@@ -263,7 +263,9 @@ pub fn first_difference(recorded: &Value, ours: &Value, tol: f64) -> Option<Stri
                     path.push_str(&format!("[{i}]"));
                     let d = walk(a, b, tol, path);
                     path.truncate(len);
-                    d?;
+                    if d.is_some() {
+                        return d;
+                    }
                 }
                 if x.len() != y.len() {
                     return Some(format!(
@@ -402,4 +404,57 @@ pub fn replay(sim: StandIn, lines: &[Line]) -> Result<usize, Difference> {
         });
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn differences_are_found_and_located() {
+        let a =
+            json!({"now": 1.0, "events": [{"timestamp": 1.0, "type": "A"}, {"timestamp": 2.0}]});
+        assert_eq!(first_difference(&a, &a.clone(), TOLERANCE), None);
+        let within = json!({"now": 1.0000005, "events": [{"timestamp": 1.0, "type": "A"}, {"timestamp": 2.0}]});
+        assert_eq!(first_difference(&a, &within, TOLERANCE), None);
+        let later =
+            json!({"now": 1.0, "events": [{"timestamp": 1.0, "type": "A"}, {"timestamp": 2.1}]});
+        let d = first_difference(&a, &later, TOLERANCE).unwrap();
+        assert!(d.starts_with("$.events[1].timestamp"), "{d}");
+        let shorter = json!({"now": 1.0, "events": [{"timestamp": 1.0, "type": "A"}]});
+        let d = first_difference(&a, &shorter, TOLERANCE).unwrap();
+        assert!(d.contains("2 item(s), ours 1"), "{d}");
+        let kind =
+            json!({"now": 1.0, "events": [{"timestamp": 1.0, "type": "B"}, {"timestamp": 2.0}]});
+        let d = first_difference(&a, &kind, TOLERANCE).unwrap();
+        assert!(d.starts_with("$.events[0].type"), "{d}");
+    }
+
+    #[test]
+    fn a_recording_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        let mut r = Recorder::create(&path).unwrap();
+        r.record(Direction::FromBatsim, r#"{"now":0.000000,"events":[]}"#)
+            .unwrap();
+        r.record(Direction::FromScheduler, r#"{"now":0.0,"events":[]}"#)
+            .unwrap();
+        drop(r);
+        let lines = read(&path).unwrap();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].seq, 0);
+        assert_eq!(lines[0].dir, Direction::FromBatsim);
+        assert_eq!(lines[1].raw, r#"{"now":0.0,"events":[]}"#);
+        let v: Value = serde_json::from_str(
+            &std::fs::read_to_string(&path)
+                .unwrap()
+                .lines()
+                .next()
+                .unwrap()
+                .to_string(),
+        )
+        .unwrap();
+        assert_eq!(v["msg"]["now"], json!(0.0));
+        assert!(v["wall"].as_f64().unwrap() > 0.0);
+    }
 }

@@ -93,6 +93,16 @@ struct BatsimArgs {
     /// Simulated seconds the built-in scheduler charges per decision.
     #[arg(long = "builtin-decision-time", default_value_t = 0.0)]
     builtin_decision_time: f64,
+    /// Record the whole conversation in FILE (the shared transcript format:
+    /// one JSON object per message with seq, dir, wall, raw, msg).
+    #[arg(long = "record-protocol", value_name = "FILE")]
+    record_protocol: Option<PathBuf>,
+    /// Play the decision process's replies recorded in FILE (a conversation
+    /// of real Batsim or of the stand-in) and compare every message the
+    /// stand-in sends with the recorded one; prints the first difference
+    /// and exits 1 if there is one.
+    #[arg(long = "replay", value_name = "FILE", conflicts_with = "builtin")]
+    replay: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -183,6 +193,19 @@ fn run_standin(args: BatsimArgs) -> anyhow::Result<()> {
         master: args.master,
     };
     let sim = StandIn::new(platform, workloads, opts)?;
+    if let Some(path) = &args.replay {
+        let lines = batsim::transcript::read(path)?;
+        return match batsim::transcript::replay(sim, &lines) {
+            Ok(n) => {
+                eprintln!(
+                    "batkube batsim: the stand-in sent the {n} recorded messages of {} identically",
+                    path.display()
+                );
+                Ok(())
+            }
+            Err(diff) => Err(anyhow::anyhow!("replaying {}: {diff}", path.display())),
+        };
+    }
     let mut dp: Box<dyn DecisionProcess> =
         match args.builtin.as_deref() {
             None => Box::new(ZmqDecisionProcess::connect(&args.socket).with_context(|| {
@@ -191,7 +214,17 @@ fn run_standin(args: BatsimArgs) -> anyhow::Result<()> {
             Some("fcfs") => Box::new(Fcfs::new(args.builtin_decision_time)),
             Some(other) => anyhow::bail!("unknown built-in scheduler {other:?} (known: fcfs)"),
         };
-    let summary = sim.run(dp.as_mut())?;
+    let summary = match &args.record_protocol {
+        None => sim.run(dp.as_mut())?,
+        Some(path) => {
+            let recorder = batsim::transcript::Recorder::create(path)?;
+            let mut recording = batsim::transcript::Recording {
+                inner: dp.as_mut(),
+                recorder,
+            };
+            sim.run(&mut recording)?
+        }
+    };
     let s = &summary.stats;
     eprintln!(
         "batkube batsim: simulation ended at {:.6} s: {} jobs ({} succeeded, {} killed, {} \

@@ -378,9 +378,15 @@ pub struct RunArgs {
     /// this many simulated seconds without a decision.
     #[arg(long = "give-up-after", default_value_t = 600.0)]
     pub give_up_after: f64,
-    /// ZeroMQ endpoint for real Batsim.
-    #[arg(long = "socket-endpoint", default_value = DEFAULT_ENDPOINT)]
-    pub socket: String,
+    /// ZeroMQ endpoint for real Batsim (default: a free port on 127.0.0.1
+    /// chosen when batkube starts Batsim, so that runs in parallel never
+    /// collide).
+    #[arg(long = "socket-endpoint")]
+    pub socket: Option<String>,
+    /// Record the whole conversation with Batsim in FILE (the shared
+    /// transcript format: seq, dir, wall, raw, msg per message).
+    #[arg(long = "record-protocol", value_name = "FILE")]
+    pub record_protocol: Option<PathBuf>,
     #[command(flatten)]
     pub clock: ClockArgs,
     #[command(flatten)]
@@ -403,6 +409,10 @@ pub struct ServeArgs {
     pub strict: bool,
     #[arg(long = "give-up-after", default_value_t = 600.0)]
     pub give_up_after: f64,
+    /// Record the whole conversation with Batsim in FILE (the shared
+    /// transcript format: seq, dir, wall, raw, msg per message).
+    #[arg(long = "record-protocol", value_name = "FILE")]
+    pub record_protocol: Option<PathBuf>,
     #[command(flatten)]
     pub clock: ClockArgs,
     #[command(flatten)]
@@ -630,7 +640,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         // Batsim: real when available, else the stand-in in-process.
         match find_batsim(&args) {
             Some(batsim) => {
-                started.link = Some(BatsimLink::bind(&args.socket)?);
+                // A free port unless the user fixed the endpoint: runs in
+                // parallel must not collide on Batsim's default 28000.
+                let requested = args
+                    .socket
+                    .clone()
+                    .unwrap_or_else(|| "tcp://127.0.0.1:*".to_string());
+                let link = BatsimLink::bind(&requested)?;
+                let endpoint = link.endpoint().unwrap_or(&requested).to_string();
+                started.link = Some(link);
                 let mut c = Command::new(&batsim);
                 c.arg("-p").arg(&args.platform);
                 for w in &args.workloads {
@@ -643,7 +661,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
                 c.arg("-e")
                     .arg(format!("{}/", out.display()))
                     .arg("-s")
-                    .arg(&args.socket)
+                    .arg(&endpoint)
                     .arg("--enable-compute-sharing")
                     .stdin(Stdio::null())
                     .stdout(file("batsim.log")?)
@@ -674,6 +692,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         wait_for_scheduler(&store, &children, &interrupt, args.clock.window_bound, &out)?;
         check_attached(controller.as_deref(), shim_choice, &interrupt)?;
         let link = started.link.as_mut().expect("set above");
+        if let Some(path) = &args.record_protocol {
+            link.record_to(batsim::transcript::Recorder::create(path)?);
+        }
         let watch = || -> anyhow::Result<()> {
             interrupt.check()?;
             if let Some(b) = children.0.lock().batsim.as_mut() {
@@ -993,6 +1014,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
         kubeconfig,
     } = start_api(args.api, &args.out, 0.0, fakeapi::WatchTimers::Wall)?;
     let mut link = BatsimLink::bind(&args.socket)?;
+    if let Some(path) = &args.record_protocol {
+        link.record_to(batsim::transcript::Recorder::create(path)?);
+    }
     eprintln!(
         "batkube serve: API on http://{} (kubeconfig {}), waiting for Batsim on {}",
         server.addr(),
