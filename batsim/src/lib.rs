@@ -1,6 +1,82 @@
-//! The Batsim world, knowing nothing of Kubernetes: the typed v4 protocol,
-//! allocation interval sets, the ZeroMQ link, the platform and workload
-//! models, and the built-in stand-in engine with its output files.
+//! The Batsim world, knowing nothing of Kubernetes: a small Rust
+//! "pybatsim".
+//!
+//! [Batsim](https://batsim.readthedocs.io) (v4.x) simulates a cluster and
+//! its workload on SimGrid and asks a *decision process* what to do: it
+//! sends a [`Message`] (a `now` and timestamped events: jobs submitted, jobs
+//! completed, calls requested) and waits for exactly one reply (decisions:
+//! execute a job on an [`IntervalSet`] of resources, reject or kill it, call
+//! me later). This crate has every piece of that world:
+//!
+//! - [`protocol`]: the typed messages, every event of the v4 protocol, and
+//!   builders for replies ([`protocol::build`]);
+//! - [`intervals`]: resource allocations (`"0 2-5"`);
+//! - [`link`]: the decision process's ZeroMQ REP socket, which real Batsim
+//!   connects to (or an in-process pair with the stand-in);
+//! - [`platform`] and [`workload`]: SimGrid platforms and Batsim workloads,
+//!   read and checked by Batsim's own rules (host order, roles, profiles);
+//! - [`standin`]: a Batsim engine that sends what real Batsim 4.2.1 sends,
+//!   message for message, and writes its `jobs.csv`/`schedule.csv`;
+//! - [`transcript`]: recorded conversations, and their replay against the
+//!   stand-in.
+//!
+//! A decision process is anything that turns a message into a reply. This
+//! one runs every job at once on resource 0 (the platform lets jobs share
+//! it), against the stand-in:
+//!
+//! ```
+//! use batsim::platform::Platform;
+//! use batsim::protocol::build;
+//! use batsim::standin::{Options, StandIn};
+//! use batsim::workload::Workload;
+//! use batsim::{EventData, IntervalSet, Message};
+//!
+//! let platform = Platform::parse(
+//!     r#"<?xml version='1.0'?>
+//!     <platform version="4.1"><zone id="z" routing="Full">
+//!       <host id="master_host" speed="1Gf"/>
+//!       <host id="node0" speed="1Gf" core="4"/>
+//!       <link id="l" bandwidth="1GBps" latency="50us"/>
+//!       <route src="node0" dst="master_host"><link_ctn id="l"/></route>
+//!     </zone></platform>"#,
+//!     "inline",
+//! )?;
+//! let workload = Workload::parse(
+//!     r#"{"nb_res": 1, "jobs": [
+//!           {"id": "a", "subtime": 0, "res": 1, "profile": "ten"},
+//!           {"id": "b", "subtime": 5, "res": 1, "profile": "ten"}],
+//!         "profiles": {"ten": {"type": "delay", "delay": 10}}}"#,
+//!     "w0",
+//!     "inline.json",
+//! )?;
+//! let opts = Options { compute_sharing: true, ..Options::default() };
+//! let sim = StandIn::new(platform, vec![workload], opts)?;
+//!
+//! let mut completions = Vec::new();
+//! let mut decide = |msg: &Message| -> anyhow::Result<Message> {
+//!     let mut reply = Message::new(msg.now);
+//!     for ev in &msg.events {
+//!         match &ev.data {
+//!             EventData::JobSubmitted(j) => {
+//!                 reply.push(msg.now, build::execute_job(&j.job_id, IntervalSet::single(0)));
+//!             }
+//!             EventData::JobCompleted(c) => completions.push((c.job_id.clone(), ev.timestamp)),
+//!             _ => {}
+//!         }
+//!     }
+//!     Ok(reply)
+//! };
+//! let summary = sim.run(&mut decide)?;
+//! // Each completion reaches the server over the route: 50 us of latency
+//! // plus one byte at 1 GB/s.
+//! assert_eq!(completions.len(), 2);
+//! assert!((completions[0].1 - 10.000051).abs() < 1e-6);
+//! assert_eq!(summary.stats.nb_jobs, 2);
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+//!
+//! Over ZeroMQ, [`link::BatsimLink`] is the decision process's side of the
+//! socket and [`standin::ZmqDecisionProcess`] the stand-in's.
 
 pub mod intervals;
 pub mod link;

@@ -690,6 +690,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         };
 
         wait_for_scheduler(&store, &children, &interrupt, args.clock.window_bound, &out)?;
+        if let Some(e) = batsim_exited(&children, &out) {
+            return Err(e.into());
+        }
         check_attached(controller.as_deref(), shim_choice, &interrupt)?;
         let link = started.link.as_mut().expect("set above");
         if let Some(path) = &args.record_protocol {
@@ -697,16 +700,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         }
         let watch = || -> anyhow::Result<()> {
             interrupt.check()?;
-            if let Some(b) = children.0.lock().batsim.as_mut() {
-                if let Ok(Some(status)) = b.try_wait() {
-                    return Err(BatsimExited(format!(
-                        "Batsim exited ({status}) before the simulation ended; see {}",
-                        out.join("batsim.err.log").display()
-                    ))
-                    .into());
-                }
+            match batsim_exited(&children, &out) {
+                Some(e) => Err(e.into()),
+                None => Ok(()),
             }
-            Ok(())
         };
         drive(&mut broker, link, &metrics, rt.handle(), watch)
     })();
@@ -777,6 +774,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         summary.end_reason = *reason;
         summary.error = Some(message.clone());
     }
+    if summary.completed {
+        wait_for_batsim_exit(&children, &out);
+    }
     // The scheduler goes first: its open connections would otherwise hold
     // the API's graceful shutdown for its full 5 s.
     drop(reaper);
@@ -799,6 +799,55 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 struct BatsimExited(String);
+
+/// The last `n` lines of a log file (empty if it cannot be read).
+fn log_tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Real Batsim's exit, once it happened: its status is written to
+/// `batsim.exit` in the outputs, and the error quotes the end of its
+/// stderr (where Batsim and SimGrid say why they abort).
+fn batsim_exited(children: &Shared, out: &Path) -> Option<BatsimExited> {
+    let status = children.0.lock().batsim.as_mut()?.try_wait().ok()??;
+    let _ = std::fs::write(out.join("batsim.exit"), format!("{status}\n"));
+    let tail = log_tail(&out.join("batsim.err.log"), 15);
+    Some(BatsimExited(format!(
+        "Batsim exited ({status}) before the simulation ended; the end of its stderr ({}):\n{}",
+        out.join("batsim.err.log").display(),
+        if tail.is_empty() {
+            "(empty)".to_string()
+        } else {
+            tail
+        }
+    )))
+}
+
+/// After SIMULATION_ENDS real Batsim writes its outputs and exits: give it
+/// the time to, then record its exit status in `batsim.exit`.
+fn wait_for_batsim_exit(children: &Shared, out: &Path) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = match children.0.lock().batsim.as_mut() {
+            None => return,
+            Some(c) => c.try_wait().ok().flatten(),
+        };
+        if let Some(status) = status {
+            let _ = std::fs::write(out.join("batsim.exit"), format!("{status}\n"));
+            return;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = std::fs::write(
+                out.join("batsim.exit"),
+                "still running 10 s after SIMULATION_ENDS; stopped by batkube\n",
+            );
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
 
 /// The scheduler did not watch the API within the window bound.
 #[derive(Debug, thiserror::Error)]
@@ -844,6 +893,9 @@ fn wait_for_scheduler(
             return Ok(());
         }
         interrupt.check()?;
+        if let Some(e) = batsim_exited(children, out) {
+            return Err(e.into());
+        }
         if let Some(c) = children.0.lock().scheduler.as_mut() {
             if let Ok(Some(status)) = c.try_wait() {
                 let log = std::fs::read_to_string(out.join("scheduler.log")).unwrap_or_default();
