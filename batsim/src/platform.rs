@@ -817,4 +817,64 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("speed"), "{e}");
     }
+
+    fn hosts(body: &str) -> Platform {
+        Platform::parse(
+            &format!(
+                r#"<?xml version='1.0'?><platform version="4.1"><zone id="z" routing="Full">{body}</zone></platform>"#
+            ),
+            "t",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn batsim_host_order_is_by_name_byte_by_byte() {
+        let p = hosts(
+            r#"<host id="master_host" speed="1f"/><host id="node-2" speed="1f"/>
+               <host id="node-10" speed="1f"/><host id="node-1" speed="1f"/>"#,
+        );
+        let m = p.machines(None).unwrap();
+        let names: Vec<&str> = m.compute.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["node-1", "node-10", "node-2"]);
+    }
+
+    #[test]
+    fn batsim_roles_and_refusals() {
+        // role=master on the host -m names (default master_host): Batsim
+        // builds the role "master,master" and refuses it.
+        let p = hosts(
+            r#"<host id="master_host" speed="1f"><prop id="role" value="master"/></host>
+               <host id="a" speed="1f"/>"#,
+        );
+        let e = p.machines(None).unwrap_err();
+        assert!(e.contains("'master,master'"), "{e}");
+        // Another name for the master is fine.
+        let p = hosts(
+            r#"<host id="m" speed="1f"><prop id="role" value="master"/></host>
+               <host id="a" speed="1f"/><host id="s" speed="1f"><prop id="role" value="storage"/></host>"#,
+        );
+        let m = p.machines(None).unwrap();
+        assert_eq!(m.master.name, "m");
+        assert_eq!(m.compute.len(), 1);
+        // Two masters, no master, an unknown role.
+        let p = hosts(
+            r#"<host id="m" speed="1f"><prop id="role" value="master"/></host>
+               <host id="master_host" speed="1f"/><host id="a" speed="1f"/>"#,
+        );
+        assert!(p.machines(None).unwrap_err().contains("two master hosts"));
+        let p = hosts(r#"<host id="a" speed="1f"/>"#);
+        assert!(p
+            .machines(None)
+            .unwrap_err()
+            .contains("Cannot find the \"master\" role"));
+        let p = hosts(
+            r#"<host id="m" speed="1f"><prop id="role" value="master"/></host>
+               <host id="a" speed="1f"><prop id="role" value="worker"/></host>"#,
+        );
+        assert!(p.machines(None).unwrap_err().contains("'worker'"));
+        // -m names another host: it becomes the master.
+        let p = hosts(r#"<host id="x" speed="1f"/><host id="a" speed="1f"/>"#);
+        assert_eq!(p.machines(Some("x")).unwrap().master.name, "x");
+    }
 }
