@@ -22,6 +22,7 @@
 //! - The simulation ends when every submitter is done, every submitted job
 //!   is complete or rejected, nothing runs and no CALL_ME_LATER is pending.
 
+pub mod events;
 pub mod fcfs;
 pub mod output;
 pub mod platform;
@@ -62,6 +63,10 @@ pub struct Options {
     pub export_prefix: Option<PathBuf>,
     /// `-m`: the master host's name.
     pub master: Option<String>,
+    /// `--events`: external event files (see [`events`]).
+    pub events: Vec<PathBuf>,
+    /// `--forward-unknown-events`
+    pub forward_unknown_events: bool,
 }
 
 /// Something that decides: given a Batsim message, returns the reply.
@@ -184,6 +189,13 @@ enum Action {
         runtime: f64,
     },
     Decision(crate::batsim::Event),
+    /// A batch of external events of one instant (`last`: the submitter's
+    /// final batch).
+    External {
+        events: Vec<events::ExternalEvent>,
+        last: bool,
+    },
+    ExternalBye,
     SchedReady,
     Wake,
 }
@@ -287,6 +299,10 @@ pub struct StandIn {
     /// Jobs running per machine, and when each machine last changed.
     machine_load: Vec<(u32, f64)>,
     machine_times: MachineTimes,
+    /// External events: machines made unavailable, event submitters.
+    availability: events::Availability,
+    event_submitters: usize,
+    event_submitters_done: usize,
     out: OutputWriter,
     messages: u64,
     scheduling_wall: f64,
@@ -331,6 +347,9 @@ impl StandIn {
             waiters: 0,
             registration_finished: false,
             machine_times: MachineTimes::default(),
+            availability: events::Availability::new(0),
+            event_submitters: 0,
+            event_submitters_done: 0,
             out,
             messages: 0,
             scheduling_wall: 0.0,
@@ -388,6 +407,7 @@ impl StandIn {
                 s.schedule(t, Action::Submit { workload: wi, jobs });
             }
         }
+        s.load_external_events()?;
         Ok(s)
     }
 
@@ -426,7 +446,10 @@ impl StandIn {
         );
         config.insert("profile-reuse-enabled".into(), json!(false));
         config.insert("sched-config".into(), json!(self.opts.sched_config));
-        config.insert("forward-unknown-events".into(), json!(false));
+        config.insert(
+            "forward-unknown-events".into(),
+            json!(self.opts.forward_unknown_events),
+        );
         let resources: Vec<Resource> = self
             .machines
             .iter()
@@ -488,6 +511,7 @@ impl StandIn {
             && self.running == 0
             && self.waiters == 0
             && (!self.opts.dynamic_jobs || self.registration_finished)
+            && self.event_submitters_done >= self.event_submitters
     }
 
     /// Runs the simulation to its end against `dp`.
@@ -662,6 +686,8 @@ impl StandIn {
                 }
             }
             Action::Decision(ev) => self.decide(ev.data)?,
+            Action::External { events, last } => self.external_events(events, last)?,
+            Action::ExternalBye => self.external_bye(),
         }
         Ok(())
     }
@@ -950,6 +976,7 @@ impl StandIn {
                 hosts.len()
             ));
         }
+        self.check_available(&e.job_id, &alloc_ids)?;
         if !self.opts.compute_sharing {
             for &m in &alloc_ids {
                 if self.machine_load[m as usize].0 > 0 {
