@@ -9,8 +9,10 @@
 
 pub mod batsim;
 pub mod broker;
+pub mod dynamics;
 pub mod ending;
 pub mod run;
+pub mod scenario;
 pub mod standin;
 pub mod tools;
 pub mod translate;
