@@ -641,15 +641,6 @@ impl Broker {
         }
         self.life.awaiting.insert(new_id.clone());
         self.life.resubmissions += 1;
-        self.timeline.push(
-            self.clock.now(),
-            "broker",
-            "REGISTER_JOB",
-            "batsim",
-            "",
-            new_id.clone(),
-            format!("resubmission of {old}"),
-        );
         out.push(build::register_job(&new_id, job));
     }
 
