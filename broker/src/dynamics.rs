@@ -69,9 +69,12 @@ impl DynamicsArgs {
                     pods: workloads
                         .iter()
                         .flat_map(|w| {
-                            w.jobs
-                                .iter()
-                                .map(|j| translate::pod_name(&format!("{}!{}", w.name, j.id)))
+                            w.jobs.iter().map(|j| {
+                                (
+                                    translate::pod_name(&format!("{}!{}", w.name, j.id)),
+                                    j.subtime,
+                                )
+                            })
                         })
                         .collect(),
                 };

@@ -156,8 +156,8 @@ fn kind_of(resource: &str) -> String {
 pub struct Known {
     /// Node names of the platform's hosts.
     pub nodes: BTreeSet<String>,
-    /// Pod names of the workloads' jobs.
-    pub pods: BTreeSet<String>,
+    /// Pod names of the workloads' jobs, with their submission times.
+    pub pods: std::collections::BTreeMap<String, f64>,
 }
 
 /// A bad scenario, with the line.
@@ -543,7 +543,8 @@ fn add_node(arg: &Value) -> Result<Action, String> {
 /// Nodes and pods named by the operations must exist when they run.
 fn check_names(ops: &[Op], known: &Known) -> Result<(), (usize, String)> {
     let mut nodes = known.nodes.clone();
-    let mut pods = known.pods.clone();
+    let pods = &known.pods;
+    let mut created: BTreeSet<String> = BTreeSet::new();
     for op in ops {
         let need_node = |n: &str, nodes: &BTreeSet<String>| -> Result<(), (usize, String)> {
             if nodes.contains(n) {
@@ -576,7 +577,20 @@ fn check_names(ops: &[Op], known: &Known) -> Result<(), (usize, String)> {
                 if resource == "nodes" {
                     need_node(name, &nodes)?;
                 }
-                if resource == "pods" && !pods.contains(name) {
+                if resource == "pods" && !created.contains(name) {
+                    if let Some(&subtime) = pods.get(name) {
+                        if op.at < subtime {
+                            return Err((
+                                op.line,
+                                format!(
+                                    "pod {name:?} does not exist yet at simulated time {}: its job \
+                                     is submitted at {subtime}",
+                                    op.at
+                                ),
+                            ));
+                        }
+                        continue;
+                    }
                     return Err((
                         op.line,
                         format!(
@@ -590,7 +604,7 @@ fn check_names(ops: &[Op], known: &Known) -> Result<(), (usize, String)> {
                 resource, object, ..
             } => {
                 if resource == "pods" {
-                    pods.insert(object["metadata"]["name"].as_str().unwrap_or("").into());
+                    created.insert(object["metadata"]["name"].as_str().unwrap_or("").into());
                 }
             }
         }
@@ -605,7 +619,10 @@ mod tests {
     fn known() -> Known {
         Known {
             nodes: ["node-0", "node-1"].iter().map(|s| s.to_string()).collect(),
-            pods: ["w0-1", "w0-2"].iter().map(|s| s.to_string()).collect(),
+            pods: [("w0-1", 0.0), ("w0-2", 50.0)]
+                .iter()
+                .map(|(s, t)| (s.to_string(), *t))
+                .collect(),
         }
     }
 
@@ -639,6 +656,7 @@ mod tests {
             ("- at: 1\n  create: {apiVersion: v1, kind: Gadget, metadata: {name: p}}\n", 1, "does not serve"),
             ("- at: 1\n  frobnicate: node-0\n", 1, "unknown field"),
             ("- at: 1\n  removeNode: node-0\n- at: 2\n  cordon: node-0\n", 3, "unknown node"),
+            ("- at: 10\n  delete: {kind: Pod, name: w0-2}\n", 1, "does not exist yet"),
             ("- at: 1\n  patch: {kind: Node, name: node-0}\n", 1, "needs a body"),
         ] {
             let e = parse(text, "s.yaml", &known()).unwrap_err();
