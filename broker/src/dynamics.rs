@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use crate::broker::lifecycle::LifecycleConfig;
 use crate::scenario::{self, Known};
-use crate::standin::platform::Platform;
-use crate::standin::workload::Workload;
 use crate::translate;
+use batsim::platform::Platform;
+use batsim::workload::Workload;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct DynamicsArgs {
@@ -50,7 +50,7 @@ impl DynamicsArgs {
             .map_err(|e| anyhow::anyhow!("platform: {e}"))?
             .compute;
         for e in &self.events {
-            crate::standin::events::load_events(e, machines.len() as u32, false)?;
+            batsim::standin::events::load_events(e, machines.len() as u32, false)?;
         }
         if self.toleration_seconds < 0 {
             anyhow::bail!(

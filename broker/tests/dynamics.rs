@@ -328,11 +328,11 @@ fn bad_scenarios_and_events_are_refused_before_the_simulation_with_the_line() {
 /// and the end only after it.
 #[test]
 fn the_standin_sends_external_events_as_batsim_does() {
+    use batkube::batsim::platform::Platform;
     use batkube::batsim::protocol::{build, EventData, Message};
+    use batkube::batsim::standin::{Options, StandIn};
+    use batkube::batsim::workload::Workload;
     use batkube::batsim::IntervalSet;
-    use batkube::standin::platform::Platform;
-    use batkube::standin::workload::Workload;
-    use batkube::standin::{Options, StandIn};
 
     let dir = tempfile::tempdir().unwrap();
     let p = Platform::from_file(&platform(dir.path(), 4)).unwrap();

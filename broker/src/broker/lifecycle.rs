@@ -34,8 +34,8 @@ use serde_json::{json, Value};
 use super::{Broker, Phase, Timer};
 use crate::batsim::protocol::{build, notify, EventData, Notify};
 use crate::scenario::{self, Action, Op};
-use crate::standin::events::{MACHINE_AVAILABLE, MACHINE_UNAVAILABLE};
 use crate::translate;
+use batsim::standin::events::{MACHINE_AVAILABLE, MACHINE_UNAVAILABLE};
 
 pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
 pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";

@@ -39,9 +39,9 @@ use serde_json::Value;
 use timeshim::policy::{Policy, PolicyConfig, Situation, Step};
 use timeshim::SimTime;
 
-use crate::batsim::protocol::{build, EventData, JobState, Message};
-use crate::batsim::IntervalSet;
 use crate::translate::{self, Amounts};
+use batsim::protocol::{build, EventData, JobState, Message};
+use batsim::IntervalSet;
 use kubelet::KubeletModel;
 use record::{EndReason, NodeSample, PodRecord, Summary};
 use sync::{Quiet, ShimSide};
@@ -677,7 +677,7 @@ impl Broker {
             | EventData::RequestedCall
             | EventData::ResourceStateChanged(_) => {}
             EventData::Notify(n) => {
-                if n.kind == crate::batsim::protocol::notify::NO_MORE_STATIC_JOB_TO_SUBMIT {
+                if n.kind == batsim::protocol::notify::NO_MORE_STATIC_JOB_TO_SUBMIT {
                     self.no_more_static = true;
                 }
                 self.life_notify(&n)?;

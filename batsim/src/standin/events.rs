@@ -25,8 +25,8 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::batsim::protocol::{EventData, Notify};
-use crate::batsim::IntervalSet;
+use crate::protocol::{EventData, Notify};
+use crate::IntervalSet;
 
 /// NOTIFY kinds the server sends for machine events.
 pub const MACHINE_UNAVAILABLE: &str = "event_machine_unavailable";
@@ -316,7 +316,7 @@ impl super::StandIn {
             self.outbox.push((
                 self.now,
                 EventData::Notify(Notify::new(
-                    crate::batsim::protocol::notify::NO_MORE_EXTERNAL_EVENT_TO_OCCUR,
+                    crate::protocol::notify::NO_MORE_EXTERNAL_EVENT_TO_OCCUR,
                 )),
             ));
         }

@@ -25,8 +25,6 @@
 pub mod events;
 pub mod fcfs;
 pub mod output;
-pub mod platform;
-pub mod workload;
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -35,14 +33,14 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use crate::batsim::protocol::{
+use crate::platform::{Host, Platform};
+use crate::protocol::{
     notify, EventData, ExecuteJob, JobCompleted, JobKilled, JobState, JobSubmitted, Message,
     Notify, Resource, SimulationBegins,
 };
-use crate::batsim::{round6, IntervalSet};
+use crate::workload::{profile_kind, ProfileKind, Workload};
+use crate::{round6, IntervalSet};
 use output::{JobRow, MachineTimes, OutputWriter};
-use platform::{Host, Platform};
-use workload::{profile_kind, ProfileKind, Workload};
 
 /// Batsim's command-line options the stand-in supports.
 #[derive(Debug, Clone, Default)]
@@ -109,7 +107,7 @@ impl ZmqDecisionProcess {
 
 impl DecisionProcess for ZmqDecisionProcess {
     fn exchange(&mut self, msg: &Message) -> anyhow::Result<Message> {
-        let text = crate::batsim::to_batsim_text(msg);
+        let text = crate::to_batsim_text(msg);
         self.socket.send(text.as_bytes(), 0)?;
         let reply = self.socket.recv_bytes(0)?;
         self.messages += 2;
@@ -188,7 +186,7 @@ enum Action {
         state: JobState,
         runtime: f64,
     },
-    Decision(crate::batsim::Event),
+    Decision(crate::Event),
     /// A batch of external events of one instant (`last`: the submitter's
     /// final batch).
     External {
@@ -799,13 +797,11 @@ impl StandIn {
             EventData::SetResourceState(s) => {
                 self.outbox.push((
                     self.now,
-                    EventData::ResourceStateChanged(
-                        crate::batsim::protocol::ResourceStateChanged {
-                            resources: s.resources,
-                            state: s.state,
-                            extra: Map::new(),
-                        },
-                    ),
+                    EventData::ResourceStateChanged(crate::protocol::ResourceStateChanged {
+                        resources: s.resources,
+                        state: s.state,
+                        extra: Map::new(),
+                    }),
                 ));
                 Ok(())
             }
@@ -871,7 +867,7 @@ impl StandIn {
         }
         let res = obj
             .get("res")
-            .and_then(crate::batsim::protocol::value_as_f64)
+            .and_then(crate::protocol::value_as_f64)
             .filter(|r| *r >= 1.0 && r.fract() == 0.0)
             .map(|r| r as u32);
         let Some(res) = res else {
@@ -881,7 +877,7 @@ impl StandIn {
         };
         let walltime = obj
             .get("walltime")
-            .and_then(crate::batsim::protocol::value_as_f64)
+            .and_then(crate::protocol::value_as_f64)
             .filter(|w| *w > 0.0);
         obj.insert("id".into(), json!(job_id));
         obj.insert("subtime".into(), json!(self.now));
