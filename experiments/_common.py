@@ -293,7 +293,9 @@ def overcommit(jobs, requests, capacities):
         for part in a.split():
             lo, _, hi = part.partition("-")
             for r in range(int(lo), int(hi or lo) + 1):
-                c = requests.get(str(j["job_id"]), 1.0)
+                # A resubmitted job (`<id>-r<n>`) requests what its original did.
+                jid = str(j["job_id"])
+                c = requests.get(jid, requests.get(jid.rsplit("-r", 1)[0], 1.0))
                 events.setdefault(r, []).append((j["starting_time"], c))
                 events[r].append((j["finish_time"], -c))
     peaks = {}

@@ -7,7 +7,9 @@ capacity: the row's dashed line is the node's capacity, and any instant where
 the stack goes above it is drawn in red and counted.
 
     python3 experiments/gantt.py                       # demo: ours vs k3s vs Batkube 2020
-    python3 experiments/gantt.py JOBS.csv --platform P --workload W [-o out.png]
+    python3 experiments/gantt.py JOBS.csv --platform P --workload W [-o out.png] [--timeline T]
+With a batkube timeline.csv (given, or beside JOBS.csv), the periods when a
+machine was unavailable (Batsim's external events) are hatched on its row.
 Outputs: experiments/results/gantt/*.png and *_peaks.csv
 """
 
@@ -29,6 +31,12 @@ OUT = c.RESULTS / "gantt"
 def colour(job_id):
     h = int(hashlib.md5(str(job_id).encode()).hexdigest()[:6], 16)
     return plt.cm.tab20((h % 20) / 20)
+
+
+def request(requests, job_id):
+    """A job's cpu request; a resubmitted job (`<id>-r<n>`) has its original's."""
+    jid = str(job_id)
+    return requests.get(jid, requests.get(jid.rsplit("-r", 1)[0], 1.0))
 
 
 def place(jobs_on_node):
@@ -57,7 +65,7 @@ def allocation_panel(ax, jobs, requests, nodes):
         a = (j.get("allocated_resources") or "").strip()
         if not a:
             continue
-        cpu = requests.get(str(j["job_id"]), 1.0)
+        cpu = request(requests, j["job_id"])
         for part in a.split():
             lo, _, hi = part.partition("-")
             for r in range(int(lo), int(hi or lo) + 1):
@@ -106,7 +114,26 @@ def allocation_panel(ax, jobs, requests, nodes):
     ax.legend(fontsize=7, loc="upper right", ncol=3)
 
 
-def gantt(jobs_csv, platform, workload, out_png, title=None):
+def unavailable_periods(timeline_csv, t_end):
+    """{resource id: [(start, end)]} from a batkube timeline.csv's
+    machine-unavailable / machine-available rows (detail `resource=N`)."""
+    import csv
+    periods, since = {}, {}
+    with open(timeline_csv, newline="") as f:
+        for r in csv.DictReader(f):
+            if r["source"] != "batsim" or r["kind"] != "Node" or not r["detail"].startswith("resource="):
+                continue
+            rid, t = int(r["detail"].split("=", 1)[1]), float(r["time"])
+            if r["verb"] == "machine-unavailable":
+                since[rid] = t
+            elif r["verb"] == "machine-available" and rid in since:
+                periods.setdefault(rid, []).append((since.pop(rid), t))
+    for rid, t in since.items():
+        periods.setdefault(rid, []).append((t, t_end))
+    return periods
+
+
+def gantt(jobs_csv, platform, workload, out_png, title=None, timeline=None):
     jobs = [j for j in c.read_jobs(jobs_csv) if j["starting_time"] is not None and j["finish_time"] is not None]
     nodes = c.platform_nodes(platform)
     requests = c.workload_requests(workload)
@@ -121,7 +148,7 @@ def gantt(jobs_csv, platform, workload, out_png, title=None):
         r = int(a.split()[0].split("-")[0])
         if r >= len(nodes):
             continue
-        j["share"] = requests.get(str(j["job_id"]), 1.0) / caps[r]
+        j["share"] = request(requests, j["job_id"]) / caps[r]
         per_node[r].append(j)
     peaks, over = c.overcommit(jobs, requests, caps)
     n = len(nodes)
@@ -144,6 +171,19 @@ def gantt(jobs_csv, platform, workload, out_png, title=None):
                 ax.text(j["starting_time"] + width / 2, y0 + (o + j["share"] / 2) * scale, str(j["job_id"]),
                         ha="center", va="center", fontsize=6)
         ax.plot([0, t_end], [y0 + scale, y0 + scale], linestyle="--", color="grey", linewidth=0.6)
+    if timeline is None and (c.Path(jobs_csv).parent / "timeline.csv").exists():
+        timeline = c.Path(jobs_csv).parent / "timeline.csv"
+    if timeline:
+        periods = unavailable_periods(timeline, t_end)
+        first = True
+        for r, (name, _) in enumerate(nodes):
+            for s0, s1 in periods.get(r, []):
+                ax.add_patch(Rectangle((s0, n - 1 - r - 0.05), s1 - s0, row_h + 0.1, facecolor="grey", alpha=0.25,
+                                       hatch="///", edgecolor="black", linewidth=0.5,
+                                       label="machine unavailable" if first else None))
+                first = False
+        if not first:
+            ax.legend(fontsize=7, loc="upper right")
     ax.set_yticks([n - 1 - r + row_h / 2 for r in range(n)])
     ax.set_yticklabels([f"{name} ({cap:g} cpu, peak {peaks.get(r, 0):.2f})" for r, (name, cap) in enumerate(nodes)],
                        fontsize=7)
@@ -169,12 +209,13 @@ def main():
     ap.add_argument("--platform")
     ap.add_argument("--workload")
     ap.add_argument("-o", "--output")
+    ap.add_argument("--timeline", help="batkube timeline.csv (default: the one beside JOBS.csv)")
     a = ap.parse_args()
     if a.jobs:
         if not (a.platform and a.workload):
             ap.error("give --platform and --workload with a jobs.csv")
         out = c.Path(a.output) if a.output else OUT / (c.Path(a.jobs).stem + ".png")
-        over, unplaced = gantt(c.Path(a.jobs), a.platform, a.workload, out)
+        over, unplaced = gantt(c.Path(a.jobs), a.platform, a.workload, out, timeline=a.timeline)
         print(f"{out}: {over} node(s) over capacity, {unplaced} jobs without a node")
         return
     bk = c.batkube()

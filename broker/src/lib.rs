@@ -7,7 +7,9 @@
 
 pub use ::batsim;
 pub mod broker;
+pub mod dynamics;
 pub mod ending;
 pub mod run;
+pub mod scenario;
 pub mod tools;
 pub mod translate;

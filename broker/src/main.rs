@@ -84,6 +84,13 @@ struct BatsimArgs {
     #[arg(long = "acknowledge-dynamic-jobs")]
     ack_dynamic_jobs: bool,
     /// Text forwarded as `sched-config` in SIMULATION_BEGINS.
+    /// External events (Batsim 4.2's format: one JSON object per line);
+    /// may be given several times.
+    #[arg(long = "events", value_name = "FILE")]
+    events: Vec<PathBuf>,
+    /// Forward external events of unknown types as NOTIFY.
+    #[arg(long = "forward-unknown-events")]
+    forward_unknown_events: bool,
     #[arg(long = "sched-cfg", default_value = "")]
     sched_cfg: String,
     /// Instead of connecting to a decision process, run a native one
@@ -191,6 +198,8 @@ fn run_standin(args: BatsimArgs) -> anyhow::Result<()> {
         sched_config: args.sched_cfg,
         export_prefix: Some(args.export.clone()),
         master: args.master,
+        events: args.events,
+        forward_unknown_events: args.forward_unknown_events,
     };
     let sim = StandIn::new(platform, workloads, opts)?;
     if let Some(path) = &args.replay {

@@ -391,6 +391,8 @@ pub struct RunArgs {
     pub clock: ClockArgs,
     #[command(flatten)]
     pub kubelet: KubeletArgs,
+    #[command(flatten)]
+    pub dynamics: crate::dynamics::DynamicsArgs,
 }
 
 /// `batkube serve`.
@@ -554,6 +556,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         _ => Some(ShimMode::Linked),
     };
     let kubelet = args.kubelet.model()?;
+    let lifecycle = args.dynamics.config(&platform, &workloads)?;
     interrupt.check()?;
     let Api {
         rt,
@@ -601,6 +604,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             activity: Some(server.activity()),
             scheduler_name: args.scheduler_name.clone(),
+            lifecycle,
         },
     );
     let metrics = Arc::new(Mutex::new(String::new()));
@@ -662,8 +666,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
                     .arg(format!("{}/", out.display()))
                     .arg("-s")
                     .arg(&endpoint)
-                    .arg("--enable-compute-sharing")
-                    .stdin(Stdio::null())
+                    .arg("--enable-compute-sharing");
+                for e in &args.dynamics.events {
+                    c.arg("--events").arg(e);
+                }
+                if args.dynamics.resubmit_evicted {
+                    c.arg("--enable-dynamic-jobs")
+                        .arg("--acknowledge-dynamic-jobs");
+                }
+                c.stdin(Stdio::null())
                     .stdout(file("batsim.log")?)
                     .stderr(file("batsim.err.log")?);
                 own_group_dying_with_parent(&mut c);
@@ -678,6 +689,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
                 let opts = Options {
                     compute_sharing: true,
                     export_prefix: Some(PathBuf::from(format!("{}/", out.display()))),
+                    events: args.dynamics.events.clone(),
+                    dynamic_jobs: args.dynamics.resubmit_evicted,
+                    acknowledge_dynamic_jobs: args.dynamics.resubmit_evicted,
                     ..Options::default()
                 };
                 let sim = StandIn::new(platform, workloads, opts)?;
@@ -780,7 +794,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     // The scheduler goes first: its open connections would otherwise hold
     // the API's graceful shutdown for its full 5 s.
     drop(reaper);
-    let written = write_outputs(&out, &pods, &samples, &summary, true);
+    let written = write_outputs(&out, &pods, &samples, &summary, true).and_then(|()| {
+        broker
+            .write_timeline(&out.join("timeline.csv"))
+            .with_context(|| format!("writing {}", out.join("timeline.csv").display()))
+    });
     rt.block_on(server.shutdown());
     drop(broker);
     drop(controller);
@@ -1088,6 +1106,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             activity: None,
             scheduler_name: None,
+            lifecycle: Default::default(),
         },
     );
     let metrics = Arc::new(Mutex::new(String::new()));
@@ -1113,7 +1132,11 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
         summary.end_reason = *reason;
         summary.error = Some(message.clone());
     }
-    let written = write_outputs(&args.out, &pods, &samples, &summary, false);
+    let written = write_outputs(&args.out, &pods, &samples, &summary, false).and_then(|()| {
+        broker
+            .write_timeline(&args.out.join("timeline.csv"))
+            .with_context(|| format!("writing {}", args.out.join("timeline.csv").display()))
+    });
     rt.block_on(server.shutdown());
     written?;
     match ending {

@@ -43,6 +43,7 @@
 //! SimGrid's max-min solver, so its order against another event at the very
 //! same instant may differ (see `tests/conversations.rs`).
 
+pub mod events;
 pub mod fcfs;
 pub mod output;
 
@@ -81,6 +82,10 @@ pub struct Options {
     pub export_prefix: Option<PathBuf>,
     /// `-m`: the master host's name.
     pub master: Option<String>,
+    /// `--events`: external event files (see [`events`]).
+    pub events: Vec<PathBuf>,
+    /// `--forward-unknown-events`
+    pub forward_unknown_events: bool,
 }
 
 /// Something that decides: given a Batsim message, returns the reply.
@@ -213,6 +218,14 @@ enum Action {
     Wake,
     /// The request-reply actor reaches the timestamp of its next event.
     ReqRep,
+    /// An event submitter (`--events`) wakes with its batch of one instant
+    /// (`last`: its final batch).
+    External {
+        events: Vec<events::ExternalEvent>,
+        last: bool,
+    },
+    /// An event submitter with no events says goodbye.
+    ExternalBye,
 }
 
 /// Who sends a message to the server, and what it says.
@@ -228,6 +241,13 @@ enum Payload {
     },
     WaitingDone,
     Decision(crate::Event),
+    /// A batch of external events of one instant (`last`: the submitter's
+    /// final batch).
+    External {
+        events: Vec<events::ExternalEvent>,
+        last: bool,
+    },
+    ExternalBye,
     SchedReady,
     KillingDone {
         ids: Vec<String>,
@@ -366,6 +386,10 @@ pub struct StandIn {
     /// Jobs running per machine, and when each machine last changed.
     machine_load: Vec<(u32, f64)>,
     machine_times: MachineTimes,
+    /// External events: machines made unavailable, event submitters.
+    availability: events::Availability,
+    event_submitters: usize,
+    event_submitters_done: usize,
     out: OutputWriter,
     messages: u64,
     scheduling_wall: f64,
@@ -427,6 +451,9 @@ impl StandIn {
             waiters: 0,
             registration_finished: false,
             machine_times: MachineTimes::default(),
+            availability: events::Availability::new(0),
+            event_submitters: 0,
+            event_submitters_done: 0,
             out,
             messages: 0,
             scheduling_wall: 0.0,
@@ -493,6 +520,7 @@ impl StandIn {
                 woke_at: 0.0,
             });
         }
+        s.load_external_events()?;
         Ok(s)
     }
 
@@ -531,7 +559,10 @@ impl StandIn {
         );
         config.insert("profile-reuse-enabled".into(), json!(false));
         config.insert("sched-config".into(), json!(self.opts.sched_config));
-        config.insert("forward-unknown-events".into(), json!(false));
+        config.insert(
+            "forward-unknown-events".into(),
+            json!(self.opts.forward_unknown_events),
+        );
         let resources: Vec<Resource> = self
             .machines
             .iter()
@@ -593,6 +624,7 @@ impl StandIn {
             && self.running == 0
             && self.waiters == 0
             && (!self.opts.dynamic_jobs || self.registration_finished)
+            && self.event_submitters_done >= self.event_submitters
     }
 
     /// Runs the simulation to its end against `dp`.
@@ -701,6 +733,14 @@ impl StandIn {
                 }
             }
             Action::ReqRep => self.reqrep_post(),
+            Action::External { events, last } => self.mailbox.push_back(Put {
+                comm: 0.0,
+                payload: Payload::External { events, last },
+            }),
+            Action::ExternalBye => self.mailbox.push_back(Put {
+                comm: 0.0,
+                payload: Payload::ExternalBye,
+            }),
         }
     }
 
@@ -873,6 +913,8 @@ impl StandIn {
                     }),
                 ));
             }
+            Payload::External { events, last } => self.external_events(events, last)?,
+            Payload::ExternalBye => self.external_bye(),
         }
         Ok(())
     }
@@ -1161,6 +1203,7 @@ impl StandIn {
                 hosts.len()
             ));
         }
+        self.check_available(&e.job_id, &alloc_ids)?;
         if !self.opts.compute_sharing {
             for &m in &alloc_ids {
                 if self.machine_load[m as usize].0 > 0 {

@@ -18,8 +18,10 @@
 //! allocatable) is checked on every binding.
 
 pub mod kubelet;
+pub mod lifecycle;
 pub mod record;
 pub mod sync;
+pub mod timeline;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -140,6 +142,8 @@ pub struct BrokerConfig {
     /// `schedulerName` of the pods whose job names no scheduler (else
     /// `default-scheduler`).
     pub scheduler_name: Option<String>,
+    /// Node failures, evictions, resubmission, the scenario.
+    pub lifecycle: lifecycle::LifecycleConfig,
 }
 
 /// Pods of a schedulerName the scheduler has acted on none of, pending for
@@ -190,6 +194,7 @@ struct NodeRt {
 enum Timer {
     Start { job: usize },
     Report { job: usize, state: JobState },
+    Life(lifecycle::LifeTimer),
 }
 
 /// The broker's state for one simulation.
@@ -232,6 +237,8 @@ pub struct Broker {
     warnings: Vec<String>,
     last_unserved_check: Instant,
     last_unserved_sim: f64,
+    life: lifecycle::Lifecycle,
+    timeline: timeline::Timeline,
 }
 
 /// A run-stopping problem, in the user's terms.
@@ -260,7 +267,8 @@ impl Broker {
         cfg: BrokerConfig,
     ) -> Self {
         let changes = store.subscribe();
-        Broker {
+        let life = lifecycle::Lifecycle::new(cfg.lifecycle.clone());
+        let mut b = Broker {
             store,
             changes,
             rt,
@@ -295,7 +303,11 @@ impl Broker {
             warnings: Vec::new(),
             last_unserved_check: Instant::now(),
             last_unserved_sim: f64::NEG_INFINITY,
-        }
+            life,
+            timeline: timeline::Timeline::default(),
+        };
+        b.schedule_scenario();
+        b
     }
 
     fn fail<T>(&self, message: impl Into<String>) -> anyhow::Result<T> {
@@ -330,6 +342,9 @@ impl Broker {
     pub fn handle(&mut self, msg: Message) -> anyhow::Result<Message> {
         self.messages += 2;
         let t = msg.now.max(self.clock.now());
+        for ev in &msg.events {
+            self.timeline_batsim(t, "batsim", &ev.data);
+        }
         let mut out: Vec<EventData> = Vec::new();
         // Nodes exist before the first pod, as in a real cluster: the hosts
         // become nodes, the scheduler takes them in (during its warm-up,
@@ -368,7 +383,11 @@ impl Broker {
         // The scheduler's concurrent requests reach the API in an order
         // that varies run to run; decisions of one window are simultaneous,
         // so a canonical order keeps runs bit-for-bit reproducible.
+        self.life_finish_registration(&mut out);
         out.sort_by_cached_key(decision_key);
+        for ev in &out {
+            self.timeline_batsim(reply_now, "broker", ev);
+        }
         let mut reply = Message::new(reply_now);
         for ev in out {
             reply.push(reply_now, ev);
@@ -457,6 +476,7 @@ impl Broker {
             self.apply(ev.data, out)?;
         }
         if !self.ended {
+            self.life_start_held(out)?;
             self.pending_wakeups
                 .retain(|&w| (w as f64) / 1e6 > t + 1e-9);
             self.fire_timers(t, out)?;
@@ -504,6 +524,7 @@ impl Broker {
                          pods share a node: start Batsim with --enable-compute-sharing",
                     );
                 }
+                self.life_begins(&b.config);
                 if let Some(p) = &b.profiles {
                     for (w, profs) in p {
                         if let Value::Object(m) = profs {
@@ -523,6 +544,15 @@ impl Broker {
                     self.store
                         .create_node(node)
                         .map_err(|e| anyhow::anyhow!("creating node {name}: {e}"))?;
+                    self.timeline.push(
+                        now,
+                        "broker",
+                        "create",
+                        "Node",
+                        "",
+                        name.clone(),
+                        format!("host {}", r.name),
+                    );
                     self.node_by_name.insert(name.clone(), self.nodes.len());
                     self.nodes.push(NodeRt {
                         name,
@@ -577,10 +607,20 @@ impl Broker {
                                 s.job_id, self.jobs[self.job_by_pod[&record.pod]].record.job_id
                             ));
                         }
+                        let idx = self.jobs.len();
+                        self.life_admit(idx, &mut pod, &s.job);
                         self.store
                             .create_pod(pod)
                             .map_err(|e| anyhow::anyhow!("creating pod for {}: {e}", s.job_id))?;
-                        let idx = self.jobs.len();
+                        self.timeline.push(
+                            now,
+                            "broker",
+                            "create",
+                            "Pod",
+                            translate::NAMESPACE,
+                            record.pod.clone(),
+                            format!("job {}", s.job_id),
+                        );
                         self.job_by_pod.insert(record.pod.clone(), idx);
                         self.job_by_id.insert(s.job_id.clone(), idx);
                         self.jobs.push(JobRt {
@@ -640,6 +680,7 @@ impl Broker {
                 if n.kind == batsim::protocol::notify::NO_MORE_STATIC_JOB_TO_SUBMIT {
                     self.no_more_static = true;
                 }
+                self.life_notify(&n)?;
             }
             EventData::SimulationEnds => self.ended = true,
             EventData::Unknown { kind, .. } => {
@@ -668,6 +709,7 @@ impl Broker {
             match timer {
                 Timer::Start { job } => self.start_job(job, out)?,
                 Timer::Report { job, state } => self.report_finished(job, &state)?,
+                Timer::Life(t) => self.fire_life(t, out)?,
             }
         }
         Ok(())
@@ -722,13 +764,23 @@ impl Broker {
     }
 
     /// Writes a pod's status; the scheduler may have deleted the pod meanwhile.
-    fn write_status(&self, i: usize, status: PodStatus, what: &str) {
-        let pod = &self.jobs[i].record.pod;
-        if let Err(e) = self
+    fn write_status(&mut self, i: usize, status: PodStatus, what: &str) {
+        let pod = self.jobs[i].record.pod.clone();
+        let phase = status.phase.clone().unwrap_or_default();
+        match self
             .store
-            .update_pod_status(translate::NAMESPACE, pod, status)
+            .update_pod_status(translate::NAMESPACE, &pod, status)
         {
-            tracing::debug!(%pod, error = %e, "{what} pod status not written");
+            Ok(_) => self.timeline.push(
+                self.clock.now(),
+                "kubelet",
+                "status",
+                "Pod",
+                translate::NAMESPACE,
+                pod,
+                phase,
+            ),
+            Err(e) => tracing::debug!(%pod, error = %e, "{what} pod status not written"),
         }
     }
 
@@ -756,6 +808,7 @@ impl Broker {
     /// Lets the scheduler react; returns the reply's `now`.
     fn window(&mut self, t: f64, out: &mut Vec<EventData>) -> anyhow::Result<f64> {
         self.windows += 1;
+        self.timeline.begin_window();
         let pending = self
             .jobs
             .iter()
@@ -818,6 +871,7 @@ impl Broker {
             }
         }
         let outcome = self.policy.close(w);
+        self.timeline.end_window();
         tracing::debug!(
             time = t,
             decisions = outcome.decisions,
@@ -881,6 +935,9 @@ impl Broker {
 
     /// Reads one change made through the API; returns 1 for a decision.
     fn on_change(&mut self, ch: Change, out: &mut Vec<EventData>) -> anyhow::Result<usize> {
+        if ch.origin == Origin::Http {
+            self.timeline.http_change(self.clock.now(), &ch);
+        }
         if ch.origin != Origin::Http || ch.resource.plural != "pods" {
             return Ok(0);
         }
@@ -966,9 +1023,10 @@ impl Broker {
             return self.fail_because(
                 EndReason::Invariant,
                 format!(
-                "the scheduler bound pod {} to {node_name:?}, which is not a node of the platform",
-                self.jobs[i].record.pod
-            ),
+                    "the scheduler bound pod {} to {node_name:?}, which is {}",
+                    self.jobs[i].record.pod,
+                    self.not_a_node_why(node_name)
+                ),
             );
         };
         self.jobs[i].record.attempts += 1;
@@ -994,6 +1052,7 @@ impl Broker {
             over.push(format!("pods {} > {}", n.pods, n.allocatable["pods"]));
         }
         self.sample(node);
+        self.life_bound(i, node);
         if !over.is_empty() {
             self.overcommits += 1;
             let msg = format!(
@@ -1026,6 +1085,11 @@ impl Broker {
         let Phase::Bound { node } = self.jobs[i].phase else {
             return Ok(());
         };
+        // Batsim refuses jobs on an unavailable machine; the pod waits
+        // for its kubelet (lifecycle.rs starts it when the machine is back).
+        if self.node_unavailable(node) {
+            return Ok(());
+        }
         let now = self.clock.now();
         self.jobs[i].phase = Phase::Running { node };
         self.jobs[i].record.started = Some(now);
@@ -1262,10 +1326,46 @@ impl Broker {
         s.windows_bound_hit = self.windows_bound_hit;
         s.wake_ups_requested = self.wakeups;
         s.warnings = self.warnings.clone();
+        self.life_summary(&mut s);
         if self.cfg.progress {
             eprintln!();
         }
         (pods, self.samples.clone(), s)
+    }
+
+    /// Writes `timeline.csv`.
+    pub fn write_timeline(&self, path: &std::path::Path) -> std::io::Result<()> {
+        self.timeline.write_csv(path)
+    }
+
+    /// The timeline so far.
+    pub fn timeline(&self) -> &[timeline::Row] {
+        self.timeline.rows()
+    }
+
+    /// A Batsim event received or a decision sent, as a timeline row.
+    fn timeline_batsim(&mut self, t: f64, source: &'static str, ev: &EventData) {
+        let (name, detail) = match ev {
+            EventData::JobSubmitted(s) => (s.job_id.clone(), String::new()),
+            EventData::JobCompleted(c) => (c.job_id.clone(), c.job_state.as_str().to_string()),
+            EventData::JobKilled(k) => (k.job_ids.join(" "), String::new()),
+            EventData::ExecuteJob(e) => (e.job_id.clone(), format!("alloc={}", e.alloc)),
+            EventData::KillJob(k) => (k.job_ids.join(" "), String::new()),
+            EventData::RejectJob(r) => (r.job_id.clone(), String::new()),
+            EventData::RegisterJob(r) => (r.job_id.clone(), String::new()),
+            EventData::CallMeLater(c) => (String::new(), format!("at={:.6}", c.timestamp)),
+            EventData::Notify(n) => (
+                n.extra
+                    .get("resources")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                n.kind.clone(),
+            ),
+            _ => (String::new(), String::new()),
+        };
+        self.timeline
+            .push(t, source, ev.kind().to_string(), "batsim", "", name, detail);
     }
 
     /// Prometheus text for the broker's own figures.

@@ -177,6 +177,14 @@ pub struct Summary {
     pub error: Option<String>,
     /// What the run warned about (pods of a schedulerName nobody serves).
     pub warnings: Vec<String>,
+    /// Pods evicted while bound or running (node failures, drains, the
+    /// scenario's deletions).
+    pub evictions: u64,
+    /// Simulated seconds the evicted jobs had run (work lost, with
+    /// `--resubmit-evicted` done again).
+    pub lost_work_seconds: f64,
+    /// Jobs registered again by `--resubmit-evicted`.
+    pub resubmissions: u64,
 }
 
 impl Summary {

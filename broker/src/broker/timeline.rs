@@ -1,0 +1,158 @@
+//! `timeline.csv`: what happened when, one row per API change and per
+//! Batsim event, in simulated time (KEP-140's "result timeline").
+//!
+//! Columns: `time,source,verb,kind,namespace,name,detail`. Sources:
+//! `batsim` (an event Batsim sent), `broker` (a decision sent to Batsim,
+//! or an API change the broker made: nodes from hosts, pods from jobs, the
+//! node lifecycle controller's taints and evictions, a resubmission),
+//! `kubelet` (the kubelet model: pod statuses), `scheduler` (any HTTP
+//! client), `scenario` (an operation of `--scenario`).
+//!
+//! Leases and Events are left out (a scheduler renews its lease every
+//! two simulated seconds and writes an Event per attempt: they would drown
+//! the rest). Changes an HTTP client makes within one window reach the
+//! broker in an order that varies from run to run; the window's rows are
+//! sorted by object (then by arrival per object), so reruns give the same
+//! file.
+
+use std::path::Path;
+
+use fakeapi::{Change, EventType};
+
+/// One row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub time: f64,
+    pub source: &'static str,
+    pub verb: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub detail: String,
+}
+
+/// The rows of a run.
+#[derive(Debug, Default)]
+pub struct Timeline {
+    rows: Vec<Row>,
+    window_start: Option<usize>,
+}
+
+/// Kinds left out of the timeline.
+const LEFT_OUT: &[&str] = &["leases", "events"];
+
+impl Timeline {
+    pub fn push(
+        &mut self,
+        time: f64,
+        source: &'static str,
+        verb: impl Into<String>,
+        kind: impl Into<String>,
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+        detail: impl Into<String>,
+    ) {
+        self.rows.push(Row {
+            time,
+            source,
+            verb: verb.into(),
+            kind: kind.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            detail: detail.into(),
+        });
+    }
+
+    /// A change an HTTP client made (the scheduler).
+    pub fn http_change(&mut self, time: f64, ch: &Change) {
+        if LEFT_OUT.contains(&ch.resource.plural) {
+            return;
+        }
+        let (verb, detail) = match ch.kind {
+            EventType::Added => ("create", String::new()),
+            EventType::Deleted => ("delete", String::new()),
+            EventType::Modified => classify_update(ch),
+        };
+        self.push(
+            time,
+            "scheduler",
+            verb,
+            ch.resource.kind,
+            ch.namespace.clone(),
+            ch.name.clone(),
+            detail,
+        );
+    }
+
+    /// Rows pushed from now on belong to one window.
+    pub fn begin_window(&mut self) {
+        self.window_start = Some(self.rows.len());
+    }
+
+    /// Sorts the window's rows by object, keeping each object's order.
+    pub fn end_window(&mut self) {
+        if let Some(start) = self.window_start.take() {
+            self.rows[start..].sort_by(|a, b| {
+                (a.kind.as_str(), a.namespace.as_str(), a.name.as_str()).cmp(&(
+                    b.kind.as_str(),
+                    b.namespace.as_str(),
+                    b.name.as_str(),
+                ))
+            });
+        }
+    }
+
+    pub fn rows(&self) -> &[Row] {
+        &self.rows
+    }
+
+    pub fn write_csv(&self, path: &Path) -> std::io::Result<()> {
+        let mut w = csv::Writer::from_path(path)?;
+        w.write_record([
+            "time",
+            "source",
+            "verb",
+            "kind",
+            "namespace",
+            "name",
+            "detail",
+        ])?;
+        for r in &self.rows {
+            w.write_record([
+                format!("{:.6}", r.time).as_str(),
+                r.source,
+                &r.verb,
+                &r.kind,
+                &r.namespace,
+                &r.name,
+                &r.detail,
+            ])?;
+        }
+        w.flush()?;
+        Ok(())
+    }
+}
+
+/// `bind`, `status` or `update`, with what changed.
+fn classify_update(ch: &Change) -> (&'static str, String) {
+    let Some(old) = &ch.old else {
+        return ("update", String::new());
+    };
+    let new = &ch.object;
+    let node = new["spec"]["nodeName"].as_str().unwrap_or("");
+    let was = old["spec"]["nodeName"].as_str().unwrap_or("");
+    if !node.is_empty() && was.is_empty() {
+        return ("bind", format!("node={node}"));
+    }
+    if old["spec"] == new["spec"] && old["metadata"]["labels"] == new["metadata"]["labels"] {
+        if old["status"] != new["status"] {
+            let reason = new["status"]["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "PodScheduled"))
+                .and_then(|c| c["reason"].as_str())
+                .unwrap_or("");
+            return ("status", reason.to_string());
+        }
+    }
+    ("update", String::new())
+}
