@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -115,9 +115,6 @@ impl EventType {
             EventType::Deleted => "DELETED",
         }
     }
-    fn index(self) -> usize {
-        self as usize
-    }
 }
 
 /// One committed change, as seen by [`Store::subscribe`].
@@ -145,24 +142,40 @@ pub(crate) struct Stored {
     pub rv: u64,
 }
 
-/// A change as sent to watchers: the bytes of each event line are built at
-/// most once and shared by every watcher.
+/// A change as sent to watchers and kept in the watch history. It holds
+/// the object's serialized bytes only (shared with the stored object while
+/// it is current, and with every watcher), not its parsed form: the
+/// history holds up to `watch_history` events per resource, and a parsed
+/// pod weighs several times its JSON. The rare readers that need the
+/// object (a selective watch replaying history, a watch as a Table) parse
+/// it back.
 #[derive(Debug)]
 pub(crate) struct Event {
     pub ty: EventType,
     pub rv: u64,
     pub namespace: String,
-    pub obj: Arc<Value>,
-    pub old: Option<Arc<Value>>,
     pub json: Bytes,
-    lines: [OnceLock<Bytes>; 3],
+    /// The object before the change (modifications and deletions).
+    pub old_json: Option<Bytes>,
 }
 
 impl Event {
+    /// The watch line of this event as `ty` (a selective watcher sees a
+    /// modification as ADDED or DELETED when the object enters or leaves
+    /// its selection). Built per watcher: a copy of bytes serialized once.
     pub fn line(&self, ty: EventType) -> Bytes {
-        self.lines[ty.index()]
-            .get_or_init(|| event_line(ty.as_str(), &self.json))
-            .clone()
+        event_line(ty.as_str(), &self.json)
+    }
+
+    /// The object after the change.
+    pub fn object(&self) -> Value {
+        serde_json::from_slice(&self.json).expect("the store serialized it")
+    }
+
+    fn old_object(&self) -> Option<Value> {
+        self.old_json
+            .as_ref()
+            .map(|j| serde_json::from_slice(j).expect("the store serialized it"))
     }
 }
 
@@ -964,15 +977,16 @@ impl Store {
             rv,
         };
         let idx = resources::index_of(info);
-        let old_value = old.map(|o| o.value);
+        let (old_value, old_json) = match old {
+            Some(o) => (Some(o.value), Some(o.json)),
+            None => (None, None),
+        };
         let event = Arc::new(Event {
             ty,
             rv,
             namespace: key.0.clone(),
-            obj: value.clone(),
-            old: old_value.clone(),
             json,
-            lines: Default::default(),
+            old_json,
         });
         let history_cap = self.inner.config.watch_history;
         let change = Change {
@@ -980,8 +994,8 @@ impl Store {
             resource: info,
             namespace: key.0.clone(),
             name: key.1.clone(),
-            object: value,
-            old: old_value,
+            object: value.clone(),
+            old: old_value.clone(),
             resource_version: rv,
             origin,
         };
@@ -1005,7 +1019,13 @@ impl Store {
         // queue, and released by whoever ends up with it: the stream that
         // writes it, or the drop of a queue no one will read.
         table.watchers.retain(|w| {
-            let Some(t) = effective_type(&w.selection, &event) else {
+            let Some(t) = effective_type(
+                &w.selection,
+                ty,
+                &event.namespace,
+                &value,
+                old_value.as_deref(),
+            ) else {
                 return true;
             };
             match w.tx.try_reserve() {
@@ -1444,7 +1464,19 @@ impl Store {
                 } else {
                     let first = table.history.partition_point(|e| e.rv <= rv);
                     for e in table.history.iter().skip(first) {
-                        if let Some(t) = effective_type(&selection, e) {
+                        let t = if selection.is_everything() {
+                            Some(e.ty)
+                        } else {
+                            let old = e.old_object();
+                            effective_type(
+                                &selection,
+                                e.ty,
+                                &e.namespace,
+                                &e.object(),
+                                old.as_ref(),
+                            )
+                        };
+                        if let Some(t) = t {
                             initial.push_back(queued(WatchItem::Change(t, e.clone())));
                         }
                     }
@@ -1489,19 +1521,25 @@ impl Store {
 
 /// Which event a watcher with this selection sees for a change, if any:
 /// an object leaving the selection is DELETED for it, one entering is ADDED.
-fn effective_type(sel: &Selection, e: &Event) -> Option<EventType> {
+fn effective_type(
+    sel: &Selection,
+    ty: EventType,
+    ns: &str,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Option<EventType> {
     if sel.is_everything() {
-        return Some(e.ty);
+        return Some(ty);
     }
-    let now = sel.matches(&e.namespace, &e.obj);
-    match e.ty {
+    let now = sel.matches(ns, obj);
+    match ty {
         EventType::Added => now.then_some(EventType::Added),
         EventType::Deleted => {
-            let before = e.old.as_ref().is_none_or(|o| sel.matches(&e.namespace, o));
+            let before = old.is_none_or(|o| sel.matches(ns, o));
             (now || before).then_some(EventType::Deleted)
         }
         EventType::Modified => {
-            let before = e.old.as_ref().is_some_and(|o| sel.matches(&e.namespace, o));
+            let before = old.is_some_and(|o| sel.matches(ns, o));
             match (before, now) {
                 (true, true) => Some(EventType::Modified),
                 (false, true) => Some(EventType::Added),
