@@ -18,6 +18,7 @@
 //! allocatable) is checked on every binding.
 
 pub mod kubelet;
+pub mod podgc;
 pub mod record;
 pub mod sync;
 
@@ -41,6 +42,7 @@ use crate::batsim::protocol::{build, EventData, JobState, Message};
 use crate::batsim::IntervalSet;
 use crate::translate::{self, Amounts};
 use kubelet::KubeletModel;
+use podgc::PodGc;
 use record::{EndReason, NodeSample, PodRecord, Summary};
 use sync::{Quiet, ShimSide};
 
@@ -140,6 +142,9 @@ pub struct BrokerConfig {
     /// `schedulerName` of the pods whose job names no scheduler (else
     /// `default-scheduler`).
     pub scheduler_name: Option<String>,
+    /// Terminated pods kept in the API, as kube-controller-manager's
+    /// `--terminated-pod-gc-threshold` (0: keep every pod); see [`podgc`].
+    pub terminated_pod_gc_threshold: usize,
 }
 
 /// Pods of a schedulerName the scheduler has acted on none of, pending for
@@ -178,7 +183,8 @@ struct JobRt {
 }
 
 struct NodeRt {
-    name: String,
+    /// Shared with every sample of this node.
+    name: Arc<str>,
     resource_id: u32,
     allocatable: Amounts,
     used: Amounts,
@@ -210,7 +216,16 @@ pub struct Broker {
     pending_wakeups: BTreeSet<u64>,
     timers: BTreeMap<(u64, u64), Timer>,
     timer_seq: u64,
+    /// Jobs whose pod is pending, by index: what a window, a give-up and
+    /// the unserved-name check look at, without a pass over every job
+    /// ever submitted (a window's cost must not grow with the run).
+    pending: BTreeSet<usize>,
+    /// Jobs bound, running or completing.
+    active: usize,
+    /// Jobs done (finished, preempted or rejected).
+    done: usize,
     samples: Vec<NodeSample>,
+    gc: PodGc,
     overcommits: u64,
     no_more_static: bool,
     last_decision_at: f64,
@@ -260,6 +275,7 @@ impl Broker {
         cfg: BrokerConfig,
     ) -> Self {
         let changes = store.subscribe();
+        let gc = PodGc::new(cfg.terminated_pod_gc_threshold);
         Broker {
             store,
             changes,
@@ -277,7 +293,11 @@ impl Broker {
             pending_wakeups: BTreeSet::new(),
             timers: BTreeMap::new(),
             timer_seq: 0,
+            pending: BTreeSet::new(),
+            active: 0,
+            done: 0,
             samples: Vec::new(),
+            gc,
             overcommits: 0,
             no_more_static: false,
             last_decision_at: 0.0,
@@ -315,6 +335,36 @@ impl Broker {
             },
         }
         .into())
+    }
+
+    /// Moves job `i` to `phase`, keeping the phase counts.
+    fn set_phase(&mut self, i: usize, phase: Phase) {
+        let old = std::mem::replace(&mut self.jobs[i].phase, phase);
+        self.count_phase(i, &old, -1);
+        let new = self.jobs[i].phase.clone();
+        self.count_phase(i, &new, 1);
+    }
+
+    fn count_phase(&mut self, i: usize, phase: &Phase, by: isize) {
+        match phase {
+            Phase::Pending if by > 0 => {
+                self.pending.insert(i);
+            }
+            Phase::Pending => {
+                self.pending.remove(&i);
+            }
+            Phase::Done => self.done = self.done.saturating_add_signed(by),
+            _ => self.active = self.active.saturating_add_signed(by),
+        }
+    }
+
+    /// Records a new job in `phase`.
+    fn push_job(&mut self, job: JobRt) -> usize {
+        let idx = self.jobs.len();
+        let phase = job.phase.clone();
+        self.jobs.push(job);
+        self.count_phase(idx, &phase, 1);
+        idx
     }
 
     /// Whether SIMULATION_ENDS was seen.
@@ -460,8 +510,20 @@ impl Broker {
             self.pending_wakeups
                 .retain(|&w| (w as f64) / 1e6 > t + 1e-9);
             self.fire_timers(t, out)?;
+            self.collect_garbage();
         }
         Ok(())
+    }
+
+    /// kube-controller-manager's pod GC: terminated pods beyond the
+    /// threshold leave the API (the scheduler sees them DELETED, in the
+    /// same frame as the instant's other changes).
+    fn collect_garbage(&mut self) {
+        for pod in self.gc.collect() {
+            if let Err(e) = self.store.delete("pods", Some(translate::NAMESPACE), &pod) {
+                tracing::debug!(%pod, error = %e, "terminated pod not collected");
+            }
+        }
     }
 
     fn advance(&mut self, t: f64) -> anyhow::Result<()> {
@@ -525,7 +587,7 @@ impl Broker {
                         .map_err(|e| anyhow::anyhow!("creating node {name}: {e}"))?;
                     self.node_by_name.insert(name.clone(), self.nodes.len());
                     self.nodes.push(NodeRt {
-                        name,
+                        name: name.into(),
                         resource_id: r.id,
                         allocatable,
                         used: Amounts::new(),
@@ -580,10 +642,8 @@ impl Broker {
                         self.store
                             .create_pod(pod)
                             .map_err(|e| anyhow::anyhow!("creating pod for {}: {e}", s.job_id))?;
-                        let idx = self.jobs.len();
-                        self.job_by_pod.insert(record.pod.clone(), idx);
-                        self.job_by_id.insert(s.job_id.clone(), idx);
-                        self.jobs.push(JobRt {
+                        let pod_name = record.pod.clone();
+                        let idx = self.push_job(JobRt {
                             record,
                             phase: Phase::Pending,
                             image,
@@ -591,14 +651,14 @@ impl Broker {
                             touched: false,
                             created_wall: Instant::now(),
                         });
+                        self.job_by_pod.insert(pod_name, idx);
+                        self.job_by_id.insert(s.job_id.clone(), idx);
                     }
                     Err(why) => {
                         tracing::warn!(job = %s.job_id, %why, "job rejected: it cannot be a pod");
                         out.push(build::reject_job(&s.job_id));
                         record.outcome = format!("REJECTED: {why}");
-                        let idx = self.jobs.len();
-                        self.job_by_id.insert(s.job_id.clone(), idx);
-                        self.jobs.push(JobRt {
+                        let idx = self.push_job(JobRt {
                             record,
                             phase: Phase::Done,
                             image: String::new(),
@@ -606,6 +666,7 @@ impl Broker {
                             touched: false,
                             created_wall: Instant::now(),
                         });
+                        self.job_by_id.insert(s.job_id.clone(), idx);
                     }
                 }
             }
@@ -618,7 +679,7 @@ impl Broker {
                     // Killed after the scheduler deleted its pod: already done.
                     _ => return Ok(()),
                 };
-                self.jobs[i].phase = Phase::Completing { node };
+                self.set_phase(i, Phase::Completing { node });
                 self.jobs[i].record.outcome = c.job_state.as_str().to_string();
                 let delay = self.cfg.kubelet.report_delay();
                 if delay > 0.0 {
@@ -679,7 +740,7 @@ impl Broker {
         let Phase::Completing { node } = self.jobs[i].phase else {
             return Ok(());
         };
-        self.jobs[i].phase = Phase::Done;
+        self.set_phase(i, Phase::Done);
         self.jobs[i].record.finished = Some(now);
         self.release(i, node);
         let (phase, reason, code) = match state {
@@ -718,6 +779,9 @@ impl Broker {
             ..Default::default()
         };
         self.write_status(i, status, "final");
+        let r = &self.jobs[i].record;
+        self.gc
+            .terminated(&r.pod, SIM_EPOCH_SECS + r.created, reason == "Evicted");
         Ok(())
     }
 
@@ -744,11 +808,14 @@ impl Broker {
 
     fn sample(&mut self, node: usize) {
         let n = &self.nodes[node];
+        let get = |a: &Amounts, k: &str| a.get(k).copied().unwrap_or(0);
         self.samples.push(NodeSample {
             time: self.clock.now(),
             node: n.name.clone(),
-            used: n.used.clone(),
-            allocatable: n.allocatable.clone(),
+            cpu_used: get(&n.used, "cpu"),
+            cpu_allocatable: get(&n.allocatable, "cpu"),
+            memory_used: get(&n.used, "memory"),
+            memory_allocatable: get(&n.allocatable, "memory"),
             pods: n.pods,
         });
     }
@@ -756,16 +823,8 @@ impl Broker {
     /// Lets the scheduler react; returns the reply's `now`.
     fn window(&mut self, t: f64, out: &mut Vec<EventData>) -> anyhow::Result<f64> {
         self.windows += 1;
-        let pending = self
-            .jobs
-            .iter()
-            .filter(|j| j.phase == Phase::Pending)
-            .count();
-        let running = self
-            .jobs
-            .iter()
-            .filter(|j| !matches!(j.phase, Phase::Pending | Phase::Done))
-            .count();
+        let pending = self.pending.len();
+        let running = self.active;
         let mut w = self
             .policy
             .open(sim_time(t), Situation { pending, running });
@@ -894,11 +953,13 @@ impl Broker {
         let now = self.clock.now();
         match ch.kind {
             EventType::Deleted => {
+                let r = &self.jobs[i].record;
+                self.gc.forget(&r.pod, SIM_EPOCH_SECS + r.created, false);
                 let job_id = self.jobs[i].record.job_id.clone();
                 match self.jobs[i].phase.clone() {
                     Phase::Pending => {
                         out.push(build::reject_job(&job_id));
-                        self.jobs[i].phase = Phase::Done;
+                        self.set_phase(i, Phase::Done);
                         self.jobs[i].record.outcome = "REJECTED: pod deleted before binding".into();
                     }
                     Phase::Bound { node } | Phase::Running { node } => {
@@ -909,13 +970,13 @@ impl Broker {
                             self.cancel_start(i);
                             out.push(build::reject_job(&job_id));
                         }
-                        self.jobs[i].phase = Phase::Done;
+                        self.set_phase(i, Phase::Done);
                         self.jobs[i].record.finished = Some(now);
                         self.jobs[i].record.outcome = "PREEMPTED".into();
                         self.release(i, node);
                     }
                     Phase::Completing { node } => {
-                        self.jobs[i].phase = Phase::Done;
+                        self.set_phase(i, Phase::Done);
                         self.jobs[i].record.finished = Some(now);
                         self.release(i, node);
                     }
@@ -974,7 +1035,7 @@ impl Broker {
         self.jobs[i].record.attempts += 1;
         self.jobs[i].record.bound = Some(now);
         self.jobs[i].record.node = Some(node_name.to_string());
-        self.jobs[i].phase = Phase::Bound { node };
+        self.set_phase(i, Phase::Bound { node });
         self.last_decision_at = now;
         self.last_decision_wall = Instant::now();
         // The overcommit invariant, checked at the moment of binding.
@@ -1027,7 +1088,7 @@ impl Broker {
             return Ok(());
         };
         let now = self.clock.now();
-        self.jobs[i].phase = Phase::Running { node };
+        self.set_phase(i, Phase::Running { node });
         self.jobs[i].record.started = Some(now);
         let rid = self.nodes[node].resource_id;
         out.push(build::execute_job(
@@ -1070,13 +1131,10 @@ impl Broker {
         if !self.no_more_static || !self.timers.is_empty() {
             return Ok(());
         }
-        let busy = self.jobs.iter().any(|j| {
-            matches!(
-                j.phase,
-                Phase::Bound { .. } | Phase::Running { .. } | Phase::Completing { .. }
-            )
-        });
-        if busy || now - self.last_decision_at < self.cfg.give_up_after {
+        if self.pending.is_empty()
+            || self.active > 0
+            || now - self.last_decision_at < self.cfg.give_up_after
+        {
             return Ok(());
         }
         // Unless quiescence is observed (exact mode), the scheduler reacts
@@ -1093,7 +1151,9 @@ impl Broker {
         if out.iter().any(|e| matches!(e, EventData::ExecuteJob(_))) {
             return Ok(());
         }
-        for j in self.jobs.iter_mut().filter(|j| j.phase == Phase::Pending) {
+        for i in std::mem::take(&mut self.pending) {
+            self.count_phase(i, &Phase::Done, 1);
+            let j = &mut self.jobs[i];
             let why = j
                 .record
                 .last_unschedulable_reason
@@ -1115,7 +1175,7 @@ impl Broker {
         let mut want: Vec<f64> = Vec::new();
         if let Some(t) = self.scheduler_wakeup.take() {
             // Nothing to wake up for when nothing can change any more.
-            let pending = self.jobs.iter().any(|j| j.phase != Phase::Done);
+            let pending = self.done < self.jobs.len();
             if pending || !self.no_more_static {
                 want.push(t);
             }
@@ -1127,8 +1187,8 @@ impl Broker {
         // only while pods wait (otherwise it fires at the next event, and
         // the simulation's end is not moved by a bookmark).
         if let Some(t) = self.api_deadline() {
-            let waiting = self.jobs.iter().any(|j| j.phase == Phase::Pending);
-            let unfinished = self.jobs.iter().any(|j| j.phase != Phase::Done);
+            let waiting = !self.pending.is_empty();
+            let unfinished = self.done < self.jobs.len();
             // Nothing to wake up for when nothing can change any more.
             if waiting || (!self.cfg.policy.fast_forward && (unfinished || !self.no_more_static)) {
                 want.push(t);
@@ -1151,7 +1211,7 @@ impl Broker {
             return;
         }
         self.last_progress = Instant::now();
-        let done = self.jobs.iter().filter(|j| j.phase == Phase::Done).count();
+        let done = self.done;
         eprint!(
             "\r[batkube] simulated time {:.1} s, jobs done {done}/{}, {} message(s), {:.1} s of wall time   ",
             self.clock.now(),
@@ -1177,9 +1237,9 @@ impl Broker {
         self.last_unserved_sim = now;
         // Per name: pods waiting, the first of them.
         let mut waiting: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-        for (i, j) in self.jobs.iter().enumerate() {
-            if j.phase == Phase::Pending
-                && !j.touched
+        for &i in &self.pending {
+            let j = &self.jobs[i];
+            if !j.touched
                 && !self.served.contains(&j.scheduler)
                 && !self.warned.contains(&j.scheduler)
             {
@@ -1239,8 +1299,10 @@ impl Broker {
         }
     }
 
-    /// The records and summary of the run so far.
-    pub fn report(&self) -> (Vec<PodRecord>, Vec<NodeSample>, Summary) {
+    /// The records and summary of the run so far. The node samples are
+    /// handed over (not copied: on a long run they are the broker's largest
+    /// record), so a second report has none.
+    pub fn report(&mut self) -> (Vec<PodRecord>, Vec<NodeSample>, Summary) {
         let pods: Vec<PodRecord> = self.jobs.iter().map(|j| j.record.clone()).collect();
         let cpu: i64 = self
             .nodes
@@ -1259,18 +1321,19 @@ impl Broker {
             0.0
         };
         s.windows = self.windows;
+        s.pods_garbage_collected = self.gc.collected();
         s.windows_bound_hit = self.windows_bound_hit;
         s.wake_ups_requested = self.wakeups;
         s.warnings = self.warnings.clone();
         if self.cfg.progress {
             eprintln!();
         }
-        (pods, self.samples.clone(), s)
+        (pods, std::mem::take(&mut self.samples), s)
     }
 
     /// Prometheus text for the broker's own figures.
     pub fn metrics_text(&self) -> String {
-        let done = self.jobs.iter().filter(|j| j.phase == Phase::Done).count();
+        let done = self.done;
         format!(
             "# HELP batkube_simulated_seconds Simulated time.\n# TYPE batkube_simulated_seconds gauge\nbatkube_simulated_seconds {}\n\
              # HELP batkube_jobs Jobs seen.\n# TYPE batkube_jobs gauge\nbatkube_jobs {}\n\
