@@ -36,6 +36,12 @@ pub struct StoreConfig {
     /// Events kept per resource so a watch can resume from an older
     /// resourceVersion; older versions get 410 Gone.
     pub watch_history: usize,
+    /// How long an Event (`events`, `events.k8s.io`) lives after its last
+    /// write, by the store's clock, as the API server's `--event-ttl`
+    /// (default 1 h): a scheduler writes one per pod it binds, and without a
+    /// TTL they would outlive the pods forever. Expired events are deleted
+    /// by [`Store::expire_events`] (watchers see DELETED). `None`: forever.
+    pub event_ttl: Option<Duration>,
     /// Events queued per watcher; a watcher that falls further behind gets a
     /// 410 ERROR event and must relist, so it never slows anyone else.
     pub watch_buffer: usize,
@@ -63,6 +69,7 @@ impl Default for StoreConfig {
         StoreConfig {
             clock: Arc::new(Utc::now),
             watch_history: 100_000,
+            event_ttl: Some(Duration::from_secs(3600)),
             watch_buffer: 100_000,
             bookmark_interval: Duration::from_secs(30),
             watch_timers: WatchTimers::Wall,
@@ -81,6 +88,7 @@ impl std::fmt::Debug for StoreConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StoreConfig")
             .field("watch_history", &self.watch_history)
+            .field("event_ttl", &self.event_ttl)
             .field("watch_buffer", &self.watch_buffer)
             .field("bookmark_interval", &self.bookmark_interval)
             .field("watch_timers", &self.watch_timers)
@@ -225,6 +233,9 @@ struct Table {
 
 struct State {
     rv: u64,
+    /// Events by expiry (their last write plus the TTL): (expiry, table,
+    /// key, resourceVersion of that write; a later write queues again).
+    event_expiry: VecDeque<(DateTime<Utc>, usize, (String, String), u64)>,
     /// Last watcher id handed out.
     watch_ids: u64,
     tables: Vec<Table>,
@@ -414,6 +425,7 @@ impl Store {
     pub fn with_config(config: StoreConfig) -> Self {
         let state = State {
             rv: 0,
+            event_expiry: VecDeque::new(),
             watch_ids: 0,
             tables: RESOURCES.iter().map(|_| Table::default()).collect(),
             subscribers: Vec::new(),
@@ -951,7 +963,12 @@ impl Store {
                 name,
             });
         }
-        Ok(self.commit(&mut st, info, key, obj, None, EventType::Added, origin))
+        let stored = self.commit(&mut st, info, key, obj, None, EventType::Added, origin);
+        drop(st);
+        if info.kind == "Event" {
+            self.expire_events();
+        }
+        Ok(stored)
     }
 
     /// Assigns the next resourceVersion, stores, records history, fans out.
@@ -1000,6 +1017,13 @@ impl Store {
             origin,
         };
         st.subscribers.retain(|s| s.send(change.clone()).is_ok());
+        if info.kind == "Event" && ty != EventType::Deleted {
+            if let Some(ttl) = self.inner.config.event_ttl {
+                let expiry =
+                    self.now() + chrono::Duration::from_std(ttl).unwrap_or(chrono::TimeDelta::MAX);
+                st.event_expiry.push_back((expiry, idx, key.clone(), rv));
+            }
+        }
         let table = &mut st.tables[idx];
         match ty {
             EventType::Deleted => {
@@ -1415,6 +1439,38 @@ impl Store {
             origin,
         );
         Ok(())
+    }
+
+    /// Deletes the Events whose TTL ([`StoreConfig::event_ttl`]) ran out
+    /// by the store's clock, as the API server's storage does; returns how
+    /// many. The store calls it on every write of an Event; an owner whose
+    /// clock jumps (a simulation) calls it as time moves on.
+    pub fn expire_events(&self) -> usize {
+        let now = self.now();
+        let mut st = self.inner.state.write();
+        let mut expired = 0;
+        while st.event_expiry.front().is_some_and(|e| e.0 <= now) {
+            let (_, idx, key, rv) = st.event_expiry.pop_front().expect("checked");
+            let Some(old) = st.tables[idx].objects.get(&key).cloned() else {
+                continue;
+            };
+            if old.rv != rv {
+                continue; // written again since: queued again then
+            }
+            let info = &RESOURCES[idx];
+            let obj = (*old.value).clone();
+            self.commit(
+                &mut st,
+                info,
+                key,
+                obj,
+                Some(old),
+                EventType::Deleted,
+                Origin::Api,
+            );
+            expired += 1;
+        }
+        expired
     }
 
     /// Registers a watch; initial events and history replay are computed

@@ -174,9 +174,10 @@ enum Phase {
 struct JobRt {
     record: PodRecord,
     phase: Phase,
-    image: String,
-    /// The pod's schedulerName.
-    scheduler: String,
+    /// Shared by every job of the same image (interned).
+    image: Arc<str>,
+    /// The pod's schedulerName (interned).
+    scheduler: Arc<str>,
     /// A client changed or deleted the pod (a binding, a status).
     touched: bool,
     created_wall: Instant,
@@ -225,6 +226,8 @@ pub struct Broker {
     /// Jobs done (finished, preempted or rejected).
     done: usize,
     samples: Vec<NodeSample>,
+    /// Images and scheduler names, one copy each.
+    names: BTreeSet<Arc<str>>,
     gc: PodGc,
     overcommits: u64,
     no_more_static: bool,
@@ -297,6 +300,7 @@ impl Broker {
             active: 0,
             done: 0,
             samples: Vec::new(),
+            names: BTreeSet::new(),
             gc,
             overcommits: 0,
             no_more_static: false,
@@ -356,6 +360,16 @@ impl Broker {
             Phase::Done => self.done = self.done.saturating_add_signed(by),
             _ => self.active = self.active.saturating_add_signed(by),
         }
+    }
+
+    /// One shared copy of a name many jobs carry.
+    fn intern(&mut self, s: &str) -> Arc<str> {
+        if let Some(a) = self.names.get(s) {
+            return a.clone();
+        }
+        let a: Arc<str> = s.into();
+        self.names.insert(a.clone());
+        a
     }
 
     /// Records a new job in `phase`.
@@ -515,10 +529,13 @@ impl Broker {
         Ok(())
     }
 
-    /// kube-controller-manager's pod GC: terminated pods beyond the
-    /// threshold leave the API (the scheduler sees them DELETED, in the
+    /// kube-controller-manager's pod GC and the API server's event TTL:
+    /// terminated pods beyond the threshold leave the API (the scheduler sees them DELETED, in the
     /// same frame as the instant's other changes).
     fn collect_garbage(&mut self) {
+        // Events (a scheduler writes one per binding) expire on simulated
+        // time, as with the API server's --event-ttl.
+        self.store.expire_events();
         for pod in self.gc.collect() {
             if let Err(e) = self.store.delete("pods", Some(translate::NAMESPACE), &pod) {
                 tracing::debug!(%pod, error = %e, "terminated pod not collected");
@@ -621,18 +638,20 @@ impl Broker {
                                 spec.scheduler_name = Some(name.clone());
                             }
                         }
-                        let scheduler = pod
-                            .spec
-                            .as_ref()
-                            .and_then(|s| s.scheduler_name.clone())
-                            .unwrap_or_default();
+                        let scheduler = self.intern(
+                            pod.spec
+                                .as_ref()
+                                .and_then(|s| s.scheduler_name.as_deref())
+                                .unwrap_or_default(),
+                        );
                         record.requests = translate::pod_requests(&pod);
-                        let image = pod
-                            .spec
-                            .as_ref()
-                            .and_then(|s| s.containers.first())
-                            .and_then(|c| c.image.clone())
-                            .unwrap_or_default();
+                        let image = self.intern(
+                            pod.spec
+                                .as_ref()
+                                .and_then(|s| s.containers.first())
+                                .and_then(|c| c.image.as_deref())
+                                .unwrap_or_default(),
+                        );
                         if self.job_by_pod.contains_key(&record.pod) {
                             return self.fail(format!(
                                 "jobs {:?} and {:?} map to the same pod name",
@@ -661,8 +680,8 @@ impl Broker {
                         let idx = self.push_job(JobRt {
                             record,
                             phase: Phase::Done,
-                            image: String::new(),
-                            scheduler: String::new(),
+                            image: self.intern(""),
+                            scheduler: self.intern(""),
                             touched: false,
                             created_wall: Instant::now(),
                         });
@@ -760,7 +779,7 @@ impl Broker {
             ]),
             container_statuses: Some(vec![ContainerStatus {
                 name: "job".into(),
-                image: self.jobs[i].image.clone(),
+                image: self.jobs[i].image.to_string(),
                 image_id: String::new(),
                 ready: false,
                 restart_count: 0,
@@ -948,7 +967,7 @@ impl Broker {
         };
         if !self.jobs[i].touched {
             self.jobs[i].touched = true;
-            self.served.insert(self.jobs[i].scheduler.clone());
+            self.served.insert(self.jobs[i].scheduler.to_string());
         }
         let now = self.clock.now();
         match ch.kind {
@@ -1106,7 +1125,7 @@ impl Broker {
             ]),
             container_statuses: Some(vec![ContainerStatus {
                 name: "job".into(),
-                image: self.jobs[i].image.clone(),
+                image: self.jobs[i].image.to_string(),
                 image_id: String::new(),
                 ready: true,
                 started: Some(true),
@@ -1240,10 +1259,10 @@ impl Broker {
         for &i in &self.pending {
             let j = &self.jobs[i];
             if !j.touched
-                && !self.served.contains(&j.scheduler)
-                && !self.warned.contains(&j.scheduler)
+                && !self.served.contains(&*j.scheduler)
+                && !self.warned.contains(&*j.scheduler)
             {
-                waiting.entry(&j.scheduler).or_insert((0, i)).0 += 1;
+                waiting.entry(&*j.scheduler).or_insert((0, i)).0 += 1;
             }
         }
         let mut found = Vec::new();
