@@ -1,16 +1,13 @@
 //! batkube: the broker between Batsim and Kubernetes schedulers.
 //!
-//! - [`batsim`]: the Batsim side: typed protocol, allocation interval sets,
-//!   the ZeroMQ link.
-//! - [`standin`]: a built-in Batsim stand-in (platforms, workloads, Batsim's
-//!   event model and output files) for machines without Batsim, and a
-//!   trivial FCFS decision process.
+//! The Batsim world (protocol, link, platforms, workloads, the stand-in)
+//! is the `batsim` crate, re-exported here as [`batsim`]; the Kubernetes
+//! world is `fakeapi`, time is `timeshim`. This crate is the bridge:
 //! - [`tools`]: `batkube workload …` and `batkube platform …`.
 
-pub mod batsim;
+pub use ::batsim;
 pub mod broker;
 pub mod ending;
 pub mod run;
-pub mod standin;
 pub mod tools;
 pub mod translate;

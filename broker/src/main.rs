@@ -9,11 +9,11 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
-use batkube::batsim::link::DEFAULT_ENDPOINT;
-use batkube::standin::fcfs::Fcfs;
-use batkube::standin::platform::Platform;
-use batkube::standin::workload::Workload;
-use batkube::standin::{DecisionProcess, Options, StandIn, ZmqDecisionProcess};
+use batsim::link::DEFAULT_ENDPOINT;
+use batsim::platform::Platform;
+use batsim::standin::fcfs::Fcfs;
+use batsim::standin::{DecisionProcess, Options, StandIn, ZmqDecisionProcess};
+use batsim::workload::Workload;
 
 #[derive(Parser)]
 #[command(

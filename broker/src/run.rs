@@ -17,15 +17,15 @@ use parking_lot::Mutex;
 use timeshim::policy::{Backoff, PolicyConfig, WindowEnd};
 use timeshim::{ClockMode, Controller, ShimMode};
 
-use crate::batsim::link::{BatsimLink, DEFAULT_ENDPOINT};
 use crate::broker::kubelet::{KubeletModel, Latency};
 use crate::broker::record::{self, EndReason};
 use crate::broker::sync::ShimSide;
 use crate::broker::{sim_time, Broker, BrokerConfig, Classified, SchedulerSide, SimClock};
 use crate::ending::{error_text, Incomplete, Interrupt, Reaper, Shared, Stopped};
-use crate::standin::platform::Platform;
-use crate::standin::workload::Workload;
-use crate::standin::{Options, StandIn};
+use batsim::link::{BatsimLink, DEFAULT_ENDPOINT};
+use batsim::platform::Platform;
+use batsim::standin::{Options, StandIn};
+use batsim::workload::Workload;
 
 /// How simulated time moves: the policies of timeshim, as flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -505,7 +505,7 @@ fn start_api(
 /// What a run started that the teardown must know of.
 struct Started {
     link: Option<BatsimLink>,
-    standin: Option<std::thread::JoinHandle<anyhow::Result<crate::standin::RunSummary>>>,
+    standin: Option<std::thread::JoinHandle<anyhow::Result<batsim::standin::RunSummary>>>,
 }
 
 /// Runs a whole simulation; `Ok(summary)` only if it completed and no
@@ -810,7 +810,7 @@ fn end_reason(e: &anyhow::Error) -> EndReason {
         EndReason::WindowBound
     } else if e.downcast_ref::<ExitedEarly>().is_some() {
         EndReason::SchedulerExited
-    } else if e.downcast_ref::<crate::batsim::link::LinkError>().is_some() {
+    } else if e.downcast_ref::<batsim::link::LinkError>().is_some() {
         EndReason::BatsimFailed
     } else {
         EndReason::Error
@@ -946,8 +946,8 @@ fn write_outputs(
 /// that ended without writing it: the jobs that reached a final state, as
 /// far as the broker knows them (no profile, requested time -1).
 fn write_jobs_csv(path: &Path, pods: &[record::PodRecord]) -> std::io::Result<()> {
-    use crate::batsim::protocol::JobState;
-    use crate::standin::output::{job_line, JobRow, JOBS_HEADER};
+    use batsim::protocol::JobState;
+    use batsim::standin::output::{job_line, JobRow, JOBS_HEADER};
     let mut text = format!("{JOBS_HEADER}\n");
     for p in pods {
         let rejected = p.outcome.starts_with("REJECTED");

@@ -25,7 +25,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde_json::{Map, Value};
 
-use crate::batsim::protocol::{value_as_f64, Job, Resource};
+use batsim::protocol::{value_as_f64, Job, Resource};
 
 /// Annotation holding a pod's Batsim job id (`workload!id`).
 pub const JOB_ID_ANNOTATION: &str = "batkube.io/job-id";

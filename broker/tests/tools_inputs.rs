@@ -6,11 +6,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use batkube::standin::fcfs::Fcfs;
-use batkube::standin::platform::Platform;
-use batkube::standin::workload::Workload;
-use batkube::standin::{Options, StandIn};
 use batkube::tools::workload_check;
+use batsim::platform::Platform;
+use batsim::standin::fcfs::Fcfs;
+use batsim::standin::{Options, StandIn};
+use batsim::workload::Workload;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -131,7 +131,7 @@ fn swf_conversion_regenerates_the_shipped_kit_workload() {
     let ours = Workload::from_file(&out, "w0").unwrap();
     let shipped = Workload::from_file(&repo().join("workloads/KIT_10h_80.json"), "w0").unwrap();
     assert_eq!(ours.jobs.len(), shipped.jobs.len());
-    let cpu = |w: &Workload, j: &batkube::standin::workload::WorkloadJob| {
+    let cpu = |w: &Workload, j: &batsim::workload::WorkloadJob| {
         let p = w.profile(&j.profile).unwrap();
         (
             p.kind.clone(),

@@ -38,9 +38,9 @@ use serde_json::Value;
 use timeshim::policy::{Policy, PolicyConfig, Situation, Step};
 use timeshim::SimTime;
 
-use crate::batsim::protocol::{build, EventData, JobState, Message};
-use crate::batsim::IntervalSet;
 use crate::translate::{self, Amounts};
+use batsim::protocol::{build, EventData, JobState, Message};
+use batsim::IntervalSet;
 use kubelet::KubeletModel;
 use podgc::PodGc;
 use record::{EndReason, NodeSample, PodRecord, Summary};
@@ -717,7 +717,7 @@ impl Broker {
             | EventData::RequestedCall
             | EventData::ResourceStateChanged(_) => {}
             EventData::Notify(n) => {
-                if n.kind == crate::batsim::protocol::notify::NO_MORE_STATIC_JOB_TO_SUBMIT {
+                if n.kind == batsim::protocol::notify::NO_MORE_STATIC_JOB_TO_SUBMIT {
                     self.no_more_static = true;
                 }
             }

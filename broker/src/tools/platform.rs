@@ -8,7 +8,7 @@ use anyhow::Context;
 use super::platform_gen::{self, GenSpec, Network};
 use super::quantity;
 use super::workload_gen::Dist;
-use crate::standin::platform::Platform;
+use batsim::platform::Platform;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {

@@ -377,7 +377,7 @@ pub fn lint(text: &str, compute: &[String], master: &str) -> Vec<Lint> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::standin::platform::Platform;
+    use batsim::platform::Platform;
 
     #[test]
     fn generated_platforms_read_back_with_master_routes_and_props() {

@@ -24,9 +24,9 @@ use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::batsim::protocol::Job;
-use crate::standin::workload::{ProfileKind, Workload, WorkloadJob};
 use crate::translate;
+use batsim::protocol::Job;
+use batsim::workload::{ProfileKind, Workload, WorkloadJob};
 
 /// Options of `batkube replay`.
 #[derive(Debug, Clone, clap::Args)]

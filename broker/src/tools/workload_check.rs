@@ -12,7 +12,7 @@
 use serde_json::{Map, Value};
 
 use super::quantity;
-use crate::standin::workload::Workload;
+use batsim::workload::Workload;
 
 /// Profile types Batsim 4.2 knows.
 const BATSIM_PROFILE_TYPES: &[&str] = &[
@@ -273,7 +273,7 @@ pub fn check(text: &str, shown: &str) -> Result<Vec<Finding>, Vec<Finding>> {
             Some("delay") => {
                 if !po
                     .get("delay")
-                    .and_then(crate::batsim::protocol::value_as_f64)
+                    .and_then(batsim::protocol::value_as_f64)
                     .is_some_and(|d| d >= 0.0)
                 {
                     err(
@@ -322,7 +322,7 @@ pub fn check(text: &str, shown: &str) -> Result<Vec<Finding>, Vec<Finding>> {
                 format!("job id {id:?} was already used on line {}", first.line),
             );
         }
-        let num = |k: &str| jo.get(k).and_then(crate::batsim::protocol::value_as_f64);
+        let num = |k: &str| jo.get(k).and_then(batsim::protocol::value_as_f64);
         match num("subtime") {
             Some(t) if t >= 0.0 => {}
             _ => err(
@@ -354,7 +354,7 @@ pub fn check(text: &str, shown: &str) -> Result<Vec<Finding>, Vec<Finding>> {
             ),
         }
         if let Some(w) = jo.get("walltime") {
-            match crate::batsim::protocol::value_as_f64(w) {
+            match batsim::protocol::value_as_f64(w) {
                 Some(x) if x > 0.0 || x == -1.0 => {}
                 _ => err(
                     &mut out,

@@ -23,6 +23,29 @@ pub mod remote;
 pub(crate) mod supervisor;
 pub(crate) mod vdso;
 
+/// For tests of the quiescence protocol: make the supervisor slow on
+/// purpose, as a preempted thread on a loaded machine is.
+#[doc(hidden)]
+pub mod testing {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
+
+    pub(crate) static READY_DELAY_US: AtomicU64 = AtomicU64::new(0);
+
+    /// The supervisor sleeps this long (wall time) before it takes in the
+    /// events of a held wait whose descriptors became ready.
+    pub fn delay_ready_handling(d: Duration) {
+        READY_DELAY_US.store(d.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn ready_delay() {
+        let us = READY_DELAY_US.load(Ordering::Relaxed);
+        if us > 0 {
+            std::thread::sleep(Duration::from_micros(us));
+        }
+    }
+}
+
 /// A deterministic byte stream (splitmix64) for `--seed`: `AT_RANDOM` and
 /// `getrandom`. Not cryptographic, by design: the point is reproducibility.
 #[derive(Debug, Clone)]

@@ -56,6 +56,9 @@ pub(crate) struct Shared {
     pub pid: u32,
     listener: OwnedFd,
     wake: OwnedFd,
+    /// The supervisor's epoll set: the listener, `wake`, and the descriptors
+    /// of held waits. Readable while something is there for it to handle.
+    ep: OwnedFd,
     page: *const Page,
     /// Earliest deadline (simulated realtime ns) of a held wait, or MAX.
     pub earliest: AtomicU64,
@@ -63,7 +66,9 @@ pub(crate) struct Shared {
     pub held: AtomicU32,
     /// Bumped on every notification received and every reply sent.
     pub generation: AtomicU64,
-    /// Set while a notification is being handled.
+    /// Set from the moment the supervisor's `epoll_wait` returns until it
+    /// has handled what woke it (notifications, ready descriptors of held
+    /// waits, a clock move) and published the result.
     pub busy: AtomicBool,
     stop: AtomicBool,
     /// Counters for benchmarks and tests.
@@ -78,18 +83,22 @@ unsafe impl Send for Shared {}
 unsafe impl Sync for Shared {}
 
 impl Shared {
-    /// A notification is waiting to be received, or being handled.
+    /// Something is there for the supervisor to handle, or being handled:
+    /// a notification, a held wait whose descriptors became ready (a write
+    /// to the eventfd Go's netpoller sleeps on, data on a socket), a clock
+    /// move. The readiness stays until the supervisor consumes it, and it
+    /// raises `busy` before consuming anything, so looking at the epoll set
+    /// first and `busy` second leaves no gap: a thread released by a held
+    /// wait is never invisible to the probe.
     pub fn pending(&self) -> bool {
-        if self.busy.load(Ordering::Acquire) {
-            return true;
-        }
         let mut p = libc::pollfd {
-            fd: self.listener.as_raw_fd(),
+            fd: self.ep.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         };
         // SAFETY: one valid pollfd, no timeout.
-        unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents & libc::POLLIN != 0 }
+        let ready = unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents & libc::POLLIN != 0 };
+        ready || self.busy.load(Ordering::SeqCst)
     }
 
     /// Wakes the supervisor thread (the clock moved).
@@ -163,6 +172,7 @@ pub(crate) fn start(
         pid,
         listener,
         wake,
+        ep,
         page,
         earliest: AtomicU64::new(NO_DEADLINE),
         held: AtomicU32::new(0),
@@ -175,7 +185,6 @@ pub(crate) fn start(
     });
     let mut sup = Supervisor {
         shared: shared.clone(),
-        ep,
         held: Vec::new(),
         next_seq: 0,
         tgids: HashMap::new(),
@@ -252,7 +261,6 @@ struct Held {
 
 struct Supervisor {
     shared: Arc<Shared>,
-    ep: OwnedFd,
     held: Vec<Held>,
     next_seq: u64,
     tgids: HashMap<u32, u32>,
@@ -295,7 +303,7 @@ impl Supervisor {
             // SAFETY: valid buffer of 32 events.
             let n = unsafe {
                 libc::epoll_wait(
-                    self.ep.as_raw_fd(),
+                    self.shared.ep.as_raw_fd(),
                     events.as_mut_ptr(),
                     events.len() as i32,
                     timeout,
@@ -309,16 +317,20 @@ impl Supervisor {
                 tracing::error!(error = %e, "seccomp supervisor: epoll_wait failed");
                 return;
             }
+            // Raised before anything is consumed (see `Shared::pending`);
+            // a sequentially consistent store is a full barrier on x86_64.
+            self.shared.busy.store(true, Ordering::SeqCst);
             for ev in &events[..n as usize] {
                 let token = ev.u64;
                 match token {
                     TOKEN_LISTENER => {
                         if ev.events & (libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0
-                            && !self.shared.pending()
+                            && !self.listener_readable()
                         {
                             // Every supervised process has exited.
                             self.release_all();
                             self.publish();
+                            self.shared.busy.store(false, Ordering::SeqCst);
                             return;
                         }
                         self.receive_all();
@@ -344,6 +356,7 @@ impl Supervisor {
             if self.dirty {
                 self.publish();
             }
+            self.shared.busy.store(false, Ordering::SeqCst);
         }
     }
 
@@ -373,7 +386,6 @@ impl Supervisor {
             if !self.listener_readable() {
                 return;
             }
-            self.shared.busy.store(true, Ordering::Release);
             let mut req: libc::seccomp_notif = unsafe { std::mem::zeroed() };
             // SAFETY: RECV into a zeroed seccomp_notif of the kernel's size.
             let r = unsafe {
@@ -386,7 +398,6 @@ impl Supervisor {
             self.shared.generation.fetch_add(1, Ordering::AcqRel);
             if r != 0 {
                 // ENOENT: the caller was interrupted before we took it.
-                self.shared.busy.store(false, Ordering::Release);
                 continue;
             }
             let answer = self.handle(&req);
@@ -402,7 +413,6 @@ impl Supervisor {
                     self.reply(req.id, 0, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
                 }
             }
-            self.shared.busy.store(false, Ordering::Release);
         }
     }
 
@@ -891,7 +901,7 @@ impl Supervisor {
         self.shared.waits.fetch_add(1, Ordering::Relaxed);
         let seq = self.next_seq;
         self.next_seq += 1;
-        let ep = self.ep.as_raw_fd();
+        let ep = self.shared.ep.as_raw_fd();
         match &kind {
             Kind::Epoll { dup, .. } => {
                 if epoll_add(ep, dup.as_raw_fd(), libc::EPOLLIN as u32, TOKEN_HELD + seq).is_err() {
@@ -988,6 +998,7 @@ impl Supervisor {
         let Some(i) = self.held.iter().position(|h| h.seq == seq) else {
             return;
         };
+        super::testing::ready_delay();
         let h = &self.held[i];
         if let Some(answer) = self.collect(h.tid, &h.kind) {
             let h = self.held.remove(i);
@@ -1007,7 +1018,7 @@ impl Supervisor {
     }
 
     fn unwatch(&self, h: &Held) {
-        let ep = self.ep.as_raw_fd();
+        let ep = self.shared.ep.as_raw_fd();
         let del = |fd: RawFd| {
             // SAFETY: removing a descriptor we added (an error is harmless).
             unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };

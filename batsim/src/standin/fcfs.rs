@@ -7,8 +7,8 @@
 
 use std::collections::VecDeque;
 
-use crate::batsim::protocol::{build, EventData, Message};
-use crate::batsim::IntervalSet;
+use crate::protocol::{build, EventData, Message};
+use crate::IntervalSet;
 
 /// FCFS over whole machines: the head of the queue starts as soon as enough
 /// machines are free (lowest ids first); jobs larger than the platform are

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::batsim::protocol::value_as_f64;
+use crate::protocol::value_as_f64;
 
 /// A workload that cannot be used, with the reason in the user's terms.
 #[derive(Debug, thiserror::Error)]

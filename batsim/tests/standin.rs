@@ -3,12 +3,12 @@
 
 mod common;
 
-use batkube::batsim::link::BatsimLink;
-use batkube::batsim::protocol::{build, EventData, Message};
-use batkube::standin::fcfs::Fcfs;
-use batkube::standin::platform::Platform;
-use batkube::standin::workload::Workload;
-use batkube::standin::{Options, StandIn, ZmqDecisionProcess};
+use batsim::link::BatsimLink;
+use batsim::platform::Platform;
+use batsim::protocol::{build, EventData, Message};
+use batsim::standin::fcfs::Fcfs;
+use batsim::standin::{Options, StandIn, ZmqDecisionProcess};
+use batsim::workload::Workload;
 use common::{graphene16, shared};
 
 fn burst() -> Workload {
@@ -169,15 +169,12 @@ fn standin_refuses_what_batsim_aborts_on() {
     let e = run(Options::default(), &|m| {
         let mut r = Message::new(m.now);
         if first_job(m).as_deref() == Some("w0!1") {
-            r.push_now(build::execute_job(
-                "w0!1",
-                batkube::batsim::IntervalSet::single(0),
-            ));
+            r.push_now(build::execute_job("w0!1", batsim::IntervalSet::single(0)));
         }
         if first_job(m).as_deref() == Some("w0!long") {
             r.push_now(build::execute_job(
                 "w0!long",
-                batkube::batsim::IntervalSet::single(0),
+                batsim::IntervalSet::single(0),
             ));
         }
         r
@@ -189,7 +186,7 @@ fn standin_refuses_what_batsim_aborts_on() {
         if first_job(m).is_some() {
             r.push_now(build::execute_job(
                 &first_job(m).unwrap(),
-                batkube::batsim::IntervalSet::range(0, 2),
+                batsim::IntervalSet::range(0, 2),
             ));
         }
         r

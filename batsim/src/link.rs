@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::protocol::{Message, OrderError};
+use crate::protocol::{Message, OrderError};
 
 /// Default endpoint, as in Batsim.
 pub const DEFAULT_ENDPOINT: &str = "tcp://127.0.0.1:28000";
@@ -140,7 +140,7 @@ impl BatsimLink {
         self.pending_now = Some(inc.message.now);
         self.exchanged += 1;
         for ev in &inc.message.events {
-            if let super::EventData::Unknown { kind, .. } = &ev.data {
+            if let crate::EventData::Unknown { kind, .. } = &ev.data {
                 tracing::warn!(kind = %kind, "unknown Batsim event kept and ignored");
             }
         }

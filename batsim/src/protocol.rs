@@ -16,7 +16,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::intervals::IntervalSet;
+use crate::intervals::IntervalSet;
 
 /// One protocol message, in either direction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,10 +7,10 @@ mod common;
 
 use std::path::Path;
 
-use batkube::batsim::protocol::{build, json_equivalent, EventData, Message};
-use batkube::standin::platform::Platform;
-use batkube::standin::workload::Workload;
-use batkube::standin::{Options, StandIn};
+use batsim::platform::Platform;
+use batsim::protocol::{build, json_equivalent, EventData, Message};
+use batsim::standin::{Options, StandIn};
+use batsim::workload::Workload;
 use common::{equivalent_within, shared, transcript};
 use serde_json::Value;
 
@@ -29,7 +29,7 @@ fn every_message_parses_and_reserializes_equivalently() {
                 "{name} #{i} changed on the round trip:\n{orig}\n{again}"
             );
             // Batsim's own text form too.
-            let six: Value = serde_json::from_str(&batkube::batsim::to_batsim_text(&msg)).unwrap();
+            let six: Value = serde_json::from_str(&batsim::to_batsim_text(&msg)).unwrap();
             assert!(json_equivalent(&orig, &six), "{name} #{i} (six decimals)");
             assert!(!msg
                 .events
@@ -110,7 +110,7 @@ fn replay(name: &str, opts: Options, platform_mmax: u32) {
             expected.from_batsim,
             "{name}: transcript line {k} is not from Batsim"
         );
-        let mut ours: Value = serde_json::from_str(&batkube::batsim::to_batsim_text(msg)).unwrap();
+        let mut ours: Value = serde_json::from_str(&batsim::to_batsim_text(msg)).unwrap();
         // The transcript names the workload as Batsim was given it.
         if let Some(w) = ours.pointer_mut("/events/0/data/workloads/w0") {
             let p = w.as_str().unwrap().to_string();

@@ -24,8 +24,6 @@
 
 pub mod fcfs;
 pub mod output;
-pub mod platform;
-pub mod workload;
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -34,14 +32,14 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use crate::batsim::protocol::{
+use crate::platform::{Host, Platform};
+use crate::protocol::{
     notify, EventData, ExecuteJob, JobCompleted, JobKilled, JobState, JobSubmitted, Message,
     Notify, Resource, SimulationBegins,
 };
-use crate::batsim::{round6, IntervalSet};
+use crate::workload::{profile_kind, ProfileKind, Workload};
+use crate::{round6, IntervalSet};
 use output::{JobRow, MachineTimes, OutputWriter};
-use platform::{Host, Platform};
-use workload::{profile_kind, ProfileKind, Workload};
 
 /// Batsim's command-line options the stand-in supports.
 #[derive(Debug, Clone, Default)]
@@ -104,7 +102,7 @@ impl ZmqDecisionProcess {
 
 impl DecisionProcess for ZmqDecisionProcess {
     fn exchange(&mut self, msg: &Message) -> anyhow::Result<Message> {
-        let text = crate::batsim::to_batsim_text(msg);
+        let text = crate::to_batsim_text(msg);
         self.socket.send(text.as_bytes(), 0)?;
         let reply = self.socket.recv_bytes(0)?;
         self.messages += 2;
@@ -183,7 +181,7 @@ enum Action {
         state: JobState,
         runtime: f64,
     },
-    Decision(crate::batsim::Event),
+    Decision(crate::Event),
     SchedReady,
     Wake,
 }
@@ -773,13 +771,11 @@ impl StandIn {
             EventData::SetResourceState(s) => {
                 self.outbox.push((
                     self.now,
-                    EventData::ResourceStateChanged(
-                        crate::batsim::protocol::ResourceStateChanged {
-                            resources: s.resources,
-                            state: s.state,
-                            extra: Map::new(),
-                        },
-                    ),
+                    EventData::ResourceStateChanged(crate::protocol::ResourceStateChanged {
+                        resources: s.resources,
+                        state: s.state,
+                        extra: Map::new(),
+                    }),
                 ));
                 Ok(())
             }
@@ -845,7 +841,7 @@ impl StandIn {
         }
         let res = obj
             .get("res")
-            .and_then(crate::batsim::protocol::value_as_f64)
+            .and_then(crate::protocol::value_as_f64)
             .filter(|r| *r >= 1.0 && r.fract() == 0.0)
             .map(|r| r as u32);
         let Some(res) = res else {
@@ -855,7 +851,7 @@ impl StandIn {
         };
         let walltime = obj
             .get("walltime")
-            .and_then(crate::batsim::protocol::value_as_f64)
+            .and_then(crate::protocol::value_as_f64)
             .filter(|w| *w > 0.0);
         obj.insert("id".into(), json!(job_id));
         obj.insert("subtime".into(), json!(self.now));

@@ -7,7 +7,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::batsim::protocol::JobState;
+use crate::protocol::JobState;
 
 /// One finished (or rejected) job, as a jobs.csv row.
 #[derive(Debug, Clone)]

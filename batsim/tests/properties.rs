@@ -4,12 +4,12 @@
 
 mod common;
 
-use batkube::batsim::protocol::{build, EventData, Message};
-use batkube::batsim::IntervalSet;
-use batkube::standin::fcfs::Fcfs;
-use batkube::standin::platform::Platform;
-use batkube::standin::workload::Workload;
-use batkube::standin::{Options, StandIn};
+use batsim::platform::Platform;
+use batsim::protocol::{build, EventData, Message};
+use batsim::standin::fcfs::Fcfs;
+use batsim::standin::{Options, StandIn};
+use batsim::workload::Workload;
+use batsim::IntervalSet;
 use proptest::prelude::*;
 use serde_json::json;
 

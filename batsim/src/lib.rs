@@ -1,9 +1,13 @@
-//! Everything that faces Batsim: the typed protocol, allocation interval
-//! sets, and the ZeroMQ link.
+//! The Batsim world, knowing nothing of Kubernetes: the typed v4 protocol,
+//! allocation interval sets, the ZeroMQ link, the platform and workload
+//! models, and the built-in stand-in engine with its output files.
 
 pub mod intervals;
 pub mod link;
+pub mod platform;
 pub mod protocol;
+pub mod standin;
+pub mod workload;
 
 pub use intervals::IntervalSet;
 pub use protocol::{Event, EventData, Message};
