@@ -677,11 +677,12 @@ impl Broker {
                         tracing::warn!(job = %s.job_id, %why, "job rejected: it cannot be a pod");
                         out.push(build::reject_job(&s.job_id));
                         record.outcome = format!("REJECTED: {why}");
+                        let none = self.intern("");
                         let idx = self.push_job(JobRt {
                             record,
                             phase: Phase::Done,
-                            image: self.intern(""),
-                            scheduler: self.intern(""),
+                            image: none.clone(),
+                            scheduler: none,
                             touched: false,
                             created_wall: Instant::now(),
                         });
