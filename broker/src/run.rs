@@ -378,6 +378,10 @@ pub struct RunArgs {
     /// this many simulated seconds without a decision.
     #[arg(long = "give-up-after", default_value_t = 600.0)]
     pub give_up_after: f64,
+    /// Terminated pods kept in the API (kube-controller-manager's pod GC):
+    /// beyond it the oldest are deleted; 0 keeps every pod.
+    #[arg(long = "terminated-pod-gc-threshold", default_value_t = crate::broker::podgc::DEFAULT_THRESHOLD)]
+    pub terminated_pod_gc_threshold: usize,
     /// ZeroMQ endpoint for real Batsim (default: a free port on 127.0.0.1
     /// chosen when batkube starts Batsim, so that runs in parallel never
     /// collide).
@@ -411,6 +415,10 @@ pub struct ServeArgs {
     pub strict: bool,
     #[arg(long = "give-up-after", default_value_t = 600.0)]
     pub give_up_after: f64,
+    /// Terminated pods kept in the API (kube-controller-manager's pod GC):
+    /// beyond it the oldest are deleted; 0 keeps every pod.
+    #[arg(long = "terminated-pod-gc-threshold", default_value_t = crate::broker::podgc::DEFAULT_THRESHOLD)]
+    pub terminated_pod_gc_threshold: usize,
     /// Record the whole conversation with Batsim in FILE (the shared
     /// transcript format: seq, dir, wall, raw, msg per message).
     #[arg(long = "record-protocol", value_name = "FILE")]
@@ -601,6 +609,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
             strict: args.strict,
             kubelet,
             give_up_after: args.give_up_after,
+            terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             activity: Some(server.activity()),
             scheduler_name: args.scheduler_name.clone(),
@@ -1103,6 +1112,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
             strict: args.strict,
             kubelet,
             give_up_after: args.give_up_after,
+            terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             activity: None,
             scheduler_name: None,

@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -36,6 +36,12 @@ pub struct StoreConfig {
     /// Events kept per resource so a watch can resume from an older
     /// resourceVersion; older versions get 410 Gone.
     pub watch_history: usize,
+    /// How long an Event (`events`, `events.k8s.io`) lives after its last
+    /// write, by the store's clock, as the API server's `--event-ttl`
+    /// (default 1 h): a scheduler writes one per pod it binds, and without a
+    /// TTL they would outlive the pods forever. Expired events are deleted
+    /// by [`Store::expire_events`] (watchers see DELETED). `None`: forever.
+    pub event_ttl: Option<Duration>,
     /// Events queued per watcher; a watcher that falls further behind gets a
     /// 410 ERROR event and must relist, so it never slows anyone else.
     pub watch_buffer: usize,
@@ -63,6 +69,7 @@ impl Default for StoreConfig {
         StoreConfig {
             clock: Arc::new(Utc::now),
             watch_history: 100_000,
+            event_ttl: Some(Duration::from_secs(3600)),
             watch_buffer: 100_000,
             bookmark_interval: Duration::from_secs(30),
             watch_timers: WatchTimers::Wall,
@@ -81,6 +88,7 @@ impl std::fmt::Debug for StoreConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StoreConfig")
             .field("watch_history", &self.watch_history)
+            .field("event_ttl", &self.event_ttl)
             .field("watch_buffer", &self.watch_buffer)
             .field("bookmark_interval", &self.bookmark_interval)
             .field("watch_timers", &self.watch_timers)
@@ -115,9 +123,6 @@ impl EventType {
             EventType::Deleted => "DELETED",
         }
     }
-    fn index(self) -> usize {
-        self as usize
-    }
 }
 
 /// One committed change, as seen by [`Store::subscribe`].
@@ -145,24 +150,40 @@ pub(crate) struct Stored {
     pub rv: u64,
 }
 
-/// A change as sent to watchers: the bytes of each event line are built at
-/// most once and shared by every watcher.
+/// A change as sent to watchers and kept in the watch history. It holds
+/// the object's serialized bytes only (shared with the stored object while
+/// it is current, and with every watcher), not its parsed form: the
+/// history holds up to `watch_history` events per resource, and a parsed
+/// pod weighs several times its JSON. The rare readers that need the
+/// object (a selective watch replaying history, a watch as a Table) parse
+/// it back.
 #[derive(Debug)]
 pub(crate) struct Event {
     pub ty: EventType,
     pub rv: u64,
     pub namespace: String,
-    pub obj: Arc<Value>,
-    pub old: Option<Arc<Value>>,
     pub json: Bytes,
-    lines: [OnceLock<Bytes>; 3],
+    /// The object before the change (modifications and deletions).
+    pub old_json: Option<Bytes>,
 }
 
 impl Event {
+    /// The watch line of this event as `ty` (a selective watcher sees a
+    /// modification as ADDED or DELETED when the object enters or leaves
+    /// its selection). Built per watcher: a copy of bytes serialized once.
     pub fn line(&self, ty: EventType) -> Bytes {
-        self.lines[ty.index()]
-            .get_or_init(|| event_line(ty.as_str(), &self.json))
-            .clone()
+        event_line(ty.as_str(), &self.json)
+    }
+
+    /// The object after the change.
+    pub fn object(&self) -> Value {
+        serde_json::from_slice(&self.json).expect("the store serialized it")
+    }
+
+    fn old_object(&self) -> Option<Value> {
+        self.old_json
+            .as_ref()
+            .map(|j| serde_json::from_slice(j).expect("the store serialized it"))
     }
 }
 
@@ -212,6 +233,9 @@ struct Table {
 
 struct State {
     rv: u64,
+    /// Events by expiry (their last write plus the TTL): (expiry, table,
+    /// key, resourceVersion of that write; a later write queues again).
+    event_expiry: VecDeque<(DateTime<Utc>, usize, (String, String), u64)>,
     /// Last watcher id handed out.
     watch_ids: u64,
     tables: Vec<Table>,
@@ -401,6 +425,7 @@ impl Store {
     pub fn with_config(config: StoreConfig) -> Self {
         let state = State {
             rv: 0,
+            event_expiry: VecDeque::new(),
             watch_ids: 0,
             tables: RESOURCES.iter().map(|_| Table::default()).collect(),
             subscribers: Vec::new(),
@@ -938,7 +963,12 @@ impl Store {
                 name,
             });
         }
-        Ok(self.commit(&mut st, info, key, obj, None, EventType::Added, origin))
+        let stored = self.commit(&mut st, info, key, obj, None, EventType::Added, origin);
+        drop(st);
+        if info.kind == "Event" {
+            self.expire_events();
+        }
+        Ok(stored)
     }
 
     /// Assigns the next resourceVersion, stores, records history, fans out.
@@ -964,15 +994,16 @@ impl Store {
             rv,
         };
         let idx = resources::index_of(info);
-        let old_value = old.map(|o| o.value);
+        let (old_value, old_json) = match old {
+            Some(o) => (Some(o.value), Some(o.json)),
+            None => (None, None),
+        };
         let event = Arc::new(Event {
             ty,
             rv,
             namespace: key.0.clone(),
-            obj: value.clone(),
-            old: old_value.clone(),
             json,
-            lines: Default::default(),
+            old_json,
         });
         let history_cap = self.inner.config.watch_history;
         let change = Change {
@@ -980,12 +1011,19 @@ impl Store {
             resource: info,
             namespace: key.0.clone(),
             name: key.1.clone(),
-            object: value,
-            old: old_value,
+            object: value.clone(),
+            old: old_value.clone(),
             resource_version: rv,
             origin,
         };
         st.subscribers.retain(|s| s.send(change.clone()).is_ok());
+        if info.kind == "Event" && ty != EventType::Deleted {
+            if let Some(ttl) = self.inner.config.event_ttl {
+                let expiry =
+                    self.now() + chrono::Duration::from_std(ttl).unwrap_or(chrono::TimeDelta::MAX);
+                st.event_expiry.push_back((expiry, idx, key.clone(), rv));
+            }
+        }
         let table = &mut st.tables[idx];
         match ty {
             EventType::Deleted => {
@@ -1005,7 +1043,13 @@ impl Store {
         // queue, and released by whoever ends up with it: the stream that
         // writes it, or the drop of a queue no one will read.
         table.watchers.retain(|w| {
-            let Some(t) = effective_type(&w.selection, &event) else {
+            let Some(t) = effective_type(
+                &w.selection,
+                ty,
+                &event.namespace,
+                &value,
+                old_value.as_deref(),
+            ) else {
                 return true;
             };
             match w.tx.try_reserve() {
@@ -1397,6 +1441,38 @@ impl Store {
         Ok(())
     }
 
+    /// Deletes the Events whose TTL ([`StoreConfig::event_ttl`]) ran out
+    /// by the store's clock, as the API server's storage does; returns how
+    /// many. The store calls it on every write of an Event; an owner whose
+    /// clock jumps (a simulation) calls it as time moves on.
+    pub fn expire_events(&self) -> usize {
+        let now = self.now();
+        let mut st = self.inner.state.write();
+        let mut expired = 0;
+        while st.event_expiry.front().is_some_and(|e| e.0 <= now) {
+            let (_, idx, key, rv) = st.event_expiry.pop_front().expect("checked");
+            let Some(old) = st.tables[idx].objects.get(&key).cloned() else {
+                continue;
+            };
+            if old.rv != rv {
+                continue; // written again since: queued again then
+            }
+            let info = &RESOURCES[idx];
+            let obj = (*old.value).clone();
+            self.commit(
+                &mut st,
+                info,
+                key,
+                obj,
+                Some(old),
+                EventType::Deleted,
+                Origin::Api,
+            );
+            expired += 1;
+        }
+        expired
+    }
+
     /// Registers a watch; initial events and history replay are computed
     /// under the same lock as the registration, so nothing is missed. Its
     /// events are counted in `tally` (one watch, on one connection).
@@ -1444,7 +1520,19 @@ impl Store {
                 } else {
                     let first = table.history.partition_point(|e| e.rv <= rv);
                     for e in table.history.iter().skip(first) {
-                        if let Some(t) = effective_type(&selection, e) {
+                        let t = if selection.is_everything() {
+                            Some(e.ty)
+                        } else {
+                            let old = e.old_object();
+                            effective_type(
+                                &selection,
+                                e.ty,
+                                &e.namespace,
+                                &e.object(),
+                                old.as_ref(),
+                            )
+                        };
+                        if let Some(t) = t {
                             initial.push_back(queued(WatchItem::Change(t, e.clone())));
                         }
                     }
@@ -1489,19 +1577,25 @@ impl Store {
 
 /// Which event a watcher with this selection sees for a change, if any:
 /// an object leaving the selection is DELETED for it, one entering is ADDED.
-fn effective_type(sel: &Selection, e: &Event) -> Option<EventType> {
+fn effective_type(
+    sel: &Selection,
+    ty: EventType,
+    ns: &str,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Option<EventType> {
     if sel.is_everything() {
-        return Some(e.ty);
+        return Some(ty);
     }
-    let now = sel.matches(&e.namespace, &e.obj);
-    match e.ty {
+    let now = sel.matches(ns, obj);
+    match ty {
         EventType::Added => now.then_some(EventType::Added),
         EventType::Deleted => {
-            let before = e.old.as_ref().is_none_or(|o| sel.matches(&e.namespace, o));
+            let before = old.is_none_or(|o| sel.matches(ns, o));
             (now || before).then_some(EventType::Deleted)
         }
         EventType::Modified => {
-            let before = e.old.as_ref().is_some_and(|o| sel.matches(&e.namespace, o));
+            let before = old.is_some_and(|o| sel.matches(ns, o));
             match (before, now) {
                 (true, true) => Some(EventType::Modified),
                 (false, true) => Some(EventType::Added),

@@ -194,7 +194,7 @@ impl WatchStream {
             (Render::Json, WatchItem::Initial(s)) => event_line("ADDED", &s.json),
             (Render::Table { first }, item) => {
                 let (ty, obj) = match item {
-                    WatchItem::Change(ty, e) => (ty.as_str(), e.obj.clone()),
+                    WatchItem::Change(ty, e) => (ty.as_str(), Arc::new(e.object())),
                     WatchItem::Initial(s) => ("ADDED", s.value.clone()),
                     WatchItem::Bookmark { .. } => unreachable!("handled above"),
                 };

@@ -763,3 +763,43 @@ async fn watch_replay_reproduces_the_store() {
         .collect();
     assert_eq!(replayed, actual);
 }
+
+#[tokio::test]
+async fn events_expire_after_their_ttl_on_the_store_clock() {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use std::sync::Arc;
+    let now = Arc::new(AtomicI64::new(1_000_000));
+    let clock = {
+        let now = now.clone();
+        Arc::new(move || chrono::DateTime::from_timestamp(now.load(Ordering::SeqCst), 0).unwrap())
+    };
+    let store = fakeapi::Store::with_config(StoreConfig {
+        clock,
+        event_ttl: Some(Duration::from_secs(3600)),
+        ..Default::default()
+    });
+    let ev = |name: &str| {
+        serde_json::json!({"metadata": {"name": name}, "involvedObject": {"kind": "Pod", "name": "p"},
+                           "reason": "Scheduled", "message": "m", "type": "Normal"})
+    };
+    store.create("events", Some("default"), ev("e1")).unwrap();
+    now.fetch_add(1800, Ordering::SeqCst);
+    store.create("events", Some("default"), ev("e2")).unwrap();
+    // Rewritten at +1800 s: lives until +5400 s.
+    let mut e2 = store.get("events", Some("default"), "e2").unwrap();
+    e2["message"] = "again".into();
+    store.update("events", Some("default"), e2).unwrap();
+    now.fetch_add(1800, Ordering::SeqCst); // +3600 s: e1 is due
+    let mut changes = store.subscribe();
+    assert_eq!(store.expire_events(), 1);
+    let c = changes.try_recv().unwrap();
+    assert_eq!(
+        (c.kind, c.name.as_str()),
+        (fakeapi::EventType::Deleted, "e1")
+    );
+    assert!(store.get("events", Some("default"), "e1").is_err());
+    assert!(store.get("events", Some("default"), "e2").is_ok());
+    now.fetch_add(1800, Ordering::SeqCst); // +5400 s: e2 is due
+    assert_eq!(store.expire_events(), 1);
+    assert!(store.list("events", None, None, None).unwrap().is_empty());
+}

@@ -249,7 +249,7 @@ impl Broker {
                 verb,
                 "Node",
                 "",
-                name.clone(),
+                name.to_string(),
                 format!("resource={rid}"),
             );
             if down {
@@ -451,7 +451,7 @@ impl Broker {
         match res {
             Ok(()) => self
                 .timeline
-                .push(now, "broker", verb, "Node", "", name, detail),
+                .push(now, "broker", verb, "Node", "", name.to_string(), detail),
             Err(e) => tracing::warn!(node = %name, error = %e, "node not updated"),
         }
     }
@@ -509,7 +509,7 @@ impl Broker {
             Phase::Done => {}
         }
         let was_live = !matches!(self.jobs[i].phase, Phase::Done);
-        self.jobs[i].phase = Phase::Done;
+        self.set_phase(i, Phase::Done);
         if resubmit {
             self.life.evictions += 1;
         }
@@ -808,7 +808,7 @@ impl Broker {
                 };
                 self.store.create("nodes", None, object).map_err(err)?;
                 if known {
-                    if let Some(idx) = self.nodes.iter().position(|n| n.name == *name) {
+                    if let Some(idx) = self.nodes.iter().position(|n| *n.name == **name) {
                         self.node_by_name.insert(name.clone(), idx);
                     }
                     Ok("a platform node back".into())

@@ -19,6 +19,7 @@
 
 pub mod kubelet;
 pub mod lifecycle;
+pub mod podgc;
 pub mod record;
 pub mod sync;
 pub mod timeline;
@@ -43,6 +44,7 @@ use crate::translate::{self, Amounts};
 use batsim::protocol::{build, EventData, JobState, Message};
 use batsim::IntervalSet;
 use kubelet::KubeletModel;
+use podgc::PodGc;
 use record::{EndReason, NodeSample, PodRecord, Summary};
 use sync::{Quiet, ShimSide};
 
@@ -144,6 +146,9 @@ pub struct BrokerConfig {
     pub scheduler_name: Option<String>,
     /// Node failures, evictions, resubmission, the scenario.
     pub lifecycle: lifecycle::LifecycleConfig,
+    /// Terminated pods kept in the API, as kube-controller-manager's
+    /// `--terminated-pod-gc-threshold` (0: keep every pod); see [`podgc`].
+    pub terminated_pod_gc_threshold: usize,
 }
 
 /// Pods of a schedulerName the scheduler has acted on none of, pending for
@@ -173,16 +178,18 @@ enum Phase {
 struct JobRt {
     record: PodRecord,
     phase: Phase,
-    image: String,
-    /// The pod's schedulerName.
-    scheduler: String,
+    /// Shared by every job of the same image (interned).
+    image: Arc<str>,
+    /// The pod's schedulerName (interned).
+    scheduler: Arc<str>,
     /// A client changed or deleted the pod (a binding, a status).
     touched: bool,
     created_wall: Instant,
 }
 
 struct NodeRt {
-    name: String,
+    /// Shared with every sample of this node.
+    name: Arc<str>,
     resource_id: u32,
     allocatable: Amounts,
     used: Amounts,
@@ -215,7 +222,18 @@ pub struct Broker {
     pending_wakeups: BTreeSet<u64>,
     timers: BTreeMap<(u64, u64), Timer>,
     timer_seq: u64,
+    /// Jobs whose pod is pending, by index: what a window, a give-up and
+    /// the unserved-name check look at, without a pass over every job
+    /// ever submitted (a window's cost must not grow with the run).
+    pending: BTreeSet<usize>,
+    /// Jobs bound, running or completing.
+    active: usize,
+    /// Jobs done (finished, preempted or rejected).
+    done: usize,
     samples: Vec<NodeSample>,
+    /// Images and scheduler names, one copy each.
+    names: BTreeSet<Arc<str>>,
+    gc: PodGc,
     overcommits: u64,
     no_more_static: bool,
     last_decision_at: f64,
@@ -268,6 +286,7 @@ impl Broker {
     ) -> Self {
         let changes = store.subscribe();
         let life = lifecycle::Lifecycle::new(cfg.lifecycle.clone());
+        let gc = PodGc::new(cfg.terminated_pod_gc_threshold);
         let mut b = Broker {
             store,
             changes,
@@ -285,7 +304,12 @@ impl Broker {
             pending_wakeups: BTreeSet::new(),
             timers: BTreeMap::new(),
             timer_seq: 0,
+            pending: BTreeSet::new(),
+            active: 0,
+            done: 0,
             samples: Vec::new(),
+            names: BTreeSet::new(),
+            gc,
             overcommits: 0,
             no_more_static: false,
             last_decision_at: 0.0,
@@ -327,6 +351,46 @@ impl Broker {
             },
         }
         .into())
+    }
+
+    /// Moves job `i` to `phase`, keeping the phase counts.
+    fn set_phase(&mut self, i: usize, phase: Phase) {
+        let old = std::mem::replace(&mut self.jobs[i].phase, phase);
+        self.count_phase(i, &old, -1);
+        let new = self.jobs[i].phase.clone();
+        self.count_phase(i, &new, 1);
+    }
+
+    fn count_phase(&mut self, i: usize, phase: &Phase, by: isize) {
+        match phase {
+            Phase::Pending if by > 0 => {
+                self.pending.insert(i);
+            }
+            Phase::Pending => {
+                self.pending.remove(&i);
+            }
+            Phase::Done => self.done = self.done.saturating_add_signed(by),
+            _ => self.active = self.active.saturating_add_signed(by),
+        }
+    }
+
+    /// One shared copy of a name many jobs carry.
+    fn intern(&mut self, s: &str) -> Arc<str> {
+        if let Some(a) = self.names.get(s) {
+            return a.clone();
+        }
+        let a: Arc<str> = s.into();
+        self.names.insert(a.clone());
+        a
+    }
+
+    /// Records a new job in `phase`.
+    fn push_job(&mut self, job: JobRt) -> usize {
+        let idx = self.jobs.len();
+        let phase = job.phase.clone();
+        self.jobs.push(job);
+        self.count_phase(idx, &phase, 1);
+        idx
     }
 
     /// Whether SIMULATION_ENDS was seen.
@@ -480,8 +544,23 @@ impl Broker {
             self.pending_wakeups
                 .retain(|&w| (w as f64) / 1e6 > t + 1e-9);
             self.fire_timers(t, out)?;
+            self.collect_garbage();
         }
         Ok(())
+    }
+
+    /// kube-controller-manager's pod GC and the API server's event TTL:
+    /// terminated pods beyond the threshold leave the API (the scheduler sees them DELETED, in the
+    /// same frame as the instant's other changes).
+    fn collect_garbage(&mut self) {
+        // Events (a scheduler writes one per binding) expire on simulated
+        // time, as with the API server's --event-ttl.
+        self.store.expire_events();
+        for pod in self.gc.collect() {
+            if let Err(e) = self.store.delete("pods", Some(translate::NAMESPACE), &pod) {
+                tracing::debug!(%pod, error = %e, "terminated pod not collected");
+            }
+        }
     }
 
     fn advance(&mut self, t: f64) -> anyhow::Result<()> {
@@ -555,7 +634,7 @@ impl Broker {
                     );
                     self.node_by_name.insert(name.clone(), self.nodes.len());
                     self.nodes.push(NodeRt {
-                        name,
+                        name: name.into(),
                         resource_id: r.id,
                         allocatable,
                         used: Amounts::new(),
@@ -589,18 +668,20 @@ impl Broker {
                                 spec.scheduler_name = Some(name.clone());
                             }
                         }
-                        let scheduler = pod
-                            .spec
-                            .as_ref()
-                            .and_then(|s| s.scheduler_name.clone())
-                            .unwrap_or_default();
+                        let scheduler = self.intern(
+                            pod.spec
+                                .as_ref()
+                                .and_then(|s| s.scheduler_name.as_deref())
+                                .unwrap_or_default(),
+                        );
                         record.requests = translate::pod_requests(&pod);
-                        let image = pod
-                            .spec
-                            .as_ref()
-                            .and_then(|s| s.containers.first())
-                            .and_then(|c| c.image.clone())
-                            .unwrap_or_default();
+                        let image = self.intern(
+                            pod.spec
+                                .as_ref()
+                                .and_then(|s| s.containers.first())
+                                .and_then(|c| c.image.as_deref())
+                                .unwrap_or_default(),
+                        );
                         if self.job_by_pod.contains_key(&record.pod) {
                             return self.fail(format!(
                                 "jobs {:?} and {:?} map to the same pod name",
@@ -621,9 +702,8 @@ impl Broker {
                             record.pod.clone(),
                             format!("job {}", s.job_id),
                         );
-                        self.job_by_pod.insert(record.pod.clone(), idx);
-                        self.job_by_id.insert(s.job_id.clone(), idx);
-                        self.jobs.push(JobRt {
+                        let pod_name = record.pod.clone();
+                        let idx = self.push_job(JobRt {
                             record,
                             phase: Phase::Pending,
                             image,
@@ -631,21 +711,23 @@ impl Broker {
                             touched: false,
                             created_wall: Instant::now(),
                         });
+                        self.job_by_pod.insert(pod_name, idx);
+                        self.job_by_id.insert(s.job_id.clone(), idx);
                     }
                     Err(why) => {
                         tracing::warn!(job = %s.job_id, %why, "job rejected: it cannot be a pod");
                         out.push(build::reject_job(&s.job_id));
                         record.outcome = format!("REJECTED: {why}");
-                        let idx = self.jobs.len();
-                        self.job_by_id.insert(s.job_id.clone(), idx);
-                        self.jobs.push(JobRt {
+                        let none = self.intern("");
+                        let idx = self.push_job(JobRt {
                             record,
                             phase: Phase::Done,
-                            image: String::new(),
-                            scheduler: String::new(),
+                            image: none.clone(),
+                            scheduler: none,
                             touched: false,
                             created_wall: Instant::now(),
                         });
+                        self.job_by_id.insert(s.job_id.clone(), idx);
                     }
                 }
             }
@@ -658,7 +740,7 @@ impl Broker {
                     // Killed after the scheduler deleted its pod: already done.
                     _ => return Ok(()),
                 };
-                self.jobs[i].phase = Phase::Completing { node };
+                self.set_phase(i, Phase::Completing { node });
                 self.jobs[i].record.outcome = c.job_state.as_str().to_string();
                 let delay = self.cfg.kubelet.report_delay();
                 if delay > 0.0 {
@@ -721,7 +803,7 @@ impl Broker {
         let Phase::Completing { node } = self.jobs[i].phase else {
             return Ok(());
         };
-        self.jobs[i].phase = Phase::Done;
+        self.set_phase(i, Phase::Done);
         self.jobs[i].record.finished = Some(now);
         self.release(i, node);
         let (phase, reason, code) = match state {
@@ -741,7 +823,7 @@ impl Broker {
             ]),
             container_statuses: Some(vec![ContainerStatus {
                 name: "job".into(),
-                image: self.jobs[i].image.clone(),
+                image: self.jobs[i].image.to_string(),
                 image_id: String::new(),
                 ready: false,
                 restart_count: 0,
@@ -760,6 +842,9 @@ impl Broker {
             ..Default::default()
         };
         self.write_status(i, status, "final");
+        let r = &self.jobs[i].record;
+        self.gc
+            .terminated(&r.pod, SIM_EPOCH_SECS + r.created, reason == "Evicted");
         Ok(())
     }
 
@@ -796,11 +881,14 @@ impl Broker {
 
     fn sample(&mut self, node: usize) {
         let n = &self.nodes[node];
+        let get = |a: &Amounts, k: &str| a.get(k).copied().unwrap_or(0);
         self.samples.push(NodeSample {
             time: self.clock.now(),
             node: n.name.clone(),
-            used: n.used.clone(),
-            allocatable: n.allocatable.clone(),
+            cpu_used: get(&n.used, "cpu"),
+            cpu_allocatable: get(&n.allocatable, "cpu"),
+            memory_used: get(&n.used, "memory"),
+            memory_allocatable: get(&n.allocatable, "memory"),
             pods: n.pods,
         });
     }
@@ -809,16 +897,8 @@ impl Broker {
     fn window(&mut self, t: f64, out: &mut Vec<EventData>) -> anyhow::Result<f64> {
         self.windows += 1;
         self.timeline.begin_window();
-        let pending = self
-            .jobs
-            .iter()
-            .filter(|j| j.phase == Phase::Pending)
-            .count();
-        let running = self
-            .jobs
-            .iter()
-            .filter(|j| !matches!(j.phase, Phase::Pending | Phase::Done))
-            .count();
+        let pending = self.pending.len();
+        let running = self.active;
         let mut w = self
             .policy
             .open(sim_time(t), Situation { pending, running });
@@ -946,16 +1026,18 @@ impl Broker {
         };
         if !self.jobs[i].touched {
             self.jobs[i].touched = true;
-            self.served.insert(self.jobs[i].scheduler.clone());
+            self.served.insert(self.jobs[i].scheduler.to_string());
         }
         let now = self.clock.now();
         match ch.kind {
             EventType::Deleted => {
+                let r = &self.jobs[i].record;
+                self.gc.forget(&r.pod, SIM_EPOCH_SECS + r.created, false);
                 let job_id = self.jobs[i].record.job_id.clone();
                 match self.jobs[i].phase.clone() {
                     Phase::Pending => {
                         out.push(build::reject_job(&job_id));
-                        self.jobs[i].phase = Phase::Done;
+                        self.set_phase(i, Phase::Done);
                         self.jobs[i].record.outcome = "REJECTED: pod deleted before binding".into();
                     }
                     Phase::Bound { node } | Phase::Running { node } => {
@@ -966,13 +1048,13 @@ impl Broker {
                             self.cancel_start(i);
                             out.push(build::reject_job(&job_id));
                         }
-                        self.jobs[i].phase = Phase::Done;
+                        self.set_phase(i, Phase::Done);
                         self.jobs[i].record.finished = Some(now);
                         self.jobs[i].record.outcome = "PREEMPTED".into();
                         self.release(i, node);
                     }
                     Phase::Completing { node } => {
-                        self.jobs[i].phase = Phase::Done;
+                        self.set_phase(i, Phase::Done);
                         self.jobs[i].record.finished = Some(now);
                         self.release(i, node);
                     }
@@ -1032,7 +1114,7 @@ impl Broker {
         self.jobs[i].record.attempts += 1;
         self.jobs[i].record.bound = Some(now);
         self.jobs[i].record.node = Some(node_name.to_string());
-        self.jobs[i].phase = Phase::Bound { node };
+        self.set_phase(i, Phase::Bound { node });
         self.last_decision_at = now;
         self.last_decision_wall = Instant::now();
         // The overcommit invariant, checked at the moment of binding.
@@ -1091,7 +1173,7 @@ impl Broker {
             return Ok(());
         }
         let now = self.clock.now();
-        self.jobs[i].phase = Phase::Running { node };
+        self.set_phase(i, Phase::Running { node });
         self.jobs[i].record.started = Some(now);
         let rid = self.nodes[node].resource_id;
         out.push(build::execute_job(
@@ -1109,7 +1191,7 @@ impl Broker {
             ]),
             container_statuses: Some(vec![ContainerStatus {
                 name: "job".into(),
-                image: self.jobs[i].image.clone(),
+                image: self.jobs[i].image.to_string(),
                 image_id: String::new(),
                 ready: true,
                 started: Some(true),
@@ -1134,13 +1216,10 @@ impl Broker {
         if !self.no_more_static || !self.timers.is_empty() {
             return Ok(());
         }
-        let busy = self.jobs.iter().any(|j| {
-            matches!(
-                j.phase,
-                Phase::Bound { .. } | Phase::Running { .. } | Phase::Completing { .. }
-            )
-        });
-        if busy || now - self.last_decision_at < self.cfg.give_up_after {
+        if self.pending.is_empty()
+            || self.active > 0
+            || now - self.last_decision_at < self.cfg.give_up_after
+        {
             return Ok(());
         }
         // Unless quiescence is observed (exact mode), the scheduler reacts
@@ -1157,7 +1236,9 @@ impl Broker {
         if out.iter().any(|e| matches!(e, EventData::ExecuteJob(_))) {
             return Ok(());
         }
-        for j in self.jobs.iter_mut().filter(|j| j.phase == Phase::Pending) {
+        for i in std::mem::take(&mut self.pending) {
+            self.count_phase(i, &Phase::Done, 1);
+            let j = &mut self.jobs[i];
             let why = j
                 .record
                 .last_unschedulable_reason
@@ -1179,7 +1260,7 @@ impl Broker {
         let mut want: Vec<f64> = Vec::new();
         if let Some(t) = self.scheduler_wakeup.take() {
             // Nothing to wake up for when nothing can change any more.
-            let pending = self.jobs.iter().any(|j| j.phase != Phase::Done);
+            let pending = self.done < self.jobs.len();
             if pending || !self.no_more_static {
                 want.push(t);
             }
@@ -1191,8 +1272,8 @@ impl Broker {
         // only while pods wait (otherwise it fires at the next event, and
         // the simulation's end is not moved by a bookmark).
         if let Some(t) = self.api_deadline() {
-            let waiting = self.jobs.iter().any(|j| j.phase == Phase::Pending);
-            let unfinished = self.jobs.iter().any(|j| j.phase != Phase::Done);
+            let waiting = !self.pending.is_empty();
+            let unfinished = self.done < self.jobs.len();
             // Nothing to wake up for when nothing can change any more.
             if waiting || (!self.cfg.policy.fast_forward && (unfinished || !self.no_more_static)) {
                 want.push(t);
@@ -1215,7 +1296,7 @@ impl Broker {
             return;
         }
         self.last_progress = Instant::now();
-        let done = self.jobs.iter().filter(|j| j.phase == Phase::Done).count();
+        let done = self.done;
         eprint!(
             "\r[batkube] simulated time {:.1} s, jobs done {done}/{}, {} message(s), {:.1} s of wall time   ",
             self.clock.now(),
@@ -1241,13 +1322,13 @@ impl Broker {
         self.last_unserved_sim = now;
         // Per name: pods waiting, the first of them.
         let mut waiting: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-        for (i, j) in self.jobs.iter().enumerate() {
-            if j.phase == Phase::Pending
-                && !j.touched
-                && !self.served.contains(&j.scheduler)
-                && !self.warned.contains(&j.scheduler)
+        for &i in &self.pending {
+            let j = &self.jobs[i];
+            if !j.touched
+                && !self.served.contains(&*j.scheduler)
+                && !self.warned.contains(&*j.scheduler)
             {
-                waiting.entry(&j.scheduler).or_insert((0, i)).0 += 1;
+                waiting.entry(&*j.scheduler).or_insert((0, i)).0 += 1;
             }
         }
         let mut found = Vec::new();
@@ -1303,8 +1384,10 @@ impl Broker {
         }
     }
 
-    /// The records and summary of the run so far.
-    pub fn report(&self) -> (Vec<PodRecord>, Vec<NodeSample>, Summary) {
+    /// The records and summary of the run so far. The node samples are
+    /// handed over (not copied: on a long run they are the broker's largest
+    /// record), so a second report has none.
+    pub fn report(&mut self) -> (Vec<PodRecord>, Vec<NodeSample>, Summary) {
         let pods: Vec<PodRecord> = self.jobs.iter().map(|j| j.record.clone()).collect();
         let cpu: i64 = self
             .nodes
@@ -1323,6 +1406,7 @@ impl Broker {
             0.0
         };
         s.windows = self.windows;
+        s.pods_garbage_collected = self.gc.collected();
         s.windows_bound_hit = self.windows_bound_hit;
         s.wake_ups_requested = self.wakeups;
         s.warnings = self.warnings.clone();
@@ -1330,7 +1414,7 @@ impl Broker {
         if self.cfg.progress {
             eprintln!();
         }
-        (pods, self.samples.clone(), s)
+        (pods, std::mem::take(&mut self.samples), s)
     }
 
     /// Writes `timeline.csv`.
@@ -1370,7 +1454,7 @@ impl Broker {
 
     /// Prometheus text for the broker's own figures.
     pub fn metrics_text(&self) -> String {
-        let done = self.jobs.iter().filter(|j| j.phase == Phase::Done).count();
+        let done = self.done;
         format!(
             "# HELP batkube_simulated_seconds Simulated time.\n# TYPE batkube_simulated_seconds gauge\nbatkube_simulated_seconds {}\n\
              # HELP batkube_jobs Jobs seen.\n# TYPE batkube_jobs gauge\nbatkube_jobs {}\n\

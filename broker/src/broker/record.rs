@@ -67,13 +67,18 @@ pub fn write_pods_csv(path: &Path, pods: &[PodRecord]) -> std::io::Result<()> {
     w.flush()
 }
 
-/// One allocation change on a node.
+/// One allocation change on a node: the columns of `nodes.csv`, with the
+/// node's name shared (a run of a million jobs makes two million samples).
 #[derive(Debug, Clone)]
 pub struct NodeSample {
     pub time: f64,
-    pub node: String,
-    pub used: Amounts,
-    pub allocatable: Amounts,
+    pub node: std::sync::Arc<str>,
+    /// Millicores.
+    pub cpu_used: i64,
+    pub cpu_allocatable: i64,
+    /// Bytes.
+    pub memory_used: i64,
+    pub memory_allocatable: i64,
     pub pods: u32,
 }
 
@@ -89,10 +94,10 @@ pub fn write_nodes_csv(path: &Path, samples: &[NodeSample]) -> std::io::Result<(
             "{:.6},{},{},{},{},{},{}",
             s.time,
             s.node,
-            s.used.get("cpu").copied().unwrap_or(0),
-            s.allocatable.get("cpu").copied().unwrap_or(0),
-            s.used.get("memory").copied().unwrap_or(0),
-            s.allocatable.get("memory").copied().unwrap_or(0),
+            s.cpu_used,
+            s.cpu_allocatable,
+            s.memory_used,
+            s.memory_allocatable,
             s.pods,
         )?;
     }
@@ -163,6 +168,9 @@ pub struct Summary {
     pub messages_exchanged: u64,
     pub simulated_to_wall_ratio: f64,
     pub windows: u64,
+    /// Terminated pods the pod GC deleted from the API
+    /// (`--terminated-pod-gc-threshold`).
+    pub pods_garbage_collected: u64,
     pub wake_ups_requested: u64,
     pub windows_bound_hit: u64,
     pub batkube_version: String,
