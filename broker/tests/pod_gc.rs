@@ -41,7 +41,7 @@ fn terminated_pods_beyond_the_threshold_are_collected_and_the_schedule_is_unchan
     ] {
         assert_eq!(gc[k], kept[k], "{k}");
     }
-    assert_eq!(gc["makespan"], 2210.0026);
+    assert_eq!(gc["makespan"], 2210.040003);
     let read = |d: &str, f: &str| std::fs::read_to_string(dir.path().join(d).join(f)).unwrap();
     assert_eq!(read("gc", "jobs.csv"), read("all", "jobs.csv"));
     assert_eq!(read("gc", "pods.csv").lines().count(), 201);
