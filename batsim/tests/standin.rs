@@ -73,6 +73,7 @@ fn burst_fcfs_matches_real_batsim() {
 #[test]
 fn over_a_real_zmq_socket() {
     let endpoint = format!("ipc:///tmp/batkube-test-{}.sock", std::process::id());
+    let _ipc = IpcFile(endpoint.clone());
     let mut link = BatsimLink::bind(&endpoint).unwrap();
     let platform = Platform::parse(&graphene16(), "graphene16").unwrap();
     let sim = StandIn::new(platform, vec![burst()], Options::default()).unwrap();
@@ -126,6 +127,7 @@ fn in_process_link() {
 #[test]
 fn link_refuses_out_of_order_replies_and_reports_garbage() {
     let endpoint = format!("ipc:///tmp/batkube-garbage-{}.sock", std::process::id());
+    let _ipc = IpcFile(endpoint.clone());
     let mut link = BatsimLink::bind(&endpoint).unwrap();
     let ctx = zmq::Context::new();
     let req = ctx.socket(zmq::REQ).unwrap();
@@ -202,4 +204,13 @@ fn standin_refuses_what_batsim_aborts_on() {
     // A scheduler that never decides: the simulation cannot end.
     let e = run(Options::default(), &|m| Message::new(m.now));
     assert!(e.contains("never executed nor rejected"), "{e}");
+}
+
+/// Removes an `ipc://` socket file when the test ends (ZeroMQ leaves it).
+struct IpcFile(String);
+
+impl Drop for IpcFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.0.trim_start_matches("ipc://"));
+    }
 }

@@ -112,6 +112,7 @@ fn bad_inputs_get_clear_messages_and_nonzero_exits() {
     );
     // A peer that answers garbage over ZeroMQ.
     let endpoint = format!("ipc:///tmp/batkube-cli-garbage-{}.sock", std::process::id());
+    let _ipc = IpcFile(endpoint.clone());
     let ctx = zmq::Context::new();
     let rep = ctx.socket(zmq::REP).unwrap();
     rep.bind(&endpoint).unwrap();
@@ -181,4 +182,13 @@ fn a_port_in_use_names_its_cause_once() {
     assert!(!serve.status.success());
     assert!(stderr.contains("cannot bind the Batsim socket"), "{stderr}");
     once(&stderr, "Address already in use");
+}
+
+/// Removes an `ipc://` socket file when the test ends (ZeroMQ leaves it).
+struct IpcFile(String);
+
+impl Drop for IpcFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.0.trim_start_matches("ipc://"));
+    }
 }
