@@ -616,6 +616,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
             lifecycle,
         },
     );
+    broker
+        .stream_timeline(&out.join("timeline.csv"))
+        .with_context(|| format!("writing {}", out.join("timeline.csv").display()))?;
     let metrics = Arc::new(Mutex::new(String::new()));
     {
         let m = metrics.clone();
@@ -1119,6 +1122,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
             lifecycle: Default::default(),
         },
     );
+    broker
+        .stream_timeline(&args.out.join("timeline.csv"))
+        .with_context(|| format!("writing {}", args.out.join("timeline.csv").display()))?;
     let metrics = Arc::new(Mutex::new(String::new()));
     {
         let m = metrics.clone();

@@ -1417,12 +1417,19 @@ impl Broker {
         (pods, std::mem::take(&mut self.samples), s)
     }
 
-    /// Writes `timeline.csv`.
-    pub fn write_timeline(&self, path: &std::path::Path) -> std::io::Result<()> {
+    /// Finishes `timeline.csv` (see [`stream_timeline`](Self::stream_timeline)).
+    pub fn write_timeline(&mut self, path: &std::path::Path) -> std::io::Result<()> {
         self.timeline.write_csv(path)
     }
 
-    /// The timeline so far.
+    /// Streams `timeline.csv` to `path` as the run goes, so that memory
+    /// holds one window's rows; [`write_timeline`](Self::write_timeline)
+    /// with the same path finishes it.
+    pub fn stream_timeline(&mut self, path: &std::path::Path) -> std::io::Result<()> {
+        self.timeline.stream_to(path)
+    }
+
+    /// The timeline rows not written out yet (all of them when not streaming).
     pub fn timeline(&self) -> &[timeline::Row] {
         self.timeline.rows()
     }

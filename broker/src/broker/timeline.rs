@@ -14,6 +14,10 @@
 //! broker in an order that varies from run to run; the window's rows are
 //! sorted by object (then by arrival per object), so reruns give the same
 //! file.
+//!
+//! A run streams the rows to its `timeline.csv` as each window closes
+//! ([`Timeline::stream_to`]): memory holds one window's rows, not the
+//! run's (a million pods make millions of rows).
 
 use std::path::Path;
 
@@ -34,8 +38,40 @@ pub struct Row {
 /// The rows of a run.
 #[derive(Debug, Default)]
 pub struct Timeline {
+    /// Rows not written yet.
     rows: Vec<Row>,
     window_start: Option<usize>,
+    sink: Option<Sink>,
+}
+
+#[derive(Debug)]
+struct Sink {
+    path: std::path::PathBuf,
+    writer: csv::Writer<std::io::BufWriter<std::fs::File>>,
+    /// The first write error, reported when the file is finished.
+    error: Option<std::io::Error>,
+}
+
+const HEADER: [&str; 7] = [
+    "time",
+    "source",
+    "verb",
+    "kind",
+    "namespace",
+    "name",
+    "detail",
+];
+
+fn write_row<W: std::io::Write>(w: &mut csv::Writer<W>, r: &Row) -> csv::Result<()> {
+    w.write_record([
+        format!("{:.6}", r.time).as_str(),
+        r.source,
+        &r.verb,
+        &r.kind,
+        &r.namespace,
+        &r.name,
+        &r.detail,
+    ])
 }
 
 /// Kinds left out of the timeline.
@@ -89,7 +125,8 @@ impl Timeline {
         self.window_start = Some(self.rows.len());
     }
 
-    /// Sorts the window's rows by object, keeping each object's order.
+    /// Sorts the window's rows by object, keeping each object's order,
+    /// and writes out what is settled when streaming.
     pub fn end_window(&mut self) {
         if let Some(start) = self.window_start.take() {
             self.rows[start..].sort_by(|a, b| {
@@ -100,40 +137,67 @@ impl Timeline {
                 ))
             });
         }
+        self.spill();
     }
 
+    /// From now on, rows go to `path` as their window closes (the header
+    /// and the rows so far at once).
+    pub fn stream_to(&mut self, path: &Path) -> std::io::Result<()> {
+        let file = std::fs::File::create(path)?;
+        let mut writer = csv::Writer::from_writer(std::io::BufWriter::new(file));
+        writer.write_record(HEADER).map_err(std::io::Error::other)?;
+        self.sink = Some(Sink {
+            path: path.to_path_buf(),
+            writer,
+            error: None,
+        });
+        self.spill();
+        Ok(())
+    }
+
+    fn spill(&mut self) {
+        if self.window_start.is_some() {
+            return;
+        }
+        let Some(sink) = self.sink.as_mut() else {
+            return;
+        };
+        for r in self.rows.drain(..) {
+            if sink.error.is_none() {
+                if let Err(e) = write_row(&mut sink.writer, &r) {
+                    sink.error = Some(std::io::Error::other(e));
+                }
+            }
+        }
+    }
+
+    /// The rows not written to the stream yet (all of them without one).
     pub fn rows(&self) -> &[Row] {
         &self.rows
     }
 
-    pub fn write_csv(&self, path: &Path) -> std::io::Result<()> {
+    /// Finishes `timeline.csv` at `path`: the stream's file if it is that
+    /// one (its last rows, then flushed), else every row at once.
+    pub fn write_csv(&mut self, path: &Path) -> std::io::Result<()> {
+        self.window_start = None;
+        if self.sink.as_ref().is_some_and(|s| s.path == path) {
+            self.spill();
+            let sink = self.sink.as_mut().expect("checked above");
+            if let Some(e) = sink.error.take() {
+                return Err(e);
+            }
+            return sink.writer.flush();
+        }
         let mut w = csv::Writer::from_path(path)?;
-        w.write_record([
-            "time",
-            "source",
-            "verb",
-            "kind",
-            "namespace",
-            "name",
-            "detail",
-        ])?;
+        w.write_record(HEADER)?;
         for r in &self.rows {
-            w.write_record([
-                format!("{:.6}", r.time).as_str(),
-                r.source,
-                &r.verb,
-                &r.kind,
-                &r.namespace,
-                &r.name,
-                &r.detail,
-            ])?;
+            write_row(&mut w, r)?;
         }
         w.flush()?;
         Ok(())
     }
 }
 
-/// `bind`, `status` or `update`, with what changed.
 fn classify_update(ch: &Change) -> (&'static str, String) {
     let Some(old) = &ch.old else {
         return ("update", String::new());
