@@ -86,15 +86,12 @@ fn transcript_default() {
     sample("default.jsonl", Options::default());
 }
 
-/// Known difference (message 13 of 17): a `parallel_homogeneous` job ends
-/// at 13.0, the instant a submission is due. Real Batsim handled the
-/// submission first; the stand-in's same-instant rule (actions end in the
-/// order they began, which the four whole runs confirm for delay jobs)
-/// takes the job's end first. SimGrid computes a parallel task's end
-/// through its max-min solver, whose rounding the stand-in does not
-/// reproduce below the microsecond.
+/// A `parallel_homogeneous` job ends at 13.0, the instant a submission is
+/// due: real Batsim handles the submission, the submitter's goodbye and a
+/// whole exchange with the decision process at 13.0 before the job's end
+/// (a parallel task ends when its work runs out, after the sleeps and
+/// messages of its instant: see the stand-in's module doc).
 #[test]
-#[ignore = "a parallel task ending at the instant of a submission: see the doc comment"]
 fn transcript_sharing_dynamic() {
     sample(
         "sharing-dynamic.jsonl",

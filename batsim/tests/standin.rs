@@ -206,6 +206,79 @@ fn standin_refuses_what_batsim_aborts_on() {
     assert!(e.contains("never executed nor rejected"), "{e}");
 }
 
+/// The messages the stand-in sends when each job is executed on machine 0
+/// as soon as it is submitted: (now, event types) per message.
+fn conversation_executing_at_once(workload: &str) -> Vec<(f64, Vec<String>)> {
+    let platform =
+        Platform::from_file(&shared().join("reference/batsim/sample/platform.xml")).unwrap();
+    let workload = Workload::parse(workload, "w0", "w0.json").unwrap();
+    let opts = Options {
+        compute_sharing: true,
+        ..Options::default()
+    };
+    let sim = StandIn::new(platform, vec![workload], opts).unwrap();
+    let mut seen = Vec::new();
+    let mut dp = |msg: &Message| -> anyhow::Result<Message> {
+        seen.push((
+            msg.now,
+            msg.events
+                .iter()
+                .map(|e| e.data.kind().to_string())
+                .collect(),
+        ));
+        let mut reply = Message::new(msg.now);
+        for e in &msg.events {
+            if let EventData::JobSubmitted(s) = &e.data {
+                reply.push_now(build::execute_job(&s.job_id, "0".parse().unwrap()));
+            }
+        }
+        Ok(reply)
+    };
+    sim.run(&mut dp).unwrap();
+    seen
+}
+
+/// A sleep ending at the instant of a submission ends in the same SimGrid
+/// step as the submission's message (within sg_surf_precision), so the
+/// job's report is in the mailbox when the server looks and both travel
+/// together; a parallel task's work runs out only at its real date, after
+/// that instant's messages, so the submission travels alone (as on real
+/// Batsim's `sharing-dynamic.jsonl`).
+#[test]
+fn a_parallel_task_ends_after_the_messages_of_its_instant() {
+    let jobs = |profile: &str| {
+        format!(
+            r#"{{"nb_res": 1, "jobs": [
+                {{"id": "a", "subtime": 0, "res": 1, "profile": "{profile}"}},
+                {{"id": "b", "subtime": 1, "res": 1, "profile": "delay"}}],
+              "profiles": {{
+                "delay": {{"type": "delay", "delay": 1}},
+                "ptask": {{"type": "parallel_homogeneous", "cpu": 1e9, "com": 0}}}}}}"#
+        )
+    };
+    // The messages sent at `now`, each as its event types.
+    let at = |seen: &[(f64, Vec<String>)], now: f64| -> Vec<Vec<String>> {
+        seen.iter()
+            .filter(|(t, _)| (t - now).abs() < 1e-9)
+            .map(|(_, k)| k.clone())
+            .collect()
+    };
+    let delay = conversation_executing_at_once(&jobs("delay"));
+    assert!(at(&delay, 1.0).is_empty(), "{delay:?}");
+    assert_eq!(
+        at(&delay, 1.0001)[0][..2],
+        ["JOB_SUBMITTED", "JOB_COMPLETED"],
+        "{delay:?}"
+    );
+    let ptask = conversation_executing_at_once(&jobs("ptask"));
+    assert_eq!(
+        at(&ptask, 1.0),
+        [vec!["JOB_SUBMITTED"], vec!["NOTIFY"]],
+        "{ptask:?}"
+    );
+    assert_eq!(at(&ptask, 1.0001), [vec!["JOB_COMPLETED"]], "{ptask:?}");
+}
+
 /// Removes an `ipc://` socket file when the test ends (ZeroMQ leaves it).
 struct IpcFile(String);
 
