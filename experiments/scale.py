@@ -122,6 +122,9 @@ def slope(xs, ys):
 
 
 def main():
+    # Into the plotting venv first: it re-executes the script, which must
+    # not run the (long) cases twice.
+    c.ensure_venv()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", help="jobs per case, comma-separated (with --nodes: every size on every node count)")
     ap.add_argument("--nodes", help="node counts, comma-separated")
@@ -155,7 +158,7 @@ def main():
         platform = platform_for(bk, n_nodes)
         name = f"{workload.stem}_{n_nodes}n"
         cmd, rc, wall, s, bk_mib, sched_mib, err = run_case(bk, platform, workload, OUT / name, a.timeout, a.flag)
-        print(f"command: {' '.join(cmd)}", file=sys.stderr)
+        print(f"command: {' '.join(map(str, cmd))}", file=sys.stderr)
         if rc != 0 or not s.get("completed"):
             print(f"  FAILED (exit {rc}): {s.get('error') or err.strip()[-800:]}", file=sys.stderr)
         loop = s.get("wall_seconds", 0.0)
@@ -173,7 +176,6 @@ def main():
 
 
 def plot(rows):
-    c.ensure_venv()
     import matplotlib
 
     matplotlib.use("Agg")
