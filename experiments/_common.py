@@ -126,9 +126,10 @@ def run_standin(bk, platform, workload, out, decision_time=0.0):
 RUN_TIMEOUT = float(os.environ.get("BATKUBE_RUN_TIMEOUT", "180"))
 
 
-def _session_rss_kb(sid):
-    """Total resident memory (KiB) of the processes of one session."""
-    total = 0
+def session_status(sid, key):
+    """{pid: (comm, value in KiB)} of `key` (`VmRSS`, `VmHWM`) in
+    /proc/<pid>/status, for the processes of session `sid`."""
+    found = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
@@ -137,12 +138,18 @@ def _session_rss_kb(sid):
             fields = stat[stat.rindex(")") + 2:].split()
             if int(fields[3]) != sid:  # session id
                 continue
+            comm = stat[stat.index("(") + 1:stat.rindex(")")]
             for line in (d / "status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
+                if line.startswith(key + ":"):
+                    found[int(d.name)] = (comm, int(line.split()[1]))
         except (OSError, ValueError, IndexError):
             continue
-    return total
+    return found
+
+
+def _session_rss_kb(sid):
+    """Total resident memory (KiB) of the processes of one session."""
+    return sum(kb for _, kb in session_status(sid, "VmRSS").values())
 
 
 class RunResult:

@@ -66,20 +66,7 @@ def platform_for(bk, nodes):
 
 def _hwm_by_role(sid, peaks):
     """Updates peaks {pid: (comm, VmHWM KiB)} for the processes of session `sid`."""
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[3]) != sid:
-                continue
-            comm = stat[stat.index("(") + 1:stat.rindex(")")]
-            for line in (d / "status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    peaks[int(d.name)] = (comm, int(line.split()[1]))
-        except (OSError, ValueError, IndexError):
-            continue
+    peaks.update(c.session_status(sid, "VmHWM"))
 
 
 def run_case(bk, platform, workload, out, timeout, extra):

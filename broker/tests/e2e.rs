@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{artifact, profile_dir};
+use common::{artifact, platform, profile_dir};
 
 fn scheduler() -> PathBuf {
     common::batkube_scheduler()
@@ -34,26 +34,6 @@ fn workload(dir: &Path, n: usize, gap: f64, delay: f64) -> PathBuf {
         "profiles": {"p": {"type": "delay", "delay": delay, "cpu": "1"}}});
     let path = dir.join("w.json");
     std::fs::write(&path, w.to_string()).unwrap();
-    path
-}
-
-/// A platform of `n` one-cpu nodes plus a master, routed.
-fn platform(dir: &Path, n: usize) -> PathBuf {
-    let mut x = String::from(
-        "<?xml version='1.0'?>\n<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\">\n\
-         <host id=\"master\" speed=\"1Gf\"><prop id=\"role\" value=\"master\"/></host>\n\
-         <link id=\"lm\" bandwidth=\"1GBps\" latency=\"50us\"/>\n",
-    );
-    for i in 0..n {
-        x += &format!(
-            "<host id=\"node-{i}\" speed=\"1Gf\"><prop id=\"cpu\" value=\"1\"/><prop id=\"memory\" value=\"4Gi\"/></host>\n\
-             <link id=\"l{i}\" bandwidth=\"1GBps\" latency=\"50us\"/>\n\
-             <route src=\"master\" dst=\"node-{i}\"><link_ctn id=\"lm\"/><link_ctn id=\"l{i}\"/></route>\n"
-        );
-    }
-    x += "</zone></platform>\n";
-    let path = dir.join("p.xml");
-    std::fs::write(&path, x).unwrap();
     path
 }
 

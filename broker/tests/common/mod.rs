@@ -1,7 +1,7 @@
 //! Shared helpers for the broker's integration tests.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// `../shared` beside the repository.
@@ -53,4 +53,24 @@ pub fn artifact(name: &str, package: &str) -> PathBuf {
 /// The project's scheduler (built if needed), which links the shim.
 pub fn batkube_scheduler() -> PathBuf {
     artifact("batkube-scheduler", "batkube-scheduler")
+}
+
+/// `n` one-cpu nodes `node-0`… (resources 0…) plus a master.
+pub fn platform(dir: &Path, n: usize) -> PathBuf {
+    let mut x = String::from(
+        "<?xml version='1.0'?>\n<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\">\n\
+         <host id=\"master\" speed=\"1Gf\"><prop id=\"role\" value=\"master\"/></host>\n\
+         <link id=\"lm\" bandwidth=\"1GBps\" latency=\"50us\"/>\n",
+    );
+    for i in 0..n {
+        x += &format!(
+            "<host id=\"node-{i}\" speed=\"1Gf\"><prop id=\"cpu\" value=\"1\"/><prop id=\"memory\" value=\"4Gi\"/></host>\n\
+             <link id=\"l{i}\" bandwidth=\"1GBps\" latency=\"50us\"/>\n\
+             <route src=\"master\" dst=\"node-{i}\"><link_ctn id=\"lm\"/><link_ctn id=\"l{i}\"/></route>\n"
+        );
+    }
+    x += "</zone></platform>\n";
+    let path = dir.join("p.xml");
+    std::fs::write(&path, x).unwrap();
+    path
 }
