@@ -11,13 +11,13 @@ use serde_json::{Map, Value};
 
 /// An object's members in their order, values as text; a repeated key
 /// keeps its first place and its last value (as a parsed object does).
-struct OrderedMembers(Vec<(String, Box<RawValue>)>);
+struct OrderedMembers<'a>(Vec<(String, &'a RawValue)>);
 
-impl<'de> serde::Deserialize<'de> for OrderedMembers {
+impl<'de: 'a, 'a> serde::Deserialize<'de> for OrderedMembers<'a> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = OrderedMembers;
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
+            type Value = OrderedMembers<'a>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a JSON object")
             }
@@ -25,9 +25,9 @@ impl<'de> serde::Deserialize<'de> for OrderedMembers {
                 self,
                 mut m: A,
             ) -> Result<Self::Value, A::Error> {
-                let mut out: Vec<(String, Box<RawValue>)> = Vec::new();
+                let mut out: Vec<(String, &'a RawValue)> = Vec::new();
                 let mut at = std::collections::HashMap::new();
-                while let Some((k, v)) = m.next_entry::<String, Box<RawValue>>()? {
+                while let Some((k, v)) = m.next_entry::<String, &'de RawValue>()? {
                     match at.get(&k) {
                         Some(&i) => out[i] = (k, v),
                         None => {
@@ -39,7 +39,7 @@ impl<'de> serde::Deserialize<'de> for OrderedMembers {
                 Ok(OrderedMembers(out))
             }
         }
-        d.deserialize_map(V)
+        d.deserialize_map(V(std::marker::PhantomData))
     }
 }
 
@@ -150,17 +150,16 @@ impl Workload {
         // The top level's members as text, each job and profile parsed on
         // its own: the whole document is never a tree in memory (a million
         // jobs would make a gigabyte of it). Duplicate keys: the last wins,
-        // as in a parsed object.
-        let top: std::collections::BTreeMap<String, Box<RawValue>> =
-            match serde_json::from_str(text) {
-                Ok(t) => t,
-                Err(e) => {
-                    return match serde_json::from_str::<serde::de::IgnoredAny>(text) {
-                        Ok(_) => Err(invalid("the top level is not a JSON object".into())),
-                        Err(_) => Err(bad_json(e)),
-                    }
+        // as in a parsed object. Members and jobs are borrowed from `text`.
+        let top: std::collections::BTreeMap<String, &RawValue> = match serde_json::from_str(text) {
+            Ok(t) => t,
+            Err(e) => {
+                return match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+                    Ok(_) => Err(invalid("the top level is not a JSON object".into())),
+                    Err(_) => Err(bad_json(e)),
                 }
-            };
+            }
+        };
         let starts = |r: &RawValue, c: char| r.get().trim_start().starts_with(c);
         let nb_res = match top.get("nb_res") {
             None => None,
@@ -175,7 +174,7 @@ impl Workload {
                 )
             }
         };
-        let prof_raw: Vec<(String, Box<RawValue>)> = match top.get("profiles") {
+        let prof_raw: Vec<(String, &RawValue)> = match top.get("profiles") {
             None => Vec::new(),
             Some(r) if starts(r, '{') => {
                 serde_json::from_str::<OrderedMembers>(r.get())
@@ -189,7 +188,7 @@ impl Workload {
             .enumerate()
             .map(|(i, (n, _))| (n.clone(), i))
             .collect();
-        let jobs_v: Vec<Box<RawValue>> = match top.get("jobs") {
+        let jobs_v: Vec<&RawValue> = match top.get("jobs") {
             Some(r) if starts(r, '[') => serde_json::from_str(r.get()).map_err(bad_json)?,
             _ => return Err(invalid("there is no \"jobs\" array".into())),
         };
