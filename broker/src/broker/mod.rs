@@ -476,7 +476,7 @@ impl Broker {
                         unreachable!()
                     };
                     let q = s
-                        .wait(Duration::from_millis(50))
+                        .wait(Duration::from_millis(50), &|| false)
                         .map_err(|e| anyhow::anyhow!("watching the scheduler: {e}"))?;
                     let api = self.api_deadline();
                     match q {
@@ -910,8 +910,9 @@ impl Broker {
                     let decided = match &self.side {
                         SchedulerSide::Shim(s) => {
                             let slice = at_most.min(Duration::from_millis(20));
+                            let changes = &self.changes;
                             let q = s
-                                .wait(slice)
+                                .wait(slice, &|| !changes.is_empty())
                                 .map_err(|e| anyhow::anyhow!("watching the scheduler: {e}"))?;
                             let decided = self.drain_changes(out)?;
                             match q {
