@@ -332,6 +332,34 @@ struct WorkloadState {
     name: String,
     path: String,
     profiles: Vec<(String, Value)>,
+    /// Profile name to its place in `profiles` (a workload of a million
+    /// jobs has about as many profiles: a search per job is quadratic).
+    profile_index: std::collections::HashMap<String, usize>,
+}
+
+impl WorkloadState {
+    fn new(name: String, path: String, profiles: Vec<(String, Value)>) -> WorkloadState {
+        let profile_index = profiles
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| (n.clone(), i))
+            .collect();
+        WorkloadState {
+            name,
+            path,
+            profiles,
+            profile_index,
+        }
+    }
+
+    fn profile(&self, name: &str) -> Option<&Value> {
+        self.profile_index.get(name).map(|&i| &self.profiles[i].1)
+    }
+
+    fn add_profile(&mut self, name: String, profile: Value) {
+        self.profile_index.insert(name.clone(), self.profiles.len());
+        self.profiles.push((name, profile));
+    }
 }
 
 /// A progress line on a terminal for long runs (at most once a second).
@@ -491,15 +519,14 @@ impl StandIn {
         };
         for w in workloads {
             let wi = s.workloads.len();
-            s.workloads.push(WorkloadState {
-                name: w.name.clone(),
-                path: w.path.clone(),
-                profiles: w
-                    .profiles
+            s.workloads.push(WorkloadState::new(
+                w.name.clone(),
+                w.path.clone(),
+                w.profiles
                     .iter()
                     .map(|p| (p.name.clone(), p.json.clone()))
                     .collect(),
-            });
+            ));
             let mut order: Vec<usize> = Vec::with_capacity(w.jobs.len());
             for j in w.jobs {
                 let full_id = format!("{}!{}", w.name, j.id);
@@ -988,11 +1015,7 @@ impl StandIn {
     }
 
     fn profile_json(&self, workload: usize, name: &str) -> Option<Value> {
-        self.workloads[workload]
-            .profiles
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.clone())
+        self.workloads[workload].profile(name).cloned()
     }
 
     fn job_by_id(&self, id: &str) -> anyhow::Result<usize> {
@@ -1051,13 +1074,13 @@ impl StandIn {
                 }
                 let wi = self.workload_index(&p.workload_name);
                 let w = &mut self.workloads[wi];
-                if w.profiles.iter().any(|(n, _)| *n == p.profile_name) {
+                if w.profile(&p.profile_name).is_some() {
                     return self.fail(format!(
                         "profile {:?} is already registered in workload {:?}",
                         p.profile_name, p.workload_name
                     ));
                 }
-                w.profiles.push((p.profile_name, p.profile));
+                w.add_profile(p.profile_name, p.profile);
                 Ok(())
             }
             EventData::RegisterJob(r) => self.register_job(r.job_id, r.job),
@@ -1100,11 +1123,11 @@ impl StandIn {
         if let Some(i) = self.workloads.iter().position(|w| w.name == name) {
             return i;
         }
-        self.workloads.push(WorkloadState {
-            name: name.to_string(),
-            path: String::new(),
-            profiles: Vec::new(),
-        });
+        self.workloads.push(WorkloadState::new(
+            name.to_string(),
+            String::new(),
+            Vec::new(),
+        ));
         self.workloads.len() - 1
     }
 
