@@ -691,7 +691,7 @@ impl Broker {
                         let idx = self.jobs.len();
                         self.life_admit(idx, &mut pod, &s.job);
                         self.store
-                            .create_pod(pod)
+                            .add_pod(&pod)
                             .map_err(|e| anyhow::anyhow!("creating pod for {}: {e}", s.job_id))?;
                         self.timeline.push(
                             now,
@@ -854,7 +854,7 @@ impl Broker {
         let phase = status.phase.clone().unwrap_or_default();
         match self
             .store
-            .update_pod_status(translate::NAMESPACE, &pod, status)
+            .set_pod_status(translate::NAMESPACE, &pod, &status)
         {
             Ok(_) => self.timeline.push(
                 self.clock.now(),
