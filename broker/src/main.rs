@@ -113,6 +113,12 @@ struct BatsimArgs {
 }
 
 fn main() -> ExitCode {
+    // The broker's waits for the scheduler are short sleeps (tens of
+    // microseconds) on its critical path; Linux stretches every sleep of a
+    // normal thread by its timer slack (50 µs by default). Threads made
+    // later inherit this; the scheduler's own sleeps are simulated.
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
     let cli = Cli::parse();
     let level = match cli.verbose {
         0 => "warn",

@@ -719,6 +719,15 @@ impl Store {
         self.create_typed(&pod)
     }
 
+    /// As [`create_pod`](Self::create_pod), without reading the stored
+    /// pod back into a typed one (the broker creates a pod per job and
+    /// needs nothing back).
+    pub fn add_pod(&self, pod: &k8s_openapi::api::core::v1::Pod) -> Result<()> {
+        let info = typed_info::<k8s_openapi::api::core::v1::Pod>()?;
+        self.create_in(info, None, to_value(pod)?, Origin::Api)
+            .map(|_| ())
+    }
+
     pub fn get_pod(&self, namespace: &str, name: &str) -> Result<k8s_openapi::api::core::v1::Pod> {
         self.get_typed(Some(namespace), name)
     }
@@ -745,6 +754,23 @@ impl Store {
             Ok(())
         })?;
         from_value(&s.value)
+    }
+
+    /// As [`update_pod_status`](Self::update_pod_status), without reading
+    /// the stored pod back (a kubelet writes a status per pod start and end).
+    pub fn set_pod_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: &k8s_openapi::api::core::v1::PodStatus,
+    ) -> Result<()> {
+        let info = typed_info::<k8s_openapi::api::core::v1::Pod>()?;
+        let status = to_value(status)?;
+        self.modify(info, namespace, name, Origin::Api, |pod| {
+            pod["status"] = status;
+            Ok(())
+        })
+        .map(|_| ())
     }
 
     pub fn delete_pod(

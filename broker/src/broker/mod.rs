@@ -503,7 +503,7 @@ impl Broker {
                         unreachable!()
                     };
                     let q = s
-                        .wait(Duration::from_millis(50))
+                        .wait(Duration::from_millis(50), &|| false)
                         .map_err(|e| anyhow::anyhow!("watching the scheduler: {e}"))?;
                     let api = self.api_deadline();
                     match q {
@@ -723,7 +723,7 @@ impl Broker {
                         let idx = self.jobs.len();
                         self.life_admit(idx, &mut pod, &s.job);
                         self.store
-                            .create_pod(pod)
+                            .add_pod(&pod)
                             .map_err(|e| anyhow::anyhow!("creating pod for {}: {e}", s.job_id))?;
                         self.timeline.push(
                             now,
@@ -897,7 +897,7 @@ impl Broker {
         let phase = status.phase.clone().unwrap_or_default();
         match self
             .store
-            .update_pod_status(translate::NAMESPACE, &pod, status)
+            .set_pod_status(translate::NAMESPACE, &pod, &status)
         {
             Ok(_) => self.timeline.push(
                 self.clock.now(),
@@ -953,8 +953,9 @@ impl Broker {
                     let decided = match &self.side {
                         SchedulerSide::Shim(s) => {
                             let slice = at_most.min(Duration::from_millis(20));
+                            let changes = &self.changes;
                             let q = s
-                                .wait(slice)
+                                .wait(slice, &|| !changes.is_empty())
                                 .map_err(|e| anyhow::anyhow!("watching the scheduler: {e}"))?;
                             let decided = self.drain_changes(out)?;
                             match q {

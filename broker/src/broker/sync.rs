@@ -117,11 +117,18 @@ impl ShimSide {
         }
     }
 
-    /// Waits at most `bound` of wall time for quiescence.
-    pub fn wait(&self, bound: Duration) -> anyhow::Result<Quiet> {
+    /// Waits at most `bound` of wall time for quiescence, or until
+    /// `changed()` says the scheduler made a change through the API (then
+    /// [`Quiet::Busy`]): the broker reacts to it at once (a binding starts
+    /// its job, whose status the scheduler then sees while it is still
+    /// awake) instead of after a quiescence that its reaction ends anyway.
+    pub fn wait(&self, bound: Duration, changed: &dyn Fn() -> bool) -> anyhow::Result<Quiet> {
         let start = Instant::now();
         let mut skipped = 0u32;
         loop {
+            if changed() {
+                return Ok(Quiet::Busy);
+            }
             // While the API is visibly busy (a request in flight, a watch
             // event not yet written), the scheduler cannot be quiescent:
             // looking at its threads and sockets now (a /proc scan and a
