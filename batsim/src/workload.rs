@@ -6,7 +6,42 @@
 
 use std::path::Path;
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+
+/// An object's members in their order, values as text; a repeated key
+/// keeps its first place and its last value (as a parsed object does).
+struct OrderedMembers<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for OrderedMembers<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
+            type Value = OrderedMembers<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut out: Vec<(String, &'a RawValue)> = Vec::new();
+                let mut at = std::collections::HashMap::new();
+                while let Some((k, v)) = m.next_entry::<String, &'de RawValue>()? {
+                    match at.get(&k) {
+                        Some(&i) => out[i] = (k, v),
+                        None => {
+                            at.insert(k.clone(), out.len());
+                            out.push((k, v));
+                        }
+                    }
+                }
+                Ok(OrderedMembers(out))
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
 
 use crate::protocol::value_as_f64;
 
@@ -42,8 +77,16 @@ pub enum ProfileKind {
 pub struct Profile {
     pub name: String,
     pub kind: ProfileKind,
+    /// The profile as written (compact JSON text: a parsed object costs
+    /// ten times more, and generated workloads have a profile per job).
+    pub raw: Box<str>,
+}
+
+impl Profile {
     /// The profile as written, forwarded to the decision process.
-    pub json: Value,
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.raw).expect("a profile's own serialization parses")
+    }
 }
 
 /// One job of a workload.
@@ -56,8 +99,16 @@ pub struct WorkloadJob {
     pub walltime: Option<f64>,
     pub res: u32,
     pub profile: String,
-    /// The job object as written.
-    pub json: Map<String, Value>,
+    /// The job object as written, as compact JSON text (what a million
+    /// jobs cost in memory is what they cost as text, not as parsed maps).
+    pub raw: Box<str>,
+}
+
+impl WorkloadJob {
+    /// The job object as written (keys in their order).
+    pub fn json(&self) -> Map<String, Value> {
+        serde_json::from_str(&self.raw).expect("a job's own serialization parses")
+    }
 }
 
 /// A loaded workload.
@@ -88,51 +139,68 @@ impl Workload {
     /// Parses and validates a workload. Every job must name a defined
     /// profile of a type the stand-in can simulate.
     pub fn parse(text: &str, name: &str, path: &str) -> Result<Self, WorkloadError> {
-        let value: Value = serde_json::from_str(text).map_err(|error| WorkloadError::Json {
+        let bad_json = |error| WorkloadError::Json {
             path: path.to_string(),
             error,
-        })?;
+        };
         let invalid = |message: String| WorkloadError::Invalid {
             path: path.to_string(),
             message,
         };
-        let obj = value
-            .as_object()
-            .ok_or_else(|| invalid("the top level is not a JSON object".into()))?;
-        let nb_res = match obj.get("nb_res") {
-            None => None,
-            Some(v) => Some(
-                value_as_f64(v)
-                    .filter(|x| *x >= 0.0 && x.fract() == 0.0 && *x <= f64::from(u32::MAX))
-                    .ok_or_else(|| {
-                        invalid(format!("nb_res must be a non-negative integer, found {v}"))
-                    })? as u32,
-            ),
+        // The top level's members as text, each job and profile parsed on
+        // its own: the whole document is never a tree in memory (a million
+        // jobs would make a gigabyte of it). Duplicate keys: the last wins,
+        // as in a parsed object. Members and jobs are borrowed from `text`.
+        let top: std::collections::BTreeMap<String, &RawValue> = match serde_json::from_str(text) {
+            Ok(t) => t,
+            Err(e) => {
+                return match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+                    Ok(_) => Err(invalid("the top level is not a JSON object".into())),
+                    Err(_) => Err(bad_json(e)),
+                }
+            }
         };
-        let mut profiles = Vec::new();
-        let empty = Map::new();
-        let prof_map = match obj.get("profiles") {
-            None => &empty,
-            Some(Value::Object(m)) => m,
+        let starts = |r: &RawValue, c: char| r.get().trim_start().starts_with(c);
+        let nb_res = match top.get("nb_res") {
+            None => None,
+            Some(r) => {
+                let v: Value = serde_json::from_str(r.get()).map_err(bad_json)?;
+                Some(
+                    value_as_f64(&v)
+                        .filter(|x| *x >= 0.0 && x.fract() == 0.0 && *x <= f64::from(u32::MAX))
+                        .ok_or_else(|| {
+                            invalid(format!("nb_res must be a non-negative integer, found {v}"))
+                        })? as u32,
+                )
+            }
+        };
+        let prof_raw: Vec<(String, &RawValue)> = match top.get("profiles") {
+            None => Vec::new(),
+            Some(r) if starts(r, '{') => {
+                serde_json::from_str::<OrderedMembers>(r.get())
+                    .map_err(bad_json)?
+                    .0
+            }
             Some(_) => return Err(invalid("\"profiles\" must be an object".into())),
         };
-        for (pname, p) in prof_map {
-            profiles.push(Profile {
-                name: pname.clone(),
-                kind: ProfileKind::Delay { delay: 0.0 },
-                json: p.clone(),
-            });
-        }
-        let jobs_v = obj
-            .get("jobs")
-            .and_then(Value::as_array)
-            .ok_or_else(|| invalid("there is no \"jobs\" array".into()))?;
+        let by_name: std::collections::HashMap<String, usize> = prof_raw
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| (n.clone(), i))
+            .collect();
+        let jobs_v: Vec<&RawValue> = match top.get("jobs") {
+            Some(r) if starts(r, '[') => serde_json::from_str(r.get()).map_err(bad_json)?,
+            _ => return Err(invalid("there is no \"jobs\" array".into())),
+        };
+        drop(top);
         let mut jobs = Vec::with_capacity(jobs_v.len());
         let mut seen = std::collections::HashSet::new();
-        for (index, j) in jobs_v.iter().enumerate() {
-            let jo = j
-                .as_object()
-                .ok_or_else(|| invalid(format!("job #{index} is not an object")))?;
+        for (at, j) in jobs_v.into_iter().enumerate() {
+            let index = at;
+            let jo = match serde_json::from_str::<Value>(j.get()).map_err(bad_json)? {
+                Value::Object(m) => m,
+                _ => return Err(invalid(format!("job #{index} is not an object"))),
+            };
             let id = match jo.get("id") {
                 Some(Value::String(s)) => s.clone(),
                 Some(Value::Number(n)) => n.to_string(),
@@ -176,57 +244,65 @@ impl Workload {
                 .and_then(Value::as_str)
                 .ok_or_else(|| invalid(what("\"profile\" must be a string")))?
                 .to_string();
-            if !prof_map.contains_key(&profile) {
+            if !by_name.contains_key(&profile) {
                 return Err(invalid(what(&format!(
                     "profile {profile:?} is not defined in \"profiles\""
                 ))));
             }
+            let raw = serde_json::to_string(&jo)
+                .expect("a parsed job serializes")
+                .into_boxed_str();
             jobs.push(WorkloadJob {
                 id,
                 subtime,
                 walltime,
                 res,
                 profile,
-                json: jo.clone(),
+                raw,
             });
         }
         // Only the profiles jobs use must be simulable; say which job needs
         // an unsupported one.
         // One pass over the jobs: the first user of each profile.
         let mut first_user: std::collections::HashMap<&str, &str> =
-            std::collections::HashMap::with_capacity(profiles.len());
+            std::collections::HashMap::with_capacity(prof_raw.len());
         for j in &jobs {
             first_user
                 .entry(j.profile.as_str())
                 .or_insert(j.id.as_str());
         }
-        for p in &mut profiles {
-            match profile_kind(&p.json) {
-                Ok(k) => p.kind = k,
-                Err(why) if !first_user.contains_key(p.name.as_str()) => {
-                    tracing::debug!(profile = %p.name, %why, "unused profile ignored");
+        let mut profiles = Vec::with_capacity(prof_raw.len());
+        for (pname, r) in prof_raw {
+            let v: Value = serde_json::from_str(r.get()).map_err(bad_json)?;
+            let kind = match profile_kind(&v) {
+                Ok(k) => k,
+                Err(why) if !first_user.contains_key(pname.as_str()) => {
+                    tracing::debug!(profile = %pname, %why, "unused profile ignored");
+                    ProfileKind::Delay { delay: 0.0 }
                 }
                 Err(why) => {
                     return Err(invalid(format!(
                         "job {:?} uses profile {:?}: {why}",
-                        first_user[p.name.as_str()],
-                        p.name
+                        first_user[pname.as_str()],
+                        pname
                     )))
                 }
-            }
+            };
+            profiles.push(Profile {
+                name: pname,
+                kind,
+                raw: serde_json::to_string(&v)
+                    .expect("a parsed profile serializes")
+                    .into_boxed_str(),
+            });
         }
-        let index = profiles
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (p.name.clone(), i))
-            .collect();
         Ok(Workload {
             name: name.to_string(),
             path: path.to_string(),
             nb_res,
             jobs,
             profiles,
-            index,
+            index: by_name,
         })
     }
 

@@ -619,6 +619,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     broker
         .stream_timeline(&out.join("timeline.csv"))
         .with_context(|| format!("writing {}", out.join("timeline.csv").display()))?;
+    broker
+        .stream_records(&out)
+        .with_context(|| format!("writing pods.csv and nodes.csv in {}", out.display()))?;
     let metrics = Arc::new(Mutex::new(String::new()));
     {
         let m = metrics.clone();
@@ -735,7 +738,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     })();
     drop(started.link.take());
     let standin_result = started.standin.take().map(|h| h.join());
-    let (pods, samples, mut summary) = broker.report();
+    let (_, _, mut summary) = broker.report();
     summary.flags = flags();
     summary.shim = format!("{shim_choice:?}").to_lowercase();
     summary.supervisor =
@@ -806,7 +809,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     // The scheduler goes first: its open connections would otherwise hold
     // the API's graceful shutdown for its full 5 s.
     drop(reaper);
-    let written = write_outputs(&out, &pods, &samples, &summary, true).and_then(|()| {
+    let written = write_outputs(&out, &mut broker, &summary, true).and_then(|()| {
         broker
             .write_timeline(&out.join("timeline.csv"))
             .with_context(|| format!("writing {}", out.join("timeline.csv").display()))
@@ -1013,21 +1016,24 @@ fn drive(
 }
 
 /// `jobs_csv`: Batsim exports to `out` (`run`), so a jobs.csv it did not
-/// write is written from the broker's records.
+/// write is written from the broker's records (pods.csv, streamed during
+/// the run and finished here).
 fn write_outputs(
     out: &Path,
-    pods: &[record::PodRecord],
-    samples: &[record::NodeSample],
+    broker: &mut Broker,
     summary: &record::Summary,
     jobs_csv: bool,
 ) -> anyhow::Result<()> {
     let ctx = |name: &str| format!("writing {}", out.join(name).display());
+    broker
+        .finish_records()
+        .with_context(|| ctx("pods.csv and nodes.csv"))?;
     // Batsim writes jobs.csv when it ends; one that died did not.
     if jobs_csv && !out.join("jobs.csv").exists() {
-        write_jobs_csv(&out.join("jobs.csv"), pods).with_context(|| ctx("jobs.csv"))?;
+        let pods = record::read_pods_csv(&out.join("pods.csv"))
+            .with_context(|| format!("reading {}", out.join("pods.csv").display()))?;
+        write_jobs_csv(&out.join("jobs.csv"), &pods).with_context(|| ctx("jobs.csv"))?;
     }
-    record::write_pods_csv(&out.join("pods.csv"), pods).with_context(|| ctx("pods.csv"))?;
-    record::write_nodes_csv(&out.join("nodes.csv"), samples).with_context(|| ctx("nodes.csv"))?;
     std::fs::write(
         out.join("summary.json"),
         serde_json::to_string_pretty(summary)? + "\n",
@@ -1125,6 +1131,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
     broker
         .stream_timeline(&args.out.join("timeline.csv"))
         .with_context(|| format!("writing {}", args.out.join("timeline.csv").display()))?;
+    broker
+        .stream_records(&args.out)
+        .with_context(|| format!("writing pods.csv and nodes.csv in {}", args.out.display()))?;
     let metrics = Arc::new(Mutex::new(String::new()));
     {
         let m = metrics.clone();
@@ -1134,7 +1143,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
         interrupt.check()
     });
     drop(link);
-    let (pods, samples, mut summary) = broker.report();
+    let (_, _, mut summary) = broker.report();
     summary.flags = flags();
     let mut ending = result.err().map(|e| (end_reason(&e), error_text(&e)));
     if ending.is_none() && !summary.completed {
@@ -1148,7 +1157,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
         summary.end_reason = *reason;
         summary.error = Some(message.clone());
     }
-    let written = write_outputs(&args.out, &pods, &samples, &summary, false).and_then(|()| {
+    let written = write_outputs(&args.out, &mut broker, &summary, false).and_then(|()| {
         broker
             .write_timeline(&args.out.join("timeline.csv"))
             .with_context(|| format!("writing {}", args.out.join("timeline.csv").display()))

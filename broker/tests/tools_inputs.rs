@@ -137,7 +137,7 @@ fn swf_conversion_regenerates_the_shipped_kit_workload() {
         let p = w.profile(&j.profile).unwrap();
         (
             p.kind.clone(),
-            batkube::tools::quantity::cpu_from_value(&p.json["cpu"]).unwrap(),
+            batkube::tools::quantity::cpu_from_value(&p.json()["cpu"]).unwrap(),
         )
     };
     for (a, b) in ours.jobs.iter().zip(&shipped.jobs) {
@@ -282,9 +282,9 @@ fn volcano_clusters_convert_into_a_platform_and_a_workload_the_standin_runs() {
     assert!(workload_check::check(&text, "w.json").is_ok());
     let wl = Workload::from_file(&w, "w0").unwrap();
     assert_eq!(wl.jobs.len(), 3);
-    assert_eq!(wl.jobs[1].json["nodeSelector"]["zone"], "a");
-    assert_eq!(wl.jobs[1].json["priority"], 1);
-    assert_eq!(wl.jobs[0].json["labels"]["queue"], "q1");
+    assert_eq!(wl.jobs[1].json()["nodeSelector"]["zone"], "a");
+    assert_eq!(wl.jobs[1].json()["priority"], 1);
+    assert_eq!(wl.jobs[0].json()["labels"]["queue"], "q1");
     let summary = StandIn::new(
         Platform::from_file(&p).unwrap(),
         vec![wl],

@@ -216,13 +216,16 @@ enum JobStatus {
 #[derive(Debug, Clone)]
 struct JobEntry {
     /// `workload!id`
-    full_id: String,
+    full_id: Box<str>,
     workload: usize,
-    json: Map<String, Value>,
+    /// The job object as compact JSON text (dropped once the job is
+    /// submitted: a million jobs wait as text, not as parsed maps).
+    json: Box<str>,
     subtime: f64,
     walltime: Option<f64>,
     res: u32,
-    profile: String,
+    /// Index in its workload's profiles.
+    profile: u32,
     status: JobStatus,
     metadata: String,
     generation: u64,
@@ -331,34 +334,16 @@ impl Ord for Timed {
 struct WorkloadState {
     name: String,
     path: String,
-    profiles: Vec<(String, Value)>,
-    /// Profile name to its place in `profiles` (a workload of a million
-    /// jobs has about as many profiles: a search per job is quadratic).
-    profile_index: std::collections::HashMap<String, usize>,
+    /// Profiles as compact JSON text, in order; jobs refer to them by index.
+    profiles: Vec<(String, Box<str>)>,
+    profile_index: HashMap<String, u32>,
 }
 
 impl WorkloadState {
-    fn new(name: String, path: String, profiles: Vec<(String, Value)>) -> WorkloadState {
-        let profile_index = profiles
-            .iter()
-            .enumerate()
-            .map(|(i, (n, _))| (n.clone(), i))
-            .collect();
-        WorkloadState {
-            name,
-            path,
-            profiles,
-            profile_index,
-        }
-    }
-
-    fn profile(&self, name: &str) -> Option<&Value> {
-        self.profile_index.get(name).map(|&i| &self.profiles[i].1)
-    }
-
-    fn add_profile(&mut self, name: String, profile: Value) {
-        self.profile_index.insert(name.clone(), self.profiles.len());
-        self.profiles.push((name, profile));
+    fn add_profile(&mut self, name: String, json: Box<str>) {
+        self.profile_index
+            .insert(name.clone(), self.profiles.len() as u32);
+        self.profiles.push((name, json));
     }
 }
 
@@ -400,6 +385,11 @@ impl Drop for Progress {
             eprintln!();
         }
     }
+}
+
+/// Parses JSON text this module serialized itself.
+fn parse_own(text: &str) -> Value {
+    serde_json::from_str(text).expect("JSON text we serialized parses")
 }
 
 /// The simulation state.
@@ -519,27 +509,32 @@ impl StandIn {
         };
         for w in workloads {
             let wi = s.workloads.len();
-            s.workloads.push(WorkloadState::new(
-                w.name.clone(),
-                w.path.clone(),
-                w.profiles
-                    .iter()
-                    .map(|p| (p.name.clone(), p.json.clone()))
-                    .collect(),
-            ));
+            let mut ws = WorkloadState {
+                name: w.name.clone(),
+                path: w.path.clone(),
+                profiles: Vec::with_capacity(w.profiles.len()),
+                profile_index: HashMap::with_capacity(w.profiles.len()),
+            };
+            for p in w.profiles {
+                ws.add_profile(p.name, p.raw);
+            }
+            s.workloads.push(ws);
+            s.jobs.reserve(w.jobs.len());
+            s.job_index.reserve(w.jobs.len());
             let mut order: Vec<usize> = Vec::with_capacity(w.jobs.len());
             for j in w.jobs {
-                let full_id = format!("{}!{}", w.name, j.id);
+                let full_id: Box<str> = format!("{}!{}", w.name, j.id).into();
                 let idx = s.jobs.len();
-                s.job_index.insert(full_id.clone(), idx);
+                s.job_index.insert(full_id.to_string(), idx);
+                let profile = s.workloads[wi].profile_index[&j.profile];
                 s.jobs.push(JobEntry {
                     full_id,
                     workload: wi,
-                    json: j.json,
+                    json: j.raw,
                     subtime: j.subtime,
                     walltime: j.walltime,
                     res: j.res,
-                    profile: j.profile,
+                    profile,
                     status: JobStatus::NotSubmitted,
                     metadata: String::new(),
                     generation: 0,
@@ -661,7 +656,11 @@ impl StandIn {
             .workloads
             .iter()
             .map(|w| {
-                let m: Map<String, Value> = w.profiles.iter().cloned().collect();
+                let m: Map<String, Value> = w
+                    .profiles
+                    .iter()
+                    .map(|(n, p)| (n.clone(), parse_own(p)))
+                    .collect();
                 (w.name.clone(), Value::Object(m))
             })
             .collect();
@@ -990,15 +989,18 @@ impl StandIn {
     fn submit(&mut self, idx: usize) {
         self.jobs[idx].status = JobStatus::Submitted;
         self.submitted += 1;
+        let json = std::mem::take(&mut self.jobs[idx].json);
         let job = &self.jobs[idx];
-        let mut jv = job.json.clone();
+        let Value::Object(mut jv) = parse_own(&json) else {
+            return;
+        };
         jv.insert("id".into(), json!(job.full_id));
         let profile = if self.opts.forward_profiles {
-            self.profile_json(job.workload, &job.profile)
+            self.profile_json(job.workload, job.profile)
         } else {
             None
         };
-        let full_id = job.full_id.clone();
+        let full_id = job.full_id.to_string();
         let Ok(parsed) = serde_json::from_value(Value::Object(jv)) else {
             // Workloads are validated at load time; dynamic jobs in decide().
             return;
@@ -1014,8 +1016,16 @@ impl StandIn {
         ));
     }
 
-    fn profile_json(&self, workload: usize, name: &str) -> Option<Value> {
-        self.workloads[workload].profile(name).cloned()
+    fn profile_json(&self, workload: usize, profile: u32) -> Option<Value> {
+        self.workloads[workload]
+            .profiles
+            .get(profile as usize)
+            .map(|(_, v)| parse_own(v))
+    }
+
+    fn profile_name(&self, job: usize) -> &str {
+        let j = &self.jobs[job];
+        &self.workloads[j.workload].profiles[j.profile as usize].0
     }
 
     fn job_by_id(&self, id: &str) -> anyhow::Result<usize> {
@@ -1074,13 +1084,13 @@ impl StandIn {
                 }
                 let wi = self.workload_index(&p.workload_name);
                 let w = &mut self.workloads[wi];
-                if w.profile(&p.profile_name).is_some() {
+                if w.profile_index.contains_key(&p.profile_name) {
                     return self.fail(format!(
                         "profile {:?} is already registered in workload {:?}",
                         p.profile_name, p.workload_name
                     ));
                 }
-                w.add_profile(p.profile_name, p.profile);
+                w.add_profile(p.profile_name, p.profile.to_string().into());
                 Ok(())
             }
             EventData::RegisterJob(r) => self.register_job(r.job_id, r.job),
@@ -1123,11 +1133,12 @@ impl StandIn {
         if let Some(i) = self.workloads.iter().position(|w| w.name == name) {
             return i;
         }
-        self.workloads.push(WorkloadState::new(
-            name.to_string(),
-            String::new(),
-            Vec::new(),
-        ));
+        self.workloads.push(WorkloadState {
+            name: name.to_string(),
+            path: String::new(),
+            profiles: Vec::new(),
+            profile_index: HashMap::new(),
+        });
         self.workloads.len() - 1
     }
 
@@ -1150,16 +1161,15 @@ impl StandIn {
             return self.fail(format!("REGISTER_JOB {job_id:?}: \"job\" is not an object"));
         };
         let wi = self.workload_index(wname);
-        let profile = obj
+        let profile_name = obj
             .get("profile")
             .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        if self.profile_json(wi, &profile).is_none() {
+            .unwrap_or_default();
+        let Some(&profile) = self.workloads[wi].profile_index.get(profile_name) else {
             return self.fail(format!(
-                "REGISTER_JOB {job_id:?}: profile {profile:?} is not registered in workload {wname:?}"
+                "REGISTER_JOB {job_id:?}: profile {profile_name:?} is not registered in workload {wname:?}"
             ));
-        }
+        };
         let res = obj
             .get("res")
             .and_then(crate::protocol::value_as_f64)
@@ -1179,9 +1189,9 @@ impl StandIn {
         let idx = self.jobs.len();
         self.job_index.insert(job_id.clone(), idx);
         self.jobs.push(JobEntry {
-            full_id: job_id,
+            full_id: job_id.into(),
             workload: wi,
-            json: obj,
+            json: Value::Object(obj).to_string().into(),
             subtime: self.now,
             walltime,
             res,
@@ -1280,10 +1290,11 @@ impl StandIn {
             }
         }
         let job = &self.jobs[i];
-        let Some(profile) = self.profile_json(job.workload, &job.profile) else {
+        let Some(profile) = self.profile_json(job.workload, job.profile) else {
             return self.fail(format!(
                 "job {:?}: profile {:?} is not defined",
-                e.job_id, job.profile
+                e.job_id,
+                self.profile_name(i)
             ));
         };
         let kind = match profile_kind(&profile) {
@@ -1291,7 +1302,8 @@ impl StandIn {
             Err(why) => {
                 return self.fail(format!(
                     "job {:?} uses profile {:?}: {why}",
-                    e.job_id, job.profile
+                    e.job_id,
+                    self.profile_name(i)
                 ))
             }
         };
@@ -1412,7 +1424,7 @@ impl StandIn {
         self.outbox.push((
             self.now,
             EventData::JobCompleted(JobCompleted {
-                job_id: self.jobs[i].full_id.clone(),
+                job_id: self.jobs[i].full_id.to_string(),
                 job_state: state.clone(),
                 return_code,
                 alloc: alloc.clone(),
@@ -1438,11 +1450,11 @@ impl StandIn {
             .full_id
             .split_once('!')
             .map(|(_, id)| id.to_string())
-            .unwrap_or_else(|| j.full_id.clone());
+            .unwrap_or_else(|| j.full_id.to_string());
         JobRow {
             job_id: id,
             workload_name: w.name.clone(),
-            profile: j.profile.clone(),
+            profile: self.profile_name(i).to_string(),
             submission_time: j.subtime,
             requested_number_of_resources: j.res,
             requested_time: j.walltime.unwrap_or(-1.0),
@@ -1467,7 +1479,7 @@ impl StandIn {
                     let j = &self.jobs[i];
                     let elapsed = self.now - start;
                     let p = match self
-                        .profile_json(j.workload, &j.profile)
+                        .profile_json(j.workload, j.profile)
                         .and_then(|p| profile_kind(&p).ok())
                     {
                         Some(ProfileKind::Delay { delay }) if delay > 0.0 => elapsed / delay,
@@ -1476,7 +1488,7 @@ impl StandIn {
                     };
                     progress.insert(
                         id.clone(),
-                        json!({"profile_name": j.profile, "progress": p}),
+                        json!({"profile_name": self.profile_name(i), "progress": p}),
                     );
                     self.end_execution(i, JobState::CompletedKilled);
                     killed.push(i);

@@ -82,6 +82,16 @@ pub enum LifeTimer {
     Scenario(usize),
 }
 
+impl LifeTimer {
+    /// The job it acts on.
+    pub(super) fn job(&self) -> Option<usize> {
+        match self {
+            LifeTimer::TaintEviction { job, .. } | LifeTimer::GraceOver { job, .. } => Some(*job),
+            LifeTimer::NodeUnreachable { .. } | LifeTimer::Scenario(_) => None,
+        }
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 struct NodeLife {
     unavailable: bool,
@@ -195,6 +205,12 @@ impl Broker {
         }
     }
 
+    /// A job the broker lets go of (retired): what the lifecycle kept for it.
+    pub(super) fn life_forget(&mut self, i: usize) {
+        self.life.job_json.remove(&i);
+        self.life.terminating.remove(&i);
+    }
+
     /// A pod about to be created for a job: admission, and what
     /// resubmission needs.
     pub(super) fn life_admit(
@@ -277,7 +293,6 @@ impl Broker {
         let held: Vec<usize> = self
             .jobs
             .iter()
-            .enumerate()
             .filter(|(i, j)| match j.phase {
                 Phase::Bound { node } => {
                     !self.node_unavailable(node)
@@ -362,7 +377,8 @@ impl Broker {
     }
 
     fn jobs_on(&self, node: usize) -> Vec<usize> {
-        (0..self.jobs.len())
+        self.jobs
+            .keys()
             .filter(|&i| self.job_node(i) == Some(node))
             .collect()
     }
@@ -651,7 +667,7 @@ impl Broker {
             || !self.no_more_static
             || !self.life.awaiting.is_empty()
             || out.iter().any(|e| matches!(e, EventData::RegisterJob(_)))
-            || self.jobs.iter().any(|j| j.phase != Phase::Done)
+            || self.jobs.iter().any(|(_, j)| j.phase != Phase::Done)
         {
             return;
         }

@@ -17,6 +17,7 @@
 //! The overcommit invariant (requests on a node never above its
 //! allocatable) is checked on every binding.
 
+mod jobs;
 pub mod kubelet;
 pub mod lifecycle;
 pub mod podgc;
@@ -45,7 +46,7 @@ use batsim::protocol::{build, EventData, JobState, Message};
 use batsim::IntervalSet;
 use kubelet::KubeletModel;
 use podgc::PodGc;
-use record::{EndReason, NodeSample, PodRecord, Summary};
+use record::{EndReason, NodeLog, NodeSample, PodLog, PodRecord, Summary};
 use sync::{Quiet, ShimSide};
 
 /// Simulated second 0 is this Unix time (2026-01-01T00:00:00Z), so that the
@@ -185,6 +186,10 @@ struct JobRt {
     /// A client changed or deleted the pod (a binding, a status).
     touched: bool,
     created_wall: Instant,
+    /// EXECUTE_JOB sent, JOB_COMPLETED not yet received.
+    batsim_open: bool,
+    /// The pod left the API (or never entered it).
+    pod_gone: bool,
 }
 
 struct NodeRt {
@@ -204,6 +209,16 @@ enum Timer {
     Life(lifecycle::LifeTimer),
 }
 
+impl Timer {
+    /// The job it acts on.
+    fn job(&self) -> Option<usize> {
+        match self {
+            Timer::Start { job } | Timer::Report { job, .. } => Some(*job),
+            Timer::Life(t) => t.job(),
+        }
+    }
+}
+
 /// The broker's state for one simulation.
 pub struct Broker {
     store: Store,
@@ -213,12 +228,15 @@ pub struct Broker {
     side: SchedulerSide,
     policy: Policy,
     cfg: BrokerConfig,
-    jobs: Vec<JobRt>,
+    jobs: jobs::Jobs<JobRt>,
     job_by_id: HashMap<String, usize>,
     job_by_pod: HashMap<String, usize>,
     nodes: Vec<NodeRt>,
     node_by_name: HashMap<String, usize>,
-    profiles: HashMap<String, serde_json::Map<String, Value>>,
+    /// Profiles by workload and name, as compact JSON text (generated
+    /// workloads have one per job: parsed, a million of them fill
+    /// gigabytes).
+    profiles: HashMap<String, HashMap<String, Box<str>>>,
     pending_wakeups: BTreeSet<u64>,
     timers: BTreeMap<(u64, u64), Timer>,
     timer_seq: u64,
@@ -230,7 +248,11 @@ pub struct Broker {
     active: usize,
     /// Jobs done (finished, preempted or rejected).
     done: usize,
-    samples: Vec<NodeSample>,
+    samples: NodeLog,
+    /// pods.csv: the records of retired jobs.
+    pods_log: PodLog,
+    /// Jobs that may have become retirable (see `retire_jobs`).
+    retirable: Vec<usize>,
     /// Images and scheduler names, one copy each.
     names: BTreeSet<Arc<str>>,
     gc: PodGc,
@@ -295,7 +317,7 @@ impl Broker {
             side,
             policy: Policy::new(cfg.policy),
             cfg,
-            jobs: Vec::new(),
+            jobs: jobs::Jobs::new(),
             job_by_id: HashMap::new(),
             job_by_pod: HashMap::new(),
             nodes: Vec::new(),
@@ -307,7 +329,9 @@ impl Broker {
             pending: BTreeSet::new(),
             active: 0,
             done: 0,
-            samples: Vec::new(),
+            samples: NodeLog::default(),
+            pods_log: PodLog::default(),
+            retirable: Vec::new(),
             names: BTreeSet::new(),
             gc,
             overcommits: 0,
@@ -359,6 +383,9 @@ impl Broker {
         self.count_phase(i, &old, -1);
         let new = self.jobs[i].phase.clone();
         self.count_phase(i, &new, 1);
+        if new == Phase::Done {
+            self.retirable.push(i);
+        }
     }
 
     fn count_phase(&mut self, i: usize, phase: &Phase, by: isize) {
@@ -546,6 +573,7 @@ impl Broker {
             self.fire_timers(t, out)?;
             self.collect_garbage();
         }
+        self.retire_jobs();
         Ok(())
     }
 
@@ -607,7 +635,11 @@ impl Broker {
                 if let Some(p) = &b.profiles {
                     for (w, profs) in p {
                         if let Value::Object(m) = profs {
-                            self.profiles.insert(w.clone(), m.clone());
+                            let m = m
+                                .iter()
+                                .map(|(k, v)| (k.clone(), v.to_string().into_boxed_str()))
+                                .collect();
+                            self.profiles.insert(w.clone(), m);
                         }
                     }
                 }
@@ -651,7 +683,7 @@ impl Broker {
                     self.profiles
                         .get(workload)
                         .and_then(|m| m.get(&s.job.profile))
-                        .cloned()
+                        .and_then(|text| serde_json::from_str(text).ok())
                 });
                 let mut record = PodRecord {
                     job_id: s.job_id.clone(),
@@ -710,6 +742,8 @@ impl Broker {
                             scheduler,
                             touched: false,
                             created_wall: Instant::now(),
+                            batsim_open: false,
+                            pod_gone: false,
                         });
                         self.job_by_pod.insert(pod_name, idx);
                         self.job_by_id.insert(s.job_id.clone(), idx);
@@ -726,8 +760,11 @@ impl Broker {
                             scheduler: none,
                             touched: false,
                             created_wall: Instant::now(),
+                            batsim_open: false,
+                            pod_gone: true,
                         });
                         self.job_by_id.insert(s.job_id.clone(), idx);
+                        self.retirable.push(idx);
                     }
                 }
             }
@@ -735,6 +772,8 @@ impl Broker {
                 let Some(&i) = self.job_by_id.get(&c.job_id) else {
                     return self.fail(format!("JOB_COMPLETED for unknown job {:?}", c.job_id));
                 };
+                self.jobs[i].batsim_open = false;
+                self.retirable.push(i);
                 let node = match self.jobs[i].phase {
                     Phase::Running { node } | Phase::Bound { node } => node,
                     // Killed after the scheduler deleted its pod: already done.
@@ -788,6 +827,10 @@ impl Broker {
                 break;
             }
             let timer = self.timers.remove(&key).expect("present");
+            // A retired job's timers have nothing left to do.
+            if timer.job().is_some_and(|j| !self.jobs.contains(j)) {
+                continue;
+            }
             match timer {
                 Timer::Start { job } => self.start_job(job, out)?,
                 Timer::Report { job, state } => self.report_finished(job, &state)?,
@@ -1019,6 +1062,12 @@ impl Broker {
         if ch.origin == Origin::Http {
             self.timeline.http_change(self.clock.now(), &ch);
         }
+        if ch.kind == EventType::Deleted && ch.resource.plural == "pods" {
+            if let Some(&i) = self.job_by_pod.get(&ch.name) {
+                self.jobs[i].pod_gone = true;
+                self.retirable.push(i);
+            }
+        }
         if ch.origin != Origin::Http || ch.resource.plural != "pods" {
             return Ok(0);
         }
@@ -1176,6 +1225,7 @@ impl Broker {
         let now = self.clock.now();
         self.set_phase(i, Phase::Running { node });
         self.jobs[i].record.started = Some(now);
+        self.jobs[i].batsim_open = true;
         let rid = self.nodes[node].resource_id;
         out.push(build::execute_job(
             &self.jobs[i].record.job_id,
@@ -1389,13 +1439,19 @@ impl Broker {
     /// handed over (not copied: on a long run they are the broker's largest
     /// record), so a second report has none.
     pub fn report(&mut self) -> (Vec<PodRecord>, Vec<NodeSample>, Summary) {
-        let pods: Vec<PodRecord> = self.jobs.iter().map(|j| j.record.clone()).collect();
+        // Every job still here joins the retired ones' records, in order.
+        let here: Vec<usize> = self.jobs.keys().collect();
+        for i in here {
+            let j = self.jobs.remove(i).expect("listed");
+            self.pods_log.finished(i, j.record);
+        }
+        let pods = self.pods_log.take_kept();
         let cpu: i64 = self
             .nodes
             .iter()
             .map(|n| n.allocatable.get("cpu").copied().unwrap_or(0))
             .sum();
-        let mut s = Summary::from_pods(&pods, cpu);
+        let mut s = self.pods_log.stats().summary(cpu);
         s.completed = self.ended;
         s.end_time = self.clock.now();
         s.overcommit_count = self.overcommits;
@@ -1415,7 +1471,55 @@ impl Broker {
         if self.cfg.progress {
             eprintln!();
         }
-        (pods, std::mem::take(&mut self.samples), s)
+        (pods, self.samples.take_kept(), s)
+    }
+
+    /// Streams `pods.csv` and `nodes.csv` into `dir` as the run goes (see
+    /// [`retire_jobs`](Self::retire_jobs)); [`report`](Self::report) then
+    /// hands over no records and [`finish_records`](Self::finish_records)
+    /// completes the files.
+    pub fn stream_records(&mut self, dir: &std::path::Path) -> std::io::Result<()> {
+        self.pods_log.stream_to(&dir.join("pods.csv"))?;
+        self.samples.stream_to(&dir.join("nodes.csv"))
+    }
+
+    /// Flushes the streamed `pods.csv` and `nodes.csv` (after
+    /// [`report`](Self::report)).
+    pub fn finish_records(&mut self) -> std::io::Result<()> {
+        self.pods_log.flush()?;
+        self.samples.flush()
+    }
+
+    /// Jobs the broker still holds, and finished records waiting for an
+    /// earlier job to finish (what memory holds of the run's jobs).
+    pub fn jobs_held(&self) -> (usize, usize) {
+        (self.jobs.live(), self.pods_log.waiting())
+    }
+
+    /// Lets go of the jobs nothing can refer to any more: done, their pod
+    /// out of the API (deleted, collected, or never created), and Batsim
+    /// done with them (no JOB_COMPLETED to come). Their record goes to
+    /// pods.csv; a later timer of theirs is skipped (it would find the job
+    /// done and do nothing).
+    fn retire_jobs(&mut self) {
+        for i in std::mem::take(&mut self.retirable) {
+            let ready = self.jobs.contains(i) && {
+                let j = &self.jobs[i];
+                j.phase == Phase::Done && j.pod_gone && !j.batsim_open
+            };
+            if !ready {
+                continue;
+            }
+            let j = self.jobs.remove(i).expect("checked");
+            if self.job_by_pod.get(&j.record.pod) == Some(&i) {
+                self.job_by_pod.remove(&j.record.pod);
+            }
+            if self.job_by_id.get(&j.record.job_id) == Some(&i) {
+                self.job_by_id.remove(&j.record.job_id);
+            }
+            self.life_forget(i);
+            self.pods_log.finished(i, j.record);
+        }
     }
 
     /// Finishes `timeline.csv` (see [`stream_timeline`](Self::stream_timeline)).

@@ -40,31 +40,190 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-pub fn write_pods_csv(path: &Path, pods: &[PodRecord]) -> std::io::Result<()> {
-    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+const PODS_HEADER: &str = "job_id,pod,node,created,bound,started,finished,attempts,last_unschedulable_reason,outcome,cpu_request_m,memory_request";
+
+fn write_pod_row(w: &mut impl Write, p: &PodRecord) -> std::io::Result<()> {
     writeln!(
         w,
-        "job_id,pod,node,created,bound,started,finished,attempts,last_unschedulable_reason,outcome,cpu_request_m,memory_request"
-    )?;
+        "{},{},{},{:.6},{},{},{},{},{},{},{},{}",
+        csv_field(&p.job_id),
+        p.pod,
+        p.node.as_deref().unwrap_or(""),
+        p.created,
+        opt(p.bound),
+        opt(p.started),
+        opt(p.finished),
+        p.attempts,
+        csv_field(p.last_unschedulable_reason.as_deref().unwrap_or("")),
+        csv_field(&p.outcome),
+        p.requests.get("cpu").copied().unwrap_or(0),
+        p.requests.get("memory").copied().unwrap_or(0),
+    )
+}
+
+pub fn write_pods_csv(path: &Path, pods: &[PodRecord]) -> std::io::Result<()> {
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(w, "{PODS_HEADER}")?;
     for p in pods {
-        writeln!(
-            w,
-            "{},{},{},{:.6},{},{},{},{},{},{},{},{}",
-            csv_field(&p.job_id),
-            p.pod,
-            p.node.as_deref().unwrap_or(""),
-            p.created,
-            opt(p.bound),
-            opt(p.started),
-            opt(p.finished),
-            p.attempts,
-            csv_field(p.last_unschedulable_reason.as_deref().unwrap_or("")),
-            csv_field(&p.outcome),
-            p.requests.get("cpu").copied().unwrap_or(0),
-            p.requests.get("memory").copied().unwrap_or(0),
-        )?;
+        write_pod_row(&mut w, p)?;
     }
     w.flush()
+}
+
+/// The job statistics of `summary.json`, added up pod by pod in pods.csv's
+/// order (the same sums, to the last bit, as over the whole list).
+#[derive(Debug, Clone, Default)]
+pub struct PodStats {
+    pub jobs: usize,
+    pub succeeded: usize,
+    pub failed: usize,
+    pub rejected: usize,
+    waits: usize,
+    wait_sum: f64,
+    max_wait: f64,
+    makespan: f64,
+    busy_cpu: f64,
+}
+
+impl PodStats {
+    pub fn add(&mut self, p: &PodRecord) {
+        self.jobs += 1;
+        match p.outcome.as_str() {
+            "COMPLETED_SUCCESSFULLY" => self.succeeded += 1,
+            o if o.starts_with("REJECTED") => self.rejected += 1,
+            _ if p.finished.is_some() => self.failed += 1,
+            _ => {}
+        }
+        if let Some(start) = p.started {
+            let wait = start - p.created;
+            self.waits += 1;
+            self.wait_sum += wait;
+            self.max_wait = self.max_wait.max(wait);
+            if let Some(f) = p.finished {
+                self.makespan = self.makespan.max(f);
+                self.busy_cpu += (f - start) * p.requests.get("cpu").copied().unwrap_or(0) as f64;
+            }
+        }
+    }
+
+    /// A summary with these statistics (the rest left to the caller).
+    pub fn summary(&self, allocatable_cpu_m: i64) -> Summary {
+        let mut s = Summary {
+            jobs: self.jobs,
+            jobs_succeeded: self.succeeded,
+            jobs_failed: self.failed,
+            jobs_rejected: self.rejected,
+            makespan: self.makespan,
+            batkube_version: env!("CARGO_PKG_VERSION").to_string(),
+            ..Default::default()
+        };
+        if self.waits > 0 {
+            s.mean_wait = self.wait_sum / self.waits as f64;
+            s.max_wait = self.max_wait;
+        }
+        if s.makespan > 0.0 && allocatable_cpu_m > 0 {
+            s.utilisation = self.busy_cpu / (allocatable_cpu_m as f64 * s.makespan);
+        }
+        s
+    }
+}
+
+/// pods.csv as a run goes: a finished job's record leaves memory once
+/// every job submitted before it has finished too (the file keeps
+/// submission order; only the records finished out of order wait here),
+/// and the summary's statistics are kept as running sums.
+#[derive(Default)]
+pub struct PodLog {
+    /// Index of the next record to write.
+    next: usize,
+    /// Finished records waiting for an earlier one.
+    waiting: BTreeMap<usize, PodRecord>,
+    stats: PodStats,
+    /// Streamed to a file, or kept (when nobody asked for a file).
+    sink: Option<std::io::BufWriter<std::fs::File>>,
+    kept: Vec<PodRecord>,
+    error: Option<std::io::Error>,
+}
+
+impl PodLog {
+    /// From now on, rows go to `path` (the header and the rows so far).
+    pub fn stream_to(&mut self, path: &Path) -> std::io::Result<()> {
+        let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+        writeln!(w, "{PODS_HEADER}")?;
+        for p in self.kept.drain(..) {
+            write_pod_row(&mut w, &p)?;
+        }
+        self.sink = Some(w);
+        Ok(())
+    }
+
+    /// Job number `index` (in submission order) has its final record.
+    pub fn finished(&mut self, index: usize, record: PodRecord) {
+        self.waiting.insert(index, record);
+        while let Some(r) = self.waiting.remove(&self.next) {
+            self.stats.add(&r);
+            match &mut self.sink {
+                Some(w) => {
+                    if let Err(e) = write_pod_row(w, &r) {
+                        self.error.get_or_insert(e);
+                    }
+                }
+                None => self.kept.push(r),
+            }
+            self.next += 1;
+        }
+    }
+
+    /// Records finished out of order, waiting for an earlier one.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    pub fn stats(&self) -> &PodStats {
+        &self.stats
+    }
+
+    /// The records kept in memory (none when streamed).
+    pub fn take_kept(&mut self) -> Vec<PodRecord> {
+        std::mem::take(&mut self.kept)
+    }
+
+    /// Flushes the file; the first write error, if any.
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        match &mut self.sink {
+            Some(w) => w.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The final state of each pod as pods.csv says it (what a jobs.csv
+/// written by the broker needs: job id, created, started, finished,
+/// outcome), read back from the file.
+pub fn read_pods_csv(path: &Path) -> std::io::Result<Vec<PodRecord>> {
+    let mut r = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_path(path)
+        .map_err(std::io::Error::other)?;
+    let num = |s: &str| s.parse::<f64>().ok();
+    let mut out = Vec::new();
+    for row in r.records() {
+        let row = row.map_err(std::io::Error::other)?;
+        let f = |i: usize| row.get(i).unwrap_or("");
+        out.push(PodRecord {
+            job_id: f(0).to_string(),
+            pod: f(1).to_string(),
+            created: num(f(3)).unwrap_or(0.0),
+            started: num(f(5)),
+            finished: num(f(6)),
+            outcome: f(9).to_string(),
+            ..Default::default()
+        });
+    }
+    Ok(out)
 }
 
 /// One allocation change on a node: the columns of `nodes.csv`, with the
@@ -82,26 +241,71 @@ pub struct NodeSample {
     pub pods: u32,
 }
 
-pub fn write_nodes_csv(path: &Path, samples: &[NodeSample]) -> std::io::Result<()> {
-    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+const NODES_HEADER: &str =
+    "time,node,cpu_used_m,cpu_allocatable_m,memory_used,memory_allocatable,pods";
+
+fn write_node_row(w: &mut impl Write, s: &NodeSample) -> std::io::Result<()> {
     writeln!(
         w,
-        "time,node,cpu_used_m,cpu_allocatable_m,memory_used,memory_allocatable,pods"
-    )?;
+        "{:.6},{},{},{},{},{},{}",
+        s.time, s.node, s.cpu_used, s.cpu_allocatable, s.memory_used, s.memory_allocatable, s.pods,
+    )
+}
+
+pub fn write_nodes_csv(path: &Path, samples: &[NodeSample]) -> std::io::Result<()> {
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(w, "{NODES_HEADER}")?;
     for s in samples {
-        writeln!(
-            w,
-            "{:.6},{},{},{},{},{},{}",
-            s.time,
-            s.node,
-            s.cpu_used,
-            s.cpu_allocatable,
-            s.memory_used,
-            s.memory_allocatable,
-            s.pods,
-        )?;
+        write_node_row(&mut w, s)?;
     }
     w.flush()
+}
+
+/// nodes.csv as a run goes (two samples per job: a run of a million jobs
+/// would hold two million), or the samples kept when nobody asked for a
+/// file.
+#[derive(Default)]
+pub struct NodeLog {
+    sink: Option<std::io::BufWriter<std::fs::File>>,
+    kept: Vec<NodeSample>,
+    error: Option<std::io::Error>,
+}
+
+impl NodeLog {
+    pub fn stream_to(&mut self, path: &Path) -> std::io::Result<()> {
+        let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+        writeln!(w, "{NODES_HEADER}")?;
+        for s in self.kept.drain(..) {
+            write_node_row(&mut w, &s)?;
+        }
+        self.sink = Some(w);
+        Ok(())
+    }
+
+    pub fn push(&mut self, s: NodeSample) {
+        match &mut self.sink {
+            Some(w) => {
+                if let Err(e) = write_node_row(w, &s) {
+                    self.error.get_or_insert(e);
+                }
+            }
+            None => self.kept.push(s),
+        }
+    }
+
+    pub fn take_kept(&mut self) -> Vec<NodeSample> {
+        std::mem::take(&mut self.kept)
+    }
+
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        match &mut self.sink {
+            Some(w) => w.flush(),
+            None => Ok(()),
+        }
+    }
 }
 
 /// How a run ended (`end_reason` in summary.json).
@@ -198,35 +402,10 @@ pub struct Summary {
 impl Summary {
     /// Fills the job statistics from the pod records.
     pub fn from_pods(pods: &[PodRecord], allocatable_cpu_m: i64) -> Self {
-        let mut s = Summary {
-            jobs: pods.len(),
-            batkube_version: env!("CARGO_PKG_VERSION").to_string(),
-            ..Default::default()
-        };
-        let mut waits = Vec::new();
-        let mut busy_cpu = 0.0;
+        let mut stats = PodStats::default();
         for p in pods {
-            match p.outcome.as_str() {
-                "COMPLETED_SUCCESSFULLY" => s.jobs_succeeded += 1,
-                o if o.starts_with("REJECTED") => s.jobs_rejected += 1,
-                _ if p.finished.is_some() => s.jobs_failed += 1,
-                _ => {}
-            }
-            if let Some(start) = p.started {
-                waits.push(start - p.created);
-                if let Some(f) = p.finished {
-                    s.makespan = s.makespan.max(f);
-                    busy_cpu += (f - start) * p.requests.get("cpu").copied().unwrap_or(0) as f64;
-                }
-            }
+            stats.add(p);
         }
-        if !waits.is_empty() {
-            s.mean_wait = waits.iter().sum::<f64>() / waits.len() as f64;
-            s.max_wait = waits.iter().copied().fold(0.0, f64::max);
-        }
-        if s.makespan > 0.0 && allocatable_cpu_m > 0 {
-            s.utilisation = busy_cpu / (allocatable_cpu_m as f64 * s.makespan);
-        }
-        s
+        stats.summary(allocatable_cpu_m)
     }
 }

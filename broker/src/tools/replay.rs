@@ -76,13 +76,13 @@ pub fn pod_from_job(workload: &Workload, job: &WorkloadJob) -> anyhow::Result<Po
             job.profile
         );
     }
-    let mut fields = job.json.clone();
+    let mut fields = job.json();
     fields.insert("id".into(), Value::String(job.id.clone()));
     let batsim_job: Job = serde_json::from_value(Value::Object(fields))
         .with_context(|| format!("job {:?}", job.id))?;
     let batsim_id = format!("{}!{}", workload.name, job.id);
     let created = Time(k8s_openapi::jiff::Timestamp::now());
-    let mut pod = translate::pod_from_job(&batsim_id, &batsim_job, Some(&profile.json), created)
+    let mut pod = translate::pod_from_job(&batsim_id, &batsim_job, Some(&profile.json()), created)
         .map_err(|why| anyhow::anyhow!("job {:?} cannot be a pod: {why}", job.id))?;
     // The API server sets these on creation.
     pod.status = None;
