@@ -940,6 +940,7 @@ impl Broker {
     fn window(&mut self, t: f64, out: &mut Vec<EventData>) -> anyhow::Result<f64> {
         self.windows += 1;
         self.timeline.begin_window();
+        self.samples.begin_window();
         let pending = self.pending.len();
         let running = self.active;
         let mut w = self
@@ -996,6 +997,7 @@ impl Broker {
         }
         let outcome = self.policy.close(w);
         self.timeline.end_window();
+        self.samples.end_window();
         tracing::debug!(
             time = t,
             decisions = outcome.decisions,

@@ -269,9 +269,28 @@ pub struct NodeLog {
     sink: Option<std::io::BufWriter<std::fs::File>>,
     kept: Vec<NodeSample>,
     error: Option<std::io::Error>,
+    /// The samples of the window now open: the order in which a
+    /// scheduler's bindings reach the API within one instant is not the
+    /// order it decided them in (its binding requests race on their
+    /// connections), so a window's rows are put in node order, each node's
+    /// own rows keeping theirs, as timeline.csv does.
+    window: Option<Vec<NodeSample>>,
 }
 
 impl NodeLog {
+    pub fn begin_window(&mut self) {
+        self.window.get_or_insert_with(Vec::new);
+    }
+
+    pub fn end_window(&mut self) {
+        if let Some(mut rows) = self.window.take() {
+            rows.sort_by(|a, b| a.node.cmp(&b.node)); // stable
+            for s in rows {
+                self.emit(s);
+            }
+        }
+    }
+
     pub fn stream_to(&mut self, path: &Path) -> std::io::Result<()> {
         let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
         writeln!(w, "{NODES_HEADER}")?;
@@ -283,6 +302,13 @@ impl NodeLog {
     }
 
     pub fn push(&mut self, s: NodeSample) {
+        match &mut self.window {
+            Some(rows) => rows.push(s),
+            None => self.emit(s),
+        }
+    }
+
+    fn emit(&mut self, s: NodeSample) {
         match &mut self.sink {
             Some(w) => {
                 if let Err(e) = write_node_row(w, &s) {
@@ -294,10 +320,12 @@ impl NodeLog {
     }
 
     pub fn take_kept(&mut self) -> Vec<NodeSample> {
+        self.end_window();
         std::mem::take(&mut self.kept)
     }
 
     pub fn flush(&mut self) -> std::io::Result<()> {
+        self.end_window();
         if let Some(e) = self.error.take() {
             return Err(e);
         }
@@ -407,5 +435,45 @@ impl Summary {
             stats.add(p);
         }
         stats.summary(allocatable_cpu_m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(node: &str, cpu_used: i64) -> NodeSample {
+        NodeSample {
+            time: 5.0,
+            node: node.into(),
+            cpu_used,
+            cpu_allocatable: 4000,
+            memory_used: 0,
+            memory_allocatable: 0,
+            pods: 1,
+        }
+    }
+
+    /// Bindings of one instant reach the API in either order: nodes.csv
+    /// is the same, each node's own rows keeping their order.
+    #[test]
+    fn a_windows_node_rows_come_out_in_node_order_whatever_the_arrival() {
+        let rows = |order: &[(&str, i64)]| {
+            let mut log = NodeLog::default();
+            log.push(sample("node-9", 0)); // outside a window: as it comes
+            log.begin_window();
+            for &(n, c) in order {
+                log.push(sample(n, c));
+            }
+            log.end_window();
+            log.take_kept()
+                .iter()
+                .map(|s| format!("{}:{}", s.node, s.cpu_used))
+                .collect::<Vec<_>>()
+        };
+        let a = rows(&[("node-2", 1000), ("node-1", 1000), ("node-2", 2000)]);
+        let b = rows(&[("node-1", 1000), ("node-2", 1000), ("node-2", 2000)]);
+        assert_eq!(a, b);
+        assert_eq!(a, ["node-9:0", "node-1:1000", "node-2:1000", "node-2:2000"]);
     }
 }
