@@ -126,6 +126,19 @@ fn children(pid: u32) -> Vec<u32> {
     v
 }
 
+/// Whether our child `pid` has ended: until `finish` reaps it, an ended
+/// child stays in /proc as a zombie (a run that ends before its scheduler
+/// is first seen must not be waited on for the whole patience).
+fn ended(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => true,
+    }
+}
+
 fn cmdline(pid: u32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
@@ -383,7 +396,7 @@ fn run_to_end(dir: &Path, name: &str, scheduler: &str, extra: &[&str]) -> Ended 
     let mut groups = Vec::new();
     wait_until("the scheduler to start", || {
         groups = children(pid);
-        !groups.is_empty() || !Path::new(&format!("/proc/{pid}")).exists()
+        !groups.is_empty() || ended(pid)
     });
     finish(r, &groups)
 }
