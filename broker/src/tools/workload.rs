@@ -122,17 +122,12 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
             for f in &files {
                 let shown = f.display().to_string();
                 let text = read(f)?;
-                match workload_check::check(&text, &shown) {
-                    Ok(warnings) => {
-                        for w in &warnings {
+                match workload_check::check_counted(&text, &shown) {
+                    Ok(c) => {
+                        for w in &c.warnings {
                             eprintln!("{shown}:{w}");
                         }
-                        let v: serde_json::Value = serde_json::from_str(&text)?;
-                        println!(
-                            "{shown}: {} jobs, {} profiles: ok",
-                            v["jobs"].as_array().map_or(0, Vec::len),
-                            v["profiles"].as_object().map_or(0, |m| m.len())
-                        );
+                        println!("{shown}: {} jobs, {} profiles: ok", c.jobs, c.profiles);
                     }
                     Err(findings) => {
                         failed += 1;

@@ -180,6 +180,19 @@ impl Lines {
 /// Checks a workload's text; `Ok` holds warnings only, `Err` every finding
 /// when at least one is an error.
 pub fn check(text: &str, shown: &str) -> Result<Vec<Finding>, Vec<Finding>> {
+    check_counted(text, shown).map(|c| c.warnings)
+}
+
+/// What a valid workload holds, with its warnings.
+pub struct Checked {
+    pub warnings: Vec<Finding>,
+    pub jobs: usize,
+    pub profiles: usize,
+}
+
+/// As [`check`], with the counts of jobs and profiles (from the same
+/// parse: a million-job workload is parsed once for them, not again).
+pub fn check_counted(text: &str, shown: &str) -> Result<Checked, Vec<Finding>> {
     let mut out = Vec::new();
     let err = |out: &mut Vec<Finding>, at: Loc, message: String| {
         out.push(Finding {
@@ -399,7 +412,17 @@ pub fn check(text: &str, shown: &str) -> Result<Vec<Finding>, Vec<Finding>> {
     if out.iter().any(|f| f.error) {
         Err(out)
     } else {
-        Ok(out)
+        Ok(Checked {
+            warnings: out,
+            jobs: obj
+                .get("jobs")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len),
+            profiles: obj
+                .get("profiles")
+                .and_then(Value::as_object)
+                .map_or(0, Map::len),
+        })
     }
 }
 
