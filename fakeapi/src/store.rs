@@ -747,13 +747,7 @@ impl Store {
         name: &str,
         status: k8s_openapi::api::core::v1::PodStatus,
     ) -> Result<k8s_openapi::api::core::v1::Pod> {
-        let info = typed_info::<k8s_openapi::api::core::v1::Pod>()?;
-        let status = to_value(&status)?;
-        let s = self.modify(info, namespace, name, Origin::Api, |pod| {
-            pod["status"] = status;
-            Ok(())
-        })?;
-        from_value(&s.value)
+        from_value(&self.write_pod_status(namespace, name, &status)?.value)
     }
 
     /// As [`update_pod_status`](Self::update_pod_status), without reading
@@ -764,13 +758,21 @@ impl Store {
         name: &str,
         status: &k8s_openapi::api::core::v1::PodStatus,
     ) -> Result<()> {
+        self.write_pod_status(namespace, name, status).map(|_| ())
+    }
+
+    fn write_pod_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: &k8s_openapi::api::core::v1::PodStatus,
+    ) -> Result<Stored> {
         let info = typed_info::<k8s_openapi::api::core::v1::Pod>()?;
         let status = to_value(status)?;
         self.modify(info, namespace, name, Origin::Api, |pod| {
             pod["status"] = status;
             Ok(())
         })
-        .map(|_| ())
     }
 
     pub fn delete_pod(

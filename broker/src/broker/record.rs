@@ -40,34 +40,106 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-const PODS_HEADER: &str = "job_id,pod,node,created,bound,started,finished,attempts,last_unschedulable_reason,outcome,cpu_request_m,memory_request";
+/// A row of one of the CSV files the broker writes.
+pub trait CsvRow {
+    const HEADER: &'static str;
+    fn write(&self, w: &mut impl Write) -> std::io::Result<()>;
+}
 
-fn write_pod_row(w: &mut impl Write, p: &PodRecord) -> std::io::Result<()> {
-    writeln!(
-        w,
-        "{},{},{},{:.6},{},{},{},{},{},{},{},{}",
-        csv_field(&p.job_id),
-        p.pod,
-        p.node.as_deref().unwrap_or(""),
-        p.created,
-        opt(p.bound),
-        opt(p.started),
-        opt(p.finished),
-        p.attempts,
-        csv_field(p.last_unschedulable_reason.as_deref().unwrap_or("")),
-        csv_field(&p.outcome),
-        p.requests.get("cpu").copied().unwrap_or(0),
-        p.requests.get("memory").copied().unwrap_or(0),
-    )
+/// `path` with `rows` under the header.
+pub fn write_csv<T: CsvRow>(path: &Path, rows: &[T]) -> std::io::Result<()> {
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(w, "{}", T::HEADER)?;
+    for r in rows {
+        r.write(&mut w)?;
+    }
+    w.flush()
+}
+
+/// Rows streamed to a file as a run goes, or kept (when nobody asked for a
+/// file); the first write error is kept for `flush`.
+pub struct RowSink<T> {
+    sink: Option<std::io::BufWriter<std::fs::File>>,
+    kept: Vec<T>,
+    error: Option<std::io::Error>,
+}
+
+impl<T> Default for RowSink<T> {
+    fn default() -> Self {
+        RowSink {
+            sink: None,
+            kept: Vec::new(),
+            error: None,
+        }
+    }
+}
+
+impl<T: CsvRow> RowSink<T> {
+    /// From now on, rows go to `path` (the header and the rows so far).
+    pub fn stream_to(&mut self, path: &Path) -> std::io::Result<()> {
+        let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+        writeln!(w, "{}", T::HEADER)?;
+        for r in self.kept.drain(..) {
+            r.write(&mut w)?;
+        }
+        self.sink = Some(w);
+        Ok(())
+    }
+
+    pub fn push(&mut self, r: T) {
+        match &mut self.sink {
+            Some(w) => {
+                if let Err(e) = r.write(w) {
+                    self.error.get_or_insert(e);
+                }
+            }
+            None => self.kept.push(r),
+        }
+    }
+
+    /// The rows kept in memory (none when streamed).
+    pub fn take_kept(&mut self) -> Vec<T> {
+        std::mem::take(&mut self.kept)
+    }
+
+    /// Flushes the file; the first write error, if any.
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        match &mut self.sink {
+            Some(w) => w.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl CsvRow for PodRecord {
+    const HEADER: &'static str = "job_id,pod,node,created,bound,started,finished,attempts,last_unschedulable_reason,outcome,cpu_request_m,memory_request";
+
+    fn write(&self, w: &mut impl Write) -> std::io::Result<()> {
+        let p = self;
+        writeln!(
+            w,
+            "{},{},{},{:.6},{},{},{},{},{},{},{},{}",
+            csv_field(&p.job_id),
+            p.pod,
+            p.node.as_deref().unwrap_or(""),
+            p.created,
+            opt(p.bound),
+            opt(p.started),
+            opt(p.finished),
+            p.attempts,
+            csv_field(p.last_unschedulable_reason.as_deref().unwrap_or("")),
+            csv_field(&p.outcome),
+            p.requests.get("cpu").copied().unwrap_or(0),
+            p.requests.get("memory").copied().unwrap_or(0),
+        )
+    }
 }
 
 pub fn write_pods_csv(path: &Path, pods: &[PodRecord]) -> std::io::Result<()> {
-    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
-    writeln!(w, "{PODS_HEADER}")?;
-    for p in pods {
-        write_pod_row(&mut w, p)?;
-    }
-    w.flush()
+    write_csv(path, pods)
 }
 
 /// The job statistics of `summary.json`, added up pod by pod in pods.csv's
@@ -139,22 +211,13 @@ pub struct PodLog {
     /// Finished records waiting for an earlier one.
     waiting: BTreeMap<usize, PodRecord>,
     stats: PodStats,
-    /// Streamed to a file, or kept (when nobody asked for a file).
-    sink: Option<std::io::BufWriter<std::fs::File>>,
-    kept: Vec<PodRecord>,
-    error: Option<std::io::Error>,
+    rows: RowSink<PodRecord>,
 }
 
 impl PodLog {
     /// From now on, rows go to `path` (the header and the rows so far).
     pub fn stream_to(&mut self, path: &Path) -> std::io::Result<()> {
-        let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
-        writeln!(w, "{PODS_HEADER}")?;
-        for p in self.kept.drain(..) {
-            write_pod_row(&mut w, &p)?;
-        }
-        self.sink = Some(w);
-        Ok(())
+        self.rows.stream_to(path)
     }
 
     /// Job number `index` (in submission order) has its final record.
@@ -162,14 +225,7 @@ impl PodLog {
         self.waiting.insert(index, record);
         while let Some(r) = self.waiting.remove(&self.next) {
             self.stats.add(&r);
-            match &mut self.sink {
-                Some(w) => {
-                    if let Err(e) = write_pod_row(w, &r) {
-                        self.error.get_or_insert(e);
-                    }
-                }
-                None => self.kept.push(r),
-            }
+            self.rows.push(r);
             self.next += 1;
         }
     }
@@ -185,18 +241,12 @@ impl PodLog {
 
     /// The records kept in memory (none when streamed).
     pub fn take_kept(&mut self) -> Vec<PodRecord> {
-        std::mem::take(&mut self.kept)
+        self.rows.take_kept()
     }
 
     /// Flushes the file; the first write error, if any.
     pub fn flush(&mut self) -> std::io::Result<()> {
-        if let Some(e) = self.error.take() {
-            return Err(e);
-        }
-        match &mut self.sink {
-            Some(w) => w.flush(),
-            None => Ok(()),
-        }
+        self.rows.flush()
     }
 }
 
@@ -241,24 +291,28 @@ pub struct NodeSample {
     pub pods: u32,
 }
 
-const NODES_HEADER: &str =
-    "time,node,cpu_used_m,cpu_allocatable_m,memory_used,memory_allocatable,pods";
+impl CsvRow for NodeSample {
+    const HEADER: &'static str =
+        "time,node,cpu_used_m,cpu_allocatable_m,memory_used,memory_allocatable,pods";
 
-fn write_node_row(w: &mut impl Write, s: &NodeSample) -> std::io::Result<()> {
-    writeln!(
-        w,
-        "{:.6},{},{},{},{},{},{}",
-        s.time, s.node, s.cpu_used, s.cpu_allocatable, s.memory_used, s.memory_allocatable, s.pods,
-    )
+    fn write(&self, w: &mut impl Write) -> std::io::Result<()> {
+        let s = self;
+        writeln!(
+            w,
+            "{:.6},{},{},{},{},{},{}",
+            s.time,
+            s.node,
+            s.cpu_used,
+            s.cpu_allocatable,
+            s.memory_used,
+            s.memory_allocatable,
+            s.pods,
+        )
+    }
 }
 
 pub fn write_nodes_csv(path: &Path, samples: &[NodeSample]) -> std::io::Result<()> {
-    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
-    writeln!(w, "{NODES_HEADER}")?;
-    for s in samples {
-        write_node_row(&mut w, s)?;
-    }
-    w.flush()
+    write_csv(path, samples)
 }
 
 /// nodes.csv as a run goes (two samples per job: a run of a million jobs
@@ -266,9 +320,7 @@ pub fn write_nodes_csv(path: &Path, samples: &[NodeSample]) -> std::io::Result<(
 /// file.
 #[derive(Default)]
 pub struct NodeLog {
-    sink: Option<std::io::BufWriter<std::fs::File>>,
-    kept: Vec<NodeSample>,
-    error: Option<std::io::Error>,
+    rows: RowSink<NodeSample>,
     /// The samples of the window now open: the order in which a
     /// scheduler's bindings reach the API within one instant is not the
     /// order it decided them in (its binding requests race on their
@@ -286,53 +338,30 @@ impl NodeLog {
         if let Some(mut rows) = self.window.take() {
             rows.sort_by(|a, b| a.node.cmp(&b.node)); // stable
             for s in rows {
-                self.emit(s);
+                self.rows.push(s);
             }
         }
     }
 
     pub fn stream_to(&mut self, path: &Path) -> std::io::Result<()> {
-        let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
-        writeln!(w, "{NODES_HEADER}")?;
-        for s in self.kept.drain(..) {
-            write_node_row(&mut w, &s)?;
-        }
-        self.sink = Some(w);
-        Ok(())
+        self.rows.stream_to(path)
     }
 
     pub fn push(&mut self, s: NodeSample) {
         match &mut self.window {
             Some(rows) => rows.push(s),
-            None => self.emit(s),
-        }
-    }
-
-    fn emit(&mut self, s: NodeSample) {
-        match &mut self.sink {
-            Some(w) => {
-                if let Err(e) = write_node_row(w, &s) {
-                    self.error.get_or_insert(e);
-                }
-            }
-            None => self.kept.push(s),
+            None => self.rows.push(s),
         }
     }
 
     pub fn take_kept(&mut self) -> Vec<NodeSample> {
         self.end_window();
-        std::mem::take(&mut self.kept)
+        self.rows.take_kept()
     }
 
     pub fn flush(&mut self) -> std::io::Result<()> {
         self.end_window();
-        if let Some(e) = self.error.take() {
-            return Err(e);
-        }
-        match &mut self.sink {
-            Some(w) => w.flush(),
-            None => Ok(()),
-        }
+        self.rows.flush()
     }
 }
 
