@@ -429,6 +429,41 @@ impl Controller {
         t
     }
 
+    /// Closes the gate: from now on no wait of the program returns (a
+    /// thread whose wait ends stays blocked at the gate, counted as
+    /// parked) until [`Controller::open_gate`]. Between the two, the
+    /// controller moves the clock and delivers an instant's changes; the
+    /// program then observes them as one step, whatever the machine's load
+    /// and however the kernel splits their delivery. Covers the waits the
+    /// shim makes (linked or preloaded) and the ones the seccomp
+    /// supervisor holds (timed waits); an untimed wait left to the kernel
+    /// under seccomp (`epoll_wait(-1)`) is not held.
+    pub fn close_gate(&self) {
+        self.page().gate.store(1, Ordering::Release);
+    }
+
+    /// Opens the gate (see [`Controller::close_gate`]) and wakes whoever
+    /// waits at it.
+    pub fn open_gate(&self) {
+        let p = self.page();
+        if p.gate.swap(0, Ordering::AcqRel) == 0 {
+            return;
+        }
+        // SAFETY: FUTEX_WAKE on a word of our shared mapping (the waiters
+        // are the program's threads and the supervisor thread).
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                p.gate.as_ptr(),
+                libc::FUTEX_WAKE,
+                i32::MAX,
+                0,
+                0,
+                0,
+            );
+        }
+    }
+
     fn wake(&self) {
         let p = self.page();
         p.advance_futex.fetch_add(1, Ordering::AcqRel);

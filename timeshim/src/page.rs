@@ -61,7 +61,11 @@ pub(crate) struct Page {
     pub controller_waiting: AtomicU32,
     /// Threads currently inside a shim-controlled wait.
     pub waiting_threads: AtomicU32,
-    _pad: u32,
+    /// Nonzero while the controller delivers an instant (see
+    /// `Controller::close_gate`): no shim wait returns until it is zero
+    /// again, so the program observes the clock's move and the instant's
+    /// I/O as one step. A futex word: the controller wakes it on opening.
+    pub gate: AtomicU32,
     pub slots: [Slot; SLOTS],
 }
 

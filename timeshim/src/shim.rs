@@ -468,6 +468,39 @@ type UserFutex = (*const u32, u32, bool);
 
 /// Blocks until simulated time reaches `deadline`, or the user futex is woken.
 unsafe fn wait_until(page: &Page, deadline: u64, user: Option<UserFutex>) -> Wake {
+    let w = wait_until_ungated(page, deadline, user);
+    if matches!(w, Wake::Deadline | Wake::UserWoken) {
+        pass_gate(page);
+    }
+    w
+}
+
+/// Blocks while the controller delivers an instant (the page's `gate`):
+/// a wait that ends meanwhile (the clock moved, the first bytes of the
+/// instant arrived) returns only once the whole instant is there to see.
+unsafe fn pass_gate(page: &Page) {
+    loop {
+        let g = page.gate.load(Ordering::Acquire);
+        if g == 0 {
+            return;
+        }
+        // SAFETY: waits on a word of the shared mapping (not private: the
+        // controller is another process) while it holds the value read.
+        sys(
+            libc::SYS_futex,
+            [
+                page.gate.as_ptr() as usize,
+                libc::FUTEX_WAIT as usize,
+                g as usize,
+                0,
+                0,
+                0,
+            ],
+        );
+    }
+}
+
+unsafe fn wait_until_ungated(page: &Page, deadline: u64, user: Option<UserFutex>) -> Wake {
     loop {
         let seq = page.advance_futex.load(Ordering::Acquire);
         let snap = page.snapshot();
@@ -708,11 +741,11 @@ unsafe fn epoll_sim(
     }
     let deadline = timeout_ns.map_or(NO_DEADLINE, |t| sim_now(page).saturating_add(t));
     let _guard = WaitGuard::enter(page, deadline);
-    loop {
+    let n = loop {
         let snap = page.snapshot();
         let now = snap.sim_realtime_ns(real_mono_ns);
         if deadline != NO_DEADLINE && now >= deadline {
-            return 0;
+            break 0;
         }
         let mut ms: c_int = -1;
         if snap.mode == MODE_REALTIME && deadline != NO_DEADLINE {
@@ -727,9 +760,25 @@ unsafe fn epoll_sim(
         }
         let n = strip_marker(events, r as usize);
         if n > 0 {
-            return n as c_int;
+            break n;
         }
+    };
+    // Woken during an instant's delivery: wait for the rest of it, then
+    // take whatever else became ready meanwhile with this wake (the events
+    // already taken are edge-triggered for most callers: they stay).
+    if page.gate.load(Ordering::Acquire) == 0 {
+        return n as c_int;
     }
+    pass_gate(page);
+    let room = (max as usize).saturating_sub(n);
+    if room == 0 {
+        return n as c_int;
+    }
+    let r = real_epoll_pwait(epfd, events.add(n), room as c_int, 0, sigmask);
+    if r < 0 {
+        return n as c_int;
+    }
+    (n + strip_marker(events.add(n), r as usize)) as c_int
 }
 
 /// # Safety

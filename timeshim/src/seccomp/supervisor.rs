@@ -317,10 +317,27 @@ impl Supervisor {
                 tracing::error!(error = %e, "seccomp supervisor: epoll_wait failed");
                 return;
             }
+            // While the controller delivers an instant (the page's gate),
+            // nothing held is answered: then everything that became ready
+            // meanwhile is taken with what woke us, so the program sees the
+            // clock's move and the instant's I/O together.
+            let mut n = n as usize;
+            if self.pass_gate() && n < events.len() {
+                // SAFETY: the free tail of our buffer, no timeout.
+                let more = unsafe {
+                    libc::epoll_wait(
+                        self.shared.ep.as_raw_fd(),
+                        events.as_mut_ptr().add(n),
+                        (events.len() - n) as i32,
+                        0,
+                    )
+                };
+                n += more.max(0) as usize;
+            }
             // Raised before anything is consumed (see `Shared::pending`);
             // a sequentially consistent store is a full barrier on x86_64.
             self.shared.busy.store(true, Ordering::SeqCst);
-            for ev in &events[..n as usize] {
+            for ev in &events[..n] {
                 let token = ev.u64;
                 match token {
                     TOKEN_LISTENER => {
@@ -357,6 +374,32 @@ impl Supervisor {
                 self.publish();
             }
             self.shared.busy.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// Blocks while the page's gate is closed; whether it was.
+    fn pass_gate(&self) -> bool {
+        let gate = &self.shared.page().gate;
+        let mut waited = false;
+        loop {
+            let g = gate.load(Ordering::Acquire);
+            if g == 0 {
+                return waited;
+            }
+            waited = true;
+            // SAFETY: FUTEX_WAIT on a word of the shared mapping while it
+            // holds the value read; the controller wakes it on opening.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    gate.as_ptr(),
+                    libc::FUTEX_WAIT,
+                    g,
+                    std::ptr::null::<libc::timespec>(),
+                    0,
+                    0,
+                )
+            };
         }
     }
 
