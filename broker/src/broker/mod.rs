@@ -456,14 +456,23 @@ impl Broker {
             }
             self.settle(t)?;
         }
-        self.advance(t)?;
         // Everything of one instant reaches each watcher in one frame, so
         // the scheduler sees simultaneous events together (16 completions
-        // at once, not one and then 15 more while it already decides).
-        {
+        // at once, not one and then 15 more while it already decides); its
+        // gate, closed meanwhile, makes the clock's move and those frames
+        // one step for it, however the kernel delivers them.
+        let gate = match &self.side {
+            SchedulerSide::Shim(s) => Some(s.close_gate()),
+            SchedulerSide::External => None,
+        };
+        let applied = self.advance(t).and_then(|()| {
             let _hold = self.store.hold();
-            self.apply_instant(t, msg, &mut out)?;
+            self.apply_instant(t, msg, &mut out)
+        });
+        if let Some(g) = gate {
+            g.deliver(Duration::from_secs(2));
         }
+        applied?;
         if self.ended {
             self.drain_changes(&mut out)?;
             return Ok(Message::empty(t));

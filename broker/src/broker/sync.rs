@@ -33,7 +33,7 @@ pub struct ShimSide {
     pub activity: Arc<fakeapi::Activity>,
     pub api_port: u16,
     /// Opened at first use.
-    pub diag: parking_lot::Mutex<Option<SockDiag>>,
+    pub diag: Arc<parking_lot::Mutex<Option<SockDiag>>>,
 }
 
 impl ShimSide {
@@ -219,6 +219,22 @@ impl ShimSide {
 /// fakeapi holds its lock). Scanning `/proc/net/tcp` instead costs about
 /// 4 ms per look on a kernel with a 256k-bucket table.
 pub fn tcp_backlog(activity: &fakeapi::Activity, diag: &mut Option<SockDiag>, port: u16) -> u64 {
+    bytes_between(activity, diag, port, true)
+}
+
+/// Bytes on their way between the API and the scheduler that have not
+/// reached the other end's receive queue yet: [`tcp_backlog`] less what
+/// sits in the scheduler's receive queues, ready for it to read.
+pub fn in_flight(activity: &fakeapi::Activity, diag: &mut Option<SockDiag>, port: u16) -> u64 {
+    bytes_between(activity, diag, port, false)
+}
+
+fn bytes_between(
+    activity: &fakeapi::Activity,
+    diag: &mut Option<SockDiag>,
+    port: u16,
+    unread_by_client: bool,
+) -> u64 {
     let mut total = activity.unread_by_server();
     if diag.is_none() {
         *diag = SockDiag::open().ok();
@@ -229,7 +245,10 @@ pub fn tcp_backlog(activity: &fakeapi::Activity, diag: &mut Option<SockDiag>, po
     for (c, server_sent, server_received) in activity.connections_with_bytes() {
         match d.info(c.client, c.server) {
             Ok(Some(i)) => {
-                total += i.rqueue as u64 + i.wqueue as u64;
+                if unread_by_client {
+                    total += i.rqueue as u64;
+                }
+                total += i.wqueue as u64;
                 // Bytes one end sent that the other has not received yet,
                 // wherever they are (a softirq delayed mid-delivery, a
                 // socket's backlog): exact, whatever the ACK timing.
@@ -241,6 +260,79 @@ pub fn tcp_backlog(activity: &fakeapi::Activity, diag: &mut Option<SockDiag>, po
         }
     }
     total
+}
+
+impl ShimSide {
+    /// Closes the scheduler's gate (`Controller::close_gate`): until the
+    /// returned guard is dropped, none of its waits returns. The broker
+    /// moves the clock and applies an instant meanwhile, then
+    /// [`Gate::deliver`]s it.
+    pub fn close_gate(&self) -> Gate {
+        self.controller.close_gate();
+        Gate {
+            controller: self.controller.clone(),
+            activity: self.activity.clone(),
+            diag: self.diag.clone(),
+            api_port: self.api_port,
+        }
+    }
+}
+
+/// The scheduler's gate, closed while an instant is delivered: it sees the
+/// clock's move and every change of the instant as one step, never the
+/// first bytes of a frame or one watch's events before another's, however
+/// loaded the machine (the cause of results that changed under load).
+pub struct Gate {
+    controller: Arc<Controller>,
+    activity: Arc<fakeapi::Activity>,
+    diag: Arc<parking_lot::Mutex<Option<SockDiag>>>,
+    api_port: u16,
+}
+
+impl Gate {
+    /// Waits until every watch event of the instant has been written and
+    /// every byte of it sits in the scheduler's receive queues (exact: the
+    /// API's counts and both ends' TCP byte counts), then opens the gate.
+    ///
+    /// Only a frame larger than the sockets can buffer cannot be wholly
+    /// there before the scheduler reads: after `bound` without progress the
+    /// gate opens anyway, and the run says so (that instant's simultaneity
+    /// is then up to the machine).
+    pub fn deliver(self, bound: Duration) {
+        let start = Instant::now();
+        let mut last = (u64::MAX, usize::MAX);
+        let mut since = Instant::now();
+        loop {
+            let s = self.activity.snapshot();
+            let bytes = in_flight(&self.activity, &mut self.diag.lock(), self.api_port);
+            if s.watch_events_pending == 0 && s.requests_in_flight == 0 && bytes == 0 {
+                return;
+            }
+            if (bytes, s.watch_events_pending) != last {
+                last = (bytes, s.watch_events_pending);
+                since = Instant::now();
+            } else if since.elapsed() >= bound {
+                static WARNED: std::sync::Once = std::sync::Once::new();
+                WARNED.call_once(|| {
+                    tracing::warn!(
+                        waited = ?start.elapsed(),
+                        bytes,
+                        "an instant's changes do not fit in the scheduler's socket buffers: \
+                         it reads them while they arrive, so its view of that instant may be \
+                         partial (results may then depend on the machine's load)"
+                    )
+                });
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(10));
+        }
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.controller.open_gate();
+    }
 }
 
 /// `BATKUBE_VERIFY_QUIET` set: read once, not on every window.
