@@ -554,7 +554,15 @@ pub async fn run(
         node_relist: None,
     };
     tokio::pin!(shutdown);
-    let mut fresh_input = false;
+    // Whether everything that was ready to be read has been taken in since
+    // the loop last woke. A cycle decides only on a settled view: after any
+    // wake (a watch event, a binding's answer, a timer), the I/O driver and
+    // the connection tasks run first, and whatever they bring is applied,
+    // until a pass brings nothing new. A timer and the watch frames of the
+    // same instant arrive together (the broker delivers an instant as one
+    // step), and the loop, polled before the connection tasks, would
+    // otherwise decide with the timer's effect and without the frames.
+    let mut settled = false;
     loop {
         let now = Instant::now();
         r.sched.queue.flush(now);
@@ -567,27 +575,29 @@ pub async fn run(
             biased;
             _ = &mut shutdown => return,
             Some(ev) = pods.next() => {
-                fresh_input = true;
+                settled = false;
                 match ev {
                     Ok(ev) => r.on_pod_event(ev),
                     Err(e) => tracing::warn!(error = %e, "pod watch error; retrying"),
                 }
             }
             Some(ev) = nodes.next() => {
-                fresh_input = true;
+                settled = false;
                 match ev {
                     Ok(ev) => r.on_node_event(ev),
                     Err(e) => tracing::warn!(error = %e, "node watch error; retrying"),
                 }
             }
-            Some(res) = bind_rx.recv() => r.on_bind_result(res),
+            Some(res) = bind_rx.recv() => {
+                settled = false;
+                r.on_bind_result(res);
+            }
             _ = std::future::ready(()), if can_schedule => {
-                if fresh_input {
-                    // Events that arrived together may still be on their way
-                    // in (a large watch frame is read in chunks, by another
-                    // task): let the I/O driver and the connection tasks
-                    // run once, and take in what they bring before deciding.
-                    fresh_input = false;
+                if !settled {
+                    // Let the I/O driver and the connection tasks run once
+                    // (a large watch frame is read in chunks, by another
+                    // task), and take in what they bring before deciding.
+                    settled = true;
                     tokio::task::yield_now().await;
                 } else {
                     if let Some(out) = r.sched.cycle(Instant::now()) {
@@ -598,7 +608,7 @@ pub async fn run(
                     tokio::task::consume_budget().await;
                 }
             }
-            _ = sleep, if deadline.is_some() && !can_schedule => {}
+            _ = sleep, if deadline.is_some() && !can_schedule => settled = false,
         }
     }
 }
