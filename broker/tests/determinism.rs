@@ -1,0 +1,157 @@
+//! Same inputs, same outputs, with the machine overloaded: the project's
+//! scheduler, linked and under the seccomp supervisor, on a heterogeneous
+//! case where many jobs are submitted and complete in the same instants
+//! (zero-latency routes, so Batsim's messages of one instant carry several
+//! events), while CPU hogs compete with every process of the run.
+//!
+//! Before the gate (the broker delivering an instant as one step) and the
+//! scheduler's settled view (no cycle before everything readable is taken
+//! in), a timer and the frames of one instant reached the scheduler in an
+//! order left to the OS: with six hogs on two cores, one run in six gave
+//! another `jobs.csv`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Threads that spin until dropped: the load of other runs on the machine.
+struct Hogs {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Hogs {
+    fn start(n: usize) -> Hogs {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                    }
+                })
+            })
+            .collect();
+        Hogs { stop, threads }
+    }
+}
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn batkube(args: &[&str]) {
+    let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "batkube {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// 8 hosts of 1 to 8 cpus, zero latency to the master; 91 jobs of 1 to 4
+/// cpus every 2 s, lasting 20, 30 or 40 s: a queue forms, and completions,
+/// submissions and the scheduler's backoff timers share instants.
+fn case(dir: &Path) -> (PathBuf, PathBuf) {
+    let p = dir.join("p.xml");
+    let w = dir.join("w.json");
+    batkube(&[
+        "platform", "gen", "-n", "8", "--cpu", "choice:1,2,4,8", "--memory", "16Gi", "--seed",
+        "3", "-o", p.to_str().unwrap(),
+    ]);
+    let xml = std::fs::read_to_string(&p).unwrap();
+    let zero = regex_free_latency_zero(&xml);
+    assert_ne!(xml, zero, "the generated platform has latencies to zero");
+    std::fs::write(&p, zero).unwrap();
+    batkube(&[
+        "workload", "generate", "-n", "91", "--arrival", "interval:2", "--duration",
+        "choice:20,30,40", "--cpu", "choice:1,2,3,4", "--seed", "7", "-o", w.to_str().unwrap(),
+    ]);
+    (p, w)
+}
+
+/// Every `latency="…"` attribute set to `0`.
+fn regex_free_latency_zero(xml: &str) -> String {
+    let mut out = String::with_capacity(xml.len());
+    let mut rest = xml;
+    while let Some(i) = rest.find("latency=\"") {
+        let start = i + "latency=\"".len();
+        out.push_str(&rest[..start]);
+        let end = start + rest[start..].find('"').unwrap();
+        out.push('0');
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn run(dir: &Path, name: &str, p: &Path, w: &Path, shim: &str) -> Vec<(String, String)> {
+    let out = dir.join(name);
+    let sched = common::batkube_scheduler();
+    let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
+        .args(["run", "--standin", "--strict", "--shim", shim, "--platform"])
+        .arg(p)
+        .arg("--workload")
+        .arg(w)
+        .arg("--scheduler")
+        .arg(&sched)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "run {name}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    ["jobs.csv", "pods.csv", "nodes.csv", "timeline.csv"]
+        .iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(out.join(f)).unwrap();
+            (f.to_string(), text)
+        })
+        .collect()
+}
+
+#[test]
+fn our_scheduler_gives_identical_outputs_under_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p, w) = case(dir.path());
+    let reference = run(dir.path(), "idle", &p, &w, "linked");
+    let _hogs = Hogs::start(6);
+    let runs: Vec<(String, &str)> = (0..5)
+        .map(|i| (format!("linked-{i}"), "linked"))
+        .chain((0..2).map(|i| (format!("seccomp-{i}"), "seccomp")))
+        .collect();
+    for (name, shim) in &runs {
+        let got = run(dir.path(), name, &p, &w, shim);
+        for ((f, want), (_, have)) in reference.iter().zip(&got) {
+            if want != have {
+                let line = want
+                    .lines()
+                    .zip(have.lines())
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(0);
+                panic!(
+                    "{name}: {f} differs from the idle run's, first at line {}:\n  idle: {}\n  {name}: {}",
+                    line + 1,
+                    want.lines().nth(line).unwrap_or(""),
+                    have.lines().nth(line).unwrap_or("")
+                );
+            }
+        }
+    }
+}
