@@ -64,14 +64,360 @@ fn every_shipped_workload_is_valid_for_batsim_and_the_standin() {
             workload_check::check(&text, &shown).unwrap_or_else(|e| panic!("{shown}: {e:?}"));
         assert!(findings.iter().all(|f| !f.error), "{shown}: {findings:?}");
         let wl = Workload::from_file(w, "w0").unwrap();
-        assert!(
-            wl.jobs.iter().all(|j| j.res == 1),
-            "{shown}: every job is one pod"
-        );
+        if !shown.ends_with("-parallel.json") {
+            assert!(
+                wl.jobs.iter().all(|j| j.res == 1),
+                "{shown}: every job is one pod"
+            );
+        }
     }
     let nasa =
         Workload::from_file(&repo().join("workloads/NASA-iPSC-1993-3.1.json"), "w0").unwrap();
     assert_eq!(nasa.jobs.len(), 18239);
+}
+
+#[test]
+fn the_parallel_nasa_workload_fits_the_128_node_platform() {
+    let path = repo().join("workloads/NASA-iPSC-1993-3.1-parallel.json");
+    let folded =
+        Workload::from_file(&repo().join("workloads/NASA-iPSC-1993-3.1.json"), "w0").unwrap();
+    let parallel = Workload::from_file(&path, "w0").unwrap();
+    assert_eq!(parallel.jobs.len(), 18239);
+    // The same jobs; res is the job's processors (one per iPSC/860 node),
+    // which the folded file kept as cpu = procs / 128 x 16.
+    for (p, f) in parallel.jobs.iter().zip(&folded.jobs) {
+        assert_eq!((&p.id, p.subtime), (&f.id, f.subtime));
+        let cpu = batkube::tools::quantity::cpu_from_value(
+            &folded.profile(&f.profile).unwrap().json()["cpu"],
+        )
+        .unwrap();
+        assert_eq!(f64::from(p.res), cpu / 16.0 * 128.0, "job {}", p.id);
+        let pod = &parallel.profile(&p.profile).unwrap().json()["cpu"];
+        assert_eq!(
+            pod,
+            &serde_json::json!(16),
+            "job {}: a whole node per pod",
+            p.id
+        );
+    }
+    assert_eq!(parallel.jobs.iter().map(|j| j.res).max(), Some(128));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let platform = repo().join("platforms/128-node.xml");
+    let machines = Platform::from_file(&platform)
+        .unwrap()
+        .machines(None)
+        .unwrap()
+        .compute
+        .len();
+    assert_eq!(machines, 128);
+    let size = workload_check::PlatformSize {
+        machines,
+        name: "128-node.xml".into(),
+    };
+    let c = workload_check::check_on(&text, "parallel", Some(&size)).unwrap();
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+    let half = workload_check::PlatformSize {
+        machines: 64,
+        name: "64".into(),
+    };
+    let c = workload_check::check_on(&text, "parallel", Some(&half)).unwrap();
+    assert!(!c.warnings.is_empty(), "128-node jobs exceed 64 machines");
+}
+
+/// Where the Parallel Workloads Archive traces the shipped files came from
+/// are kept on the project's machines (`BATKUBE_SWF_DIR` elsewhere).
+fn swf_trace(name: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("BATKUBE_SWF_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/work/shared/reference/batkube/swf"));
+    let p = dir.join(name);
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!("skipped: {} is not on this machine", p.display());
+        None
+    }
+}
+
+#[test]
+fn swf_conversion_regenerates_both_shipped_nasa_workloads_byte_for_byte() {
+    let Some(swf) = swf_trace("NASA-iPSC-1993-3.1-cln.swf") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // The commands of workloads/README.md, run from the repository.
+    for (args, shipped) in [
+        (
+            vec![
+                "--parallel",
+                "fold",
+                "--node-cpu",
+                "16",
+                "--procs-reference",
+                "128",
+            ],
+            "NASA-iPSC-1993-3.1.json",
+        ),
+        (
+            vec!["--node-cpu", "16", "--platform", "platforms/128-node.xml"],
+            "NASA-iPSC-1993-3.1-parallel.json",
+        ),
+    ] {
+        let out = dir.path().join(shipped);
+        let run = batkube()
+            .current_dir(repo())
+            .args(["workload", "convert", "swf"])
+            .arg(&swf)
+            .args(&args)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        assert!(
+            std::fs::read(&out).unwrap()
+                == std::fs::read(repo().join("workloads").join(shipped)).unwrap(),
+            "{shipped} differs from what `convert swf {}` makes",
+            args.join(" ")
+        );
+    }
+}
+
+/// A machine of 8 nodes of 4 processors (SWF 2.2 header), jobs on 1, 6, 16
+/// and 32 processors; job 2 uses 2048 KB per processor.
+const SMP_TRACE: &str = "; Version: 2.2
+; MaxNodes: 8
+; MaxProcs: 32
+    1     0  0  60   1  -1    -1   1  -1 -1 1 1 1 -1 1 -1 -1 -1
+    2    10  0  60   6  -1  2048   6  -1 -1 1 1 1 -1 1 -1 -1 -1
+    3    20  0  60  16  -1    -1  16  -1 -1 1 1 1 -1 1 -1 -1 -1
+    4    30  0  60  32  -1    -1  32  -1 -1 1 1 1 -1 1 -1 -1 -1
+";
+
+/// (res, cpu, memory) per job, the requests from each job's profile.
+fn pods(w: &Workload) -> Vec<(u32, f64, Option<String>)> {
+    w.jobs
+        .iter()
+        .map(|j| {
+            let p = w.profile(&j.profile).unwrap().json();
+            (
+                j.res,
+                batkube::tools::quantity::cpu_from_value(&p["cpu"]).unwrap(),
+                p.get("memory").and_then(|m| m.as_str()).map(str::to_string),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn cli_converts_a_parallel_swf_split_by_default_or_folded() {
+    let dir = tempfile::tempdir().unwrap();
+    let swf = dir.path().join("smp.swf");
+    std::fs::write(&swf, SMP_TRACE).unwrap();
+    let convert = |extra: &[&str], out: &str| {
+        let out = dir.path().join(out);
+        let run = batkube()
+            .args(["workload", "convert", "swf"])
+            .arg(&swf)
+            .args(extra)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(workload_check::check(&text, "t").is_ok());
+        (
+            Workload::from_file(&out, "w0").unwrap(),
+            String::from_utf8_lossy(&run.stderr).to_string(),
+        )
+    };
+    // 4 procs per node from the header: res = ceil(procs / 4), each pod
+    // procs / res / 4 x 2 cpu, memory 2048 KB x its procs.
+    let (split, log) = convert(&["--node-cpu", "2"], "split.json");
+    assert_eq!(
+        pods(&split),
+        vec![
+            (1, 0.5, None),
+            (2, 1.5, Some("6Mi".into())),
+            (4, 2.0, None),
+            (8, 2.0, None),
+        ]
+    );
+    assert!(
+        log.contains("4 procs per node (the header's MaxProcs / MaxNodes)"),
+        "{log}"
+    );
+    let (fold, _) = convert(&["--node-cpu", "2", "--parallel", "fold"], "fold.json");
+    assert_eq!(
+        pods(&fold),
+        vec![
+            (1, 0.063, None),
+            (1, 0.375, Some("12Mi".into())),
+            (1, 1.0, None),
+            (1, 2.0, None),
+        ]
+    );
+    let (per_proc, _) = convert(&["--procs-per-node", "1"], "one.json");
+    assert_eq!(
+        per_proc.jobs.iter().map(|j| j.res).collect::<Vec<_>>(),
+        [1, 6, 16, 32]
+    );
+    // Jobs larger than the platform or --max-res are left out, each named.
+    let p = dir.path().join("p.xml");
+    let run = batkube()
+        .args(["platform", "gen", "-n", "3", "-o"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    let (kept, log) = convert(
+        &["--platform", p.to_str().unwrap(), "--max-res", "2"],
+        "kept.json",
+    );
+    assert_eq!(
+        kept.jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        ["1", "2"]
+    );
+    assert!(
+        log.contains("smp.swf:6: job 3 left out: res 4 > --max-res 2"),
+        "{log}"
+    );
+    assert!(
+        log.contains("smp.swf:7: job 4 left out: res 8 > --max-res 2"),
+        "{log}"
+    );
+}
+
+#[test]
+fn cli_generates_res_from_a_distribution_and_validates_it_against_a_platform() {
+    let dir = tempfile::tempdir().unwrap();
+    let gen = |extra: &[&str]| {
+        let run = batkube()
+            .args([
+                "workload",
+                "generate",
+                "-n",
+                "200",
+                "--arrival",
+                "poisson:5",
+            ])
+            .args(["--duration", "exp:60", "--cpu", "choice:500m,1"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        String::from_utf8(run.stdout).unwrap()
+    };
+    let weighted = ["--res", "choice:1:0.5,4:0.3,16:0.2", "--seed", "9"];
+    let a = gen(&weighted);
+    assert_eq!(a, gen(&weighted), "the same seed gives the same file");
+    assert_ne!(
+        a,
+        gen(&["--res", "choice:1:0.5,4:0.3,16:0.2", "--seed", "10"])
+    );
+    let w = dir.path().join("w.json");
+    std::fs::write(&w, &a).unwrap();
+    let wl = Workload::from_file(&w, "w0").unwrap();
+    let support: std::collections::BTreeSet<u32> = wl.jobs.iter().map(|j| j.res).collect();
+    assert_eq!(support.into_iter().collect::<Vec<_>>(), [1, 4, 16]);
+    let uniform = gen(&["--res", "uniform:2:5", "--seed", "9"]);
+    std::fs::write(&w, &uniform).unwrap();
+    let support: std::collections::BTreeSet<u32> = Workload::from_file(&w, "w0")
+        .unwrap()
+        .jobs
+        .iter()
+        .map(|j| j.res)
+        .collect();
+    assert_eq!(support.into_iter().collect::<Vec<_>>(), [2, 3, 4, 5]);
+    // Without --res (or with its default) nothing changes but res itself.
+    assert_eq!(gen(&["--seed", "9"]), gen(&["--res", "1", "--seed", "9"]));
+    let bad = batkube()
+        .args(["workload", "generate", "-n", "1", "--res", "uniform:0:2"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    // On 8 machines the 16-machine jobs are warned of, each with its line.
+    std::fs::write(&w, &a).unwrap();
+    let p = dir.path().join("p.xml");
+    assert!(batkube()
+        .args(["platform", "gen", "-n", "8", "-o"])
+        .arg(&p)
+        .status()
+        .unwrap()
+        .success());
+    let run = batkube()
+        .args(["workload", "validate", "--platform"])
+        .arg(&p)
+        .arg(&w)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "a warning, not an error: {err}");
+    let v: serde_json::Value = serde_json::from_str(&a).unwrap();
+    let (i, big) = v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .find(|(_, j)| j["res"] == 16)
+        .unwrap();
+    // Line of job i: description, nb_res and "jobs" come first.
+    let expected = format!(
+        "line {}, column 5: warning: job {} asks for 16 machines, more than the 8 compute machines of {}",
+        i + 5,
+        big["id"],
+        p.display()
+    );
+    assert!(err.contains(&expected), "{expected}\n{err}");
+    let fits = batkube()
+        .args(["workload", "validate", "--platform"])
+        .arg(&p)
+        .arg(repo().join("workloads/poisson_500.json"))
+        .output()
+        .unwrap();
+    assert!(fits.status.success() && fits.stderr.is_empty());
+}
+
+#[test]
+fn generate_without_res_still_makes_the_shipped_poisson_workload() {
+    // The command of workloads/README.md, made before --res existed.
+    let run = batkube()
+        .args([
+            "workload",
+            "generate",
+            "-n",
+            "500",
+            "--arrival",
+            "poisson:20",
+        ])
+        .args([
+            "--duration",
+            "lognormal:5:1",
+            "--cpu",
+            "choice:250m,500m,1,2",
+        ])
+        .args(["--memory", "choice:256Mi,1Gi,2Gi", "--seed", "1"])
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    let shipped = std::fs::read(repo().join("workloads/poisson_500.json")).unwrap();
+    assert!(
+        run.stdout == shipped,
+        "poisson_500.json is no longer regenerated byte for byte"
+    );
 }
 
 #[test]
@@ -114,6 +460,8 @@ fn swf_conversion_regenerates_the_shipped_kit_workload() {
         .args(["workload", "convert", "swf"])
         .arg(&swf)
         .args([
+            "--parallel",
+            "fold",
             "--node-cpu",
             "6",
             "--cpu-cap",

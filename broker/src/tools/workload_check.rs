@@ -5,9 +5,12 @@
 //! negative `subtime`, a `res` that is not a positive integer, a `walltime`
 //! that is neither positive nor -1, a `profile` that is not defined, a
 //! profile without a `type`. The broker adds: requests (`cpu`, `memory` or
-//! `mem`, on the job or its profile) must be Kubernetes quantities, and a
-//! job with `res` > 1 cannot be one pod (a warning: the broker rejects it).
-//! Finally the built-in stand-in must be able to simulate the workload.
+//! `mem`, on the job or its profile) must be Kubernetes quantities (they
+//! are per pod: a job with `res` N is N pods, one per machine). Given the
+//! target platform, a job on more machines than it has compute hosts is a
+//! warning: the workload stays valid for Batsim, but that job can never run
+//! and ends rejected. Finally the built-in stand-in must be able to
+//! simulate the workload.
 
 use serde_json::{Map, Value};
 
@@ -183,6 +186,19 @@ pub fn check(text: &str, shown: &str) -> Result<Vec<Finding>, Vec<Finding>> {
     check_counted(text, shown).map(|c| c.warnings)
 }
 
+/// The target platform, as far as a workload check needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlatformSize {
+    /// Compute machines (the master excluded).
+    pub machines: usize,
+    /// How to name it in messages (its path).
+    pub name: String,
+}
+
+/// How many jobs too large for the platform are reported one by one; the
+/// rest are counted in one more warning.
+const TOO_LARGE_LISTED: usize = 10;
+
 /// What a valid workload holds, with its warnings.
 pub struct Checked {
     pub warnings: Vec<Finding>,
@@ -193,6 +209,17 @@ pub struct Checked {
 /// As [`check`], with the counts of jobs and profiles (from the same
 /// parse: a million-job workload is parsed once for them, not again).
 pub fn check_counted(text: &str, shown: &str) -> Result<Checked, Vec<Finding>> {
+    check_on(text, shown, None)
+}
+
+/// As [`check_counted`], and against a platform when one is given: every
+/// job with `res` above its compute machines is a warning (the first
+/// [`TOO_LARGE_LISTED`] with their line, then a count).
+pub fn check_on(
+    text: &str,
+    shown: &str,
+    platform: Option<&PlatformSize>,
+) -> Result<Checked, Vec<Finding>> {
     let mut out = Vec::new();
     let err = |out: &mut Vec<Finding>, at: Loc, message: String| {
         out.push(Finding {
@@ -309,7 +336,7 @@ pub fn check_counted(text: &str, shown: &str) -> Result<Checked, Vec<Finding>> {
         return Err(out);
     };
     let mut seen: std::collections::HashMap<String, Loc> = Default::default();
-    let mut multi_res = 0usize;
+    let mut too_large = 0usize;
     for (i, j) in jobs.iter().enumerate() {
         let line = job_line(i);
         let Some(jo) = j.as_object() else {
@@ -346,15 +373,16 @@ pub fn check_counted(text: &str, shown: &str) -> Result<Checked, Vec<Finding>> {
         }
         match num("res") {
             Some(r) if r >= 1.0 && r.fract() == 0.0 => {
-                if r > 1.0 {
-                    multi_res += 1;
-                    if multi_res <= 3 {
+                if let Some(p) = platform.filter(|p| r > p.machines as f64) {
+                    too_large += 1;
+                    if too_large <= TOO_LARGE_LISTED {
                         out.push(Finding {
                             line: line.line,
                             column: line.column,
                             error: false,
                             message: format!(
-                                "job {id:?} asks for {r} machines: a pod runs on one node, the broker will reject it"
+                                "job {id:?} asks for {r} machines, more than the {} compute machines of {}: it can never run",
+                                p.machines, p.name
                             ),
                         });
                     }
@@ -391,12 +419,15 @@ pub fn check_counted(text: &str, shown: &str) -> Result<Checked, Vec<Finding>> {
         }
         check_requests(jo, &mut out, line, &format!("job {id:?}"));
     }
-    if multi_res > 3 {
+    if let Some(p) = platform.filter(|_| too_large > TOO_LARGE_LISTED) {
         out.push(Finding {
             line: 0,
             column: 0,
             error: false,
-            message: format!("{multi_res} jobs in all ask for more than one machine"),
+            message: format!(
+                "{too_large} jobs in all ask for more than the {} compute machines of {}",
+                p.machines, p.name
+            ),
         });
     }
     if !out.iter().any(|f| f.error) {
@@ -488,6 +519,47 @@ mod tests {
         assert_eq!(dup.line, 6);
         assert!(dup.message.contains("line 4"));
         assert!(f.iter().any(|f| f.line == 6 && f.message.contains("\"q\"")));
+    }
+
+    #[test]
+    fn parallel_jobs_are_valid_and_those_larger_than_the_platform_are_warned_of() {
+        let text = r#"{
+  "nb_res": 16,
+  "jobs": [
+    {"id": "1", "subtime": 0, "res": 4, "profile": "p"},
+    {"id": "2", "subtime": 1, "res": 16, "profile": "p"},
+    {"id": "3", "subtime": 2, "res": 8, "profile": "p"}
+  ],
+  "profiles": {
+    "p": {"type": "delay", "delay": 10, "cpu": 1}
+  }
+}"#;
+        assert_eq!(check(text, "x").unwrap(), vec![]);
+        let eight = PlatformSize {
+            machines: 8,
+            name: "p8.xml".into(),
+        };
+        let w = check_on(text, "x", Some(&eight)).unwrap().warnings;
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!((w[0].line, w[0].column, w[0].error), (5, 5, false));
+        assert!(
+            w[0].to_string().starts_with(
+                "line 5, column 5: warning: job \"2\" asks for 16 machines, more than the 8 compute machines of p8.xml"
+            ),
+            "{}",
+            w[0]
+        );
+        // Beyond the first few, a count.
+        let many: Vec<String> = (0..25)
+            .map(|i| format!("{{\"id\":\"{i}\",\"subtime\":0,\"res\":9,\"profile\":\"p\"}}"))
+            .collect();
+        let big = format!(
+            "{{\"nb_res\":9,\"jobs\":[{}],\"profiles\":{{\"p\":{{\"type\":\"delay\",\"delay\":1}}}}}}",
+            many.join(",\n")
+        );
+        let w = check_on(&big, "x", Some(&eight)).unwrap().warnings;
+        assert_eq!(w.len(), TOO_LARGE_LISTED + 1);
+        assert!(w[TOO_LARGE_LISTED].message.starts_with("25 jobs in all"));
     }
 
     #[test]

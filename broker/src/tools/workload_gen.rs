@@ -2,9 +2,11 @@
 //! Workloads Archive traces, the way the 2020 Batkube study made
 //! KIT_10h_80.json) and `convert volcano` (Volcano simulator `pods.csv`).
 //!
-//! Every job is one pod: `res` 1 and a `delay` profile carrying the requests
-//! (`cpu` in cores, `memory` as a quantity), as the 2020 files do. Files are
-//! written one job per line so `batkube workload validate` can point at lines.
+//! Every job is a `delay` profile carrying the requests of one pod (`cpu` in
+//! cores, `memory` as a quantity), as the 2020 files do, and `res`: the
+//! number of machines the job runs on at once, one pod on each (1 unless
+//! `generate --res` or a parallel SWF job says otherwise). Files are written
+//! one job per line so `batkube workload validate` can point at lines.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -43,7 +45,8 @@ impl SplitMix64 {
 
 /// A distribution of non-negative values, written on the command line as
 /// `V` or `const:V`, `uniform:A:B`, `exp:MEAN`, `normal:MEAN:SD`,
-/// `lognormal:MU:SIGMA` (of the log), `choice:A,B,C`.
+/// `lognormal:MU:SIGMA` (of the log), `choice:A,B,C` (even odds) or
+/// `choice:A:WA,B:WB,…` (odds in proportion to the weights).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Dist {
     Const(f64),
@@ -52,6 +55,8 @@ pub enum Dist {
     Normal(f64, f64),
     LogNormal(f64, f64),
     Choice(Vec<f64>),
+    /// (value, weight) pairs; weights are positive, not necessarily summing to 1.
+    Weighted(Vec<(f64, f64)>),
 }
 
 impl Dist {
@@ -61,10 +66,13 @@ impl Dist {
         let bad = || {
             format!(
                 "distribution {spec:?}: expected V, const:V, uniform:A:B, exp:MEAN, \
-                 normal:MEAN:SD, lognormal:MU:SIGMA or choice:A,B,…"
+                 normal:MEAN:SD, lognormal:MU:SIGMA, choice:A,B,… or choice:A:WEIGHT,B:WEIGHT,…"
             )
         };
         let plain = |s: &str| s.parse::<f64>().map_err(|_| bad());
+        if let Some(list) = spec.strip_prefix("choice:") {
+            return Self::parse_choice(spec, list, unit);
+        }
         Ok(match parts.as_slice() {
             [v] => Dist::Const(unit(v)?),
             ["const", v] => Dist::Const(unit(v)?),
@@ -78,13 +86,46 @@ impl Dist {
             ["exp", m] => Dist::Exp(unit(m)?),
             ["normal", m, s] => Dist::Normal(unit(m)?, unit(s)?),
             ["lognormal", m, s] => Dist::LogNormal(plain(m)?, plain(s)?),
-            ["choice", list] => Dist::Choice(
-                list.split(',')
-                    .map(|v| unit(v.trim()))
-                    .collect::<Result<Vec<_>, _>>()?,
-            ),
             _ => return Err(bad()),
         })
+    }
+
+    /// `A,B,C` or `A:WA,B:WB,…` (every item weighted or none, so a typo
+    /// does not silently give one value the default weight).
+    fn parse_choice(
+        spec: &str,
+        list: &str,
+        unit: &dyn Fn(&str) -> Result<f64, String>,
+    ) -> Result<Dist, String> {
+        let items: Vec<&str> = list.split(',').map(str::trim).collect();
+        let weighted = items.iter().filter(|i| i.contains(':')).count();
+        if weighted == 0 {
+            return Ok(Dist::Choice(
+                items.iter().map(|v| unit(v)).collect::<Result<_, _>>()?,
+            ));
+        }
+        if weighted != items.len() {
+            return Err(format!(
+                "distribution {spec:?}: give every choice a weight (A:WEIGHT) or none"
+            ));
+        }
+        let pairs = items
+            .iter()
+            .map(|i| {
+                let (v, w) = i.split_once(':').unwrap_or((i, ""));
+                let w = w
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|w| w.is_finite() && *w > 0.0)
+                    .ok_or_else(|| {
+                        format!(
+                            "distribution {spec:?}: weight {w:?} of {v:?} is not a positive number"
+                        )
+                    })?;
+                Ok((unit(v)?, w))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(Dist::Weighted(pairs))
     }
 
     pub fn sample(&self, rng: &mut SplitMix64) -> f64 {
@@ -95,8 +136,60 @@ impl Dist {
             Dist::Normal(m, s) => m + s * rng.normal(),
             Dist::LogNormal(m, s) => (m + s * rng.normal()).exp(),
             Dist::Choice(v) => v[(rng.next_u64() % v.len() as u64) as usize],
+            Dist::Weighted(v) => {
+                let total: f64 = v.iter().map(|(_, w)| w).sum();
+                let mut x = rng.unit() * total;
+                let mut pick = v[v.len() - 1].0;
+                for (value, w) in v {
+                    if x < *w {
+                        pick = *value;
+                        break;
+                    }
+                    x -= w;
+                }
+                pick
+            }
         };
         v.max(0.0)
+    }
+
+    /// A whole number of at least 1 (a machine count): `uniform:A:B` draws
+    /// the integers A..=B with even odds; other shapes are rounded to the
+    /// nearest integer (and raised to 1).
+    pub fn sample_count(&self, rng: &mut SplitMix64) -> u32 {
+        let v = match self {
+            Dist::Uniform(a, b) => (a + ((b - a + 1.0) * rng.unit()).floor()).min(*b),
+            d => d.sample(rng).round(),
+        };
+        v.clamp(1.0, f64::from(u32::MAX)) as u32
+    }
+}
+
+/// Parses `--res`: any distribution of [`Dist`], whose fixed values
+/// (`V`, the bounds of `uniform:A:B`, the values of `choice`) must be whole
+/// numbers of at least 1; drawn with [`Dist::sample_count`].
+pub fn parse_res_dist(spec: &str) -> Result<Dist, String> {
+    let number = |s: &str| {
+        s.parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .ok_or_else(|| format!("res {spec:?}: {s:?} is not a non-negative number"))
+    };
+    let d = Dist::parse(spec, &number)?;
+    let whole = |x: f64| x >= 1.0 && x.fract() == 0.0 && x <= f64::from(u32::MAX);
+    let ok = match &d {
+        Dist::Const(v) => whole(*v),
+        Dist::Uniform(a, b) => whole(*a) && whole(*b),
+        Dist::Choice(v) => v.iter().all(|x| whole(*x)),
+        Dist::Weighted(v) => v.iter().all(|(x, _)| whole(*x)),
+        Dist::Exp(_) | Dist::Normal(..) | Dist::LogNormal(..) => true,
+    };
+    if ok {
+        Ok(d)
+    } else {
+        Err(format!(
+            "res {spec:?}: machine counts must be whole numbers of at least 1"
+        ))
     }
 }
 
@@ -149,21 +242,40 @@ pub struct WorkloadBuilder {
     profiles: BTreeMap<String, Map<String, Value>>,
     /// Profile names in first-use order.
     order: Vec<String>,
+    /// How many jobs ask for each number of machines.
+    res: BTreeMap<u32, usize>,
 }
 
 /// What one job asks for.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct JobSpec {
     pub id: String,
     pub subtime: f64,
     pub delay: f64,
-    /// Cores (rounded to millicores, at least 1m when given).
+    /// Machines the job runs on at once, one pod each (at least 1).
+    pub res: u32,
+    /// Cores of each pod (rounded to millicores, at least 1m when given).
     pub cpu: Option<f64>,
-    /// Bytes.
+    /// Bytes, of each pod.
     pub memory: Option<f64>,
     pub walltime: Option<f64>,
     /// Extra job fields (priority, nodeSelector, labels, …).
     pub extra: Map<String, Value>,
+}
+
+impl Default for JobSpec {
+    fn default() -> Self {
+        JobSpec {
+            id: String::new(),
+            subtime: 0.0,
+            delay: 0.0,
+            res: 1,
+            cpu: None,
+            memory: None,
+            walltime: None,
+            extra: Map::new(),
+        }
+    }
 }
 
 impl WorkloadBuilder {
@@ -197,7 +309,9 @@ impl WorkloadBuilder {
         if let Some(w) = spec.walltime {
             j.insert("walltime".into(), num(round3(w)));
         }
-        j.insert("res".into(), json!(1));
+        let res = spec.res.max(1);
+        *self.res.entry(res).or_default() += 1;
+        j.insert("res".into(), json!(res));
         j.insert("profile".into(), json!(name));
         for (k, v) in spec.extra {
             j.insert(k, v);
@@ -213,11 +327,40 @@ impl WorkloadBuilder {
         self.jobs.is_empty()
     }
 
+    /// How many jobs ask for each number of machines.
+    pub fn res_counts(&self) -> &BTreeMap<u32, usize> {
+        &self.res
+    }
+
+    /// The counts of [`Self::res_counts`] in power-of-two classes, for a
+    /// summary line: `res 1: 10, 2-3: 4, 4-7: 1`.
+    pub fn res_summary(&self) -> String {
+        let mut classes: BTreeMap<u32, usize> = BTreeMap::new();
+        for (&r, &n) in &self.res {
+            *classes.entry(r.ilog2()).or_default() += n;
+        }
+        let parts: Vec<String> = classes
+            .iter()
+            .map(|(&k, n)| {
+                let (lo, hi) = (1u64 << k, (2u64 << k) - 1);
+                if lo == hi {
+                    format!("{lo}: {n}")
+                } else {
+                    format!("{lo}-{hi}: {n}")
+                }
+            })
+            .collect();
+        format!("res {}", parts.join(", "))
+    }
+
     /// The workload as Batsim JSON, one job and one profile per line.
+    /// `nb_res` is the largest `res` (Batsim 4.2 ignores it; older tools
+    /// read it as the machines the workload needs).
     pub fn to_json(&self, description: &str) -> String {
         let mut s = String::from("{\n");
         let _ = writeln!(s, "  \"description\": {},", json!(description));
-        s.push_str("  \"nb_res\": 1,\n  \"jobs\": [\n");
+        let nb_res = self.res.keys().next_back().copied().unwrap_or(1);
+        let _ = write!(s, "  \"nb_res\": {nb_res},\n  \"jobs\": [\n");
         for (i, j) in self.jobs.iter().enumerate() {
             let comma = if i + 1 < self.jobs.len() { "," } else { "" };
             let _ = writeln!(s, "    {}{comma}", Value::Object(j.clone()));
@@ -245,6 +388,8 @@ pub struct GenerateSpec {
     pub duration: Dist,
     pub cpu: Option<Dist>,
     pub memory: Option<Dist>,
+    /// Machines per job (see [`parse_res_dist`]); `None`: 1.
+    pub res: Option<Dist>,
     pub walltime: Option<f64>,
     pub seed: u64,
 }
@@ -256,6 +401,7 @@ pub fn generate(spec: &GenerateSpec) -> WorkloadBuilder {
     let mut durations = SplitMix64::new(spec.seed ^ 0xD0D0_D0D0);
     let mut cpus = SplitMix64::new(spec.seed ^ 0xC9C9_C9C9);
     let mut mems = SplitMix64::new(spec.seed ^ 0x3E3E_3E3E);
+    let mut ress = SplitMix64::new(spec.seed ^ 0x7E5E_7E5E);
     let mut b = WorkloadBuilder::default();
     let mut t = 0.0;
     for i in 0..spec.jobs {
@@ -273,6 +419,7 @@ pub fn generate(spec: &GenerateSpec) -> WorkloadBuilder {
             id: (i + 1).to_string(),
             subtime,
             delay: spec.duration.sample(&mut durations),
+            res: spec.res.as_ref().map_or(1, |d| d.sample_count(&mut ress)),
             cpu: spec.cpu.as_ref().map(|d| d.sample(&mut cpus)),
             memory: spec.memory.as_ref().map(|d| d.sample(&mut mems).round()),
             walltime: spec.walltime,
@@ -289,6 +436,7 @@ pub struct SwfJob {
     pub submit: f64,
     pub wait: f64,
     pub run: f64,
+    /// Allocated processors (else requested ones).
     pub procs: f64,
     /// Used memory per processor, KB (-1: unknown).
     pub memory_kb: f64,
@@ -300,8 +448,11 @@ pub struct SwfJob {
 #[derive(Debug, Clone)]
 pub struct SwfTrace {
     pub jobs: Vec<SwfJob>,
-    /// `; MaxProcs:` from the header.
+    /// `; MaxProcs:` from the header: processors of the machine.
     pub max_procs: Option<f64>,
+    /// `; MaxNodes:` from the header: nodes of the machine (SWF 2.1+: when
+    /// it differs from MaxProcs, each node holds MaxProcs / MaxNodes).
+    pub max_nodes: Option<f64>,
     /// Lines skipped (no run time or no processors), with the reason.
     pub skipped: usize,
 }
@@ -309,13 +460,16 @@ pub struct SwfTrace {
 pub fn parse_swf(text: &str) -> Result<SwfTrace, String> {
     let mut jobs = Vec::new();
     let mut max_procs = None;
+    let mut max_nodes = None;
     let mut skipped = 0;
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();
         if let Some(h) = l.strip_prefix(';') {
             if let Some((k, v)) = h.split_once(':') {
-                if k.trim() == "MaxProcs" {
-                    max_procs = v.trim().parse::<f64>().ok();
+                match k.trim() {
+                    "MaxProcs" => max_procs = v.trim().parse::<f64>().ok(),
+                    "MaxNodes" => max_nodes = v.trim().parse::<f64>().ok(),
+                    _ => {}
                 }
             }
             continue;
@@ -365,6 +519,7 @@ pub fn parse_swf(text: &str) -> Result<SwfTrace, String> {
     Ok(SwfTrace {
         jobs,
         max_procs,
+        max_nodes,
         skipped,
     })
 }
@@ -386,9 +541,28 @@ pub fn window_utilisation(trace: &SwfTrace, machine_procs: f64, start: f64, len:
     used / (machine_procs * len)
 }
 
+/// What becomes of a job on several processors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Parallel {
+    /// One pod per traced node: `res` = ceil(processors / procs per node),
+    /// each pod with the per-node share of the job.
+    Split,
+    /// One pod with all of the job (`res` 1), as the 2020 study did.
+    Fold,
+}
+
 /// Options of `batkube workload convert swf`.
 #[derive(Debug, Clone)]
 pub struct SwfSpec {
+    pub parallel: Parallel,
+    /// Processors of one traced node (split); `None`: the header's
+    /// MaxProcs / MaxNodes when that is a whole number, else 1.
+    pub procs_per_node: Option<f64>,
+    /// Jobs on more machines are left out (listed in the selection).
+    pub max_res: Option<u32>,
+    /// The target platform: its compute machines and its name; jobs on
+    /// more machines are left out too.
+    pub platform: Option<(u32, String)>,
     /// Window start, seconds of trace time (submit field); `None`: the first job.
     pub start: Option<f64>,
     /// Window length in seconds; `None`: to the end.
@@ -399,15 +573,47 @@ pub struct SwfSpec {
     pub tolerance: f64,
     /// Cap on job duration (the 2020 study used 3600 s).
     pub trim: Option<f64>,
-    /// Cpu of the node the whole job is squeezed onto.
+    /// Cpu of a pod that holds `procs_reference` processors.
     pub node_cpu: f64,
     /// Largest request written (2020: 5.9 on a 6-cpu node).
     pub cpu_cap: Option<f64>,
-    /// Processors that map to `node_cpu`; `None`: the largest job of the
-    /// selection (what the 2020 conversion did).
+    /// Processors that map to `node_cpu`; `None`: split: the procs per
+    /// node (a pod on a whole traced node asks for `node_cpu`); fold: the
+    /// largest job of the selection (what the 2020 conversion did).
     pub procs_reference: Option<f64>,
-    /// Memory per job when the trace gives none.
+    /// Memory per pod when the trace gives none.
     pub memory: Option<f64>,
+}
+
+impl Default for SwfSpec {
+    /// Split, no window, no trim, 1 cpu per processor-reference.
+    fn default() -> Self {
+        SwfSpec {
+            parallel: Parallel::Split,
+            procs_per_node: None,
+            max_res: None,
+            platform: None,
+            start: None,
+            length: None,
+            utilisation: None,
+            tolerance: 0.01,
+            trim: None,
+            node_cpu: 1.0,
+            cpu_cap: None,
+            procs_reference: None,
+            memory: None,
+        }
+    }
+}
+
+/// A job the conversion left out, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refused {
+    pub id: String,
+    /// The job's line in the trace.
+    pub line: usize,
+    pub res: u32,
+    pub reason: String,
 }
 
 /// What a conversion selected, for the report printed to the user.
@@ -416,7 +622,31 @@ pub struct SwfSelection {
     pub start: f64,
     pub utilisation: Option<f64>,
     pub procs_reference: f64,
+    /// Processors per traced node (split), and where that number came from.
+    pub procs_per_node: f64,
+    pub procs_per_node_from: &'static str,
     pub trimmed: usize,
+    /// Jobs on more machines than `max_res` or the platform, in trace order.
+    pub refused: Vec<Refused>,
+}
+
+/// Processors per traced node: `--procs-per-node`, else MaxProcs / MaxNodes
+/// of the header when both are there and the ratio is a whole number (an
+/// SMP machine), else 1 (one processor per node, MaxProcs = MaxNodes).
+fn procs_per_node(trace: &SwfTrace, spec: &SwfSpec) -> (f64, &'static str) {
+    if let Some(p) = spec.procs_per_node {
+        return (p, "--procs-per-node");
+    }
+    match (trace.max_procs, trace.max_nodes) {
+        (Some(p), Some(n)) if n > 0.0 && p / n >= 1.0 && (p / n).fract() == 0.0 => {
+            (p / n, "the header's MaxProcs / MaxNodes")
+        }
+        (Some(_), Some(_)) => (
+            1.0,
+            "1: the header's MaxProcs / MaxNodes is not a whole number",
+        ),
+        _ => (1.0, "1: the header gives no MaxProcs and MaxNodes"),
+    }
 }
 
 pub fn convert_swf(
@@ -466,14 +696,53 @@ pub fn convert_swf(
             "no job is submitted in the window [{start}, {end})"
         ));
     }
-    let reference = spec
-        .procs_reference
-        .unwrap_or_else(|| selected.iter().map(|j| j.procs).fold(0.0, f64::max));
+    let (ppn, ppn_from) = procs_per_node(trace, spec);
+    if !(ppn >= 1.0 && ppn.is_finite()) {
+        return Err(format!(
+            "--procs-per-node {ppn} is not a number of at least 1"
+        ));
+    }
+    let split = spec.parallel == Parallel::Split;
+    let reference = spec.procs_reference.unwrap_or_else(|| {
+        if split {
+            ppn
+        } else {
+            selected.iter().map(|j| j.procs).fold(0.0, f64::max)
+        }
+    });
     let cap = spec.cpu_cap.unwrap_or(spec.node_cpu);
     let first = selected[0].submit;
     let mut b = WorkloadBuilder::default();
     let mut trimmed = 0;
+    let mut refused = Vec::new();
     for j in selected {
+        let res = if split {
+            (j.procs / ppn).ceil().clamp(1.0, f64::from(u32::MAX)) as u32
+        } else {
+            1
+        };
+        let too_many = spec
+            .max_res
+            .filter(|&m| res > m)
+            .map(|m| format!("res {res} > --max-res {m}"))
+            .or_else(|| {
+                spec.platform
+                    .as_ref()
+                    .filter(|(n, _)| res > *n)
+                    .map(|(n, name)| format!("res {res} > the {n} compute machines of {name}"))
+            });
+        if let Some(reason) = too_many {
+            refused.push(Refused {
+                id: j.id.clone(),
+                line: j.line,
+                res,
+                reason,
+            });
+            continue;
+        }
+        // Each pod holds an even share of the job's processors; with res 1
+        // (fold) that is the whole job, as in 2020.
+        let share = j.procs / f64::from(res);
         let mut delay = j.run;
         if let Some(t) = spec.trim {
             if delay > t {
@@ -481,9 +750,10 @@ pub fn convert_swf(
                 trimmed += 1;
             }
         }
-        let cpu = (round3(j.procs / reference * spec.node_cpu)).clamp(0.001, cap);
+        let cpu = (round3(share / reference * spec.node_cpu)).clamp(0.001, cap);
+        // SWF's used memory is per processor.
         let memory = if j.memory_kb > 0.0 {
-            Some(j.memory_kb * 1024.0 * j.procs)
+            Some(j.memory_kb * 1024.0 * share)
         } else {
             spec.memory
         };
@@ -491,11 +761,18 @@ pub fn convert_swf(
             id: j.id.clone(),
             subtime: j.submit - first,
             delay,
+            res,
             cpu: Some(cpu),
             memory,
             walltime: None,
             extra: Map::new(),
         });
+    }
+    if b.is_empty() {
+        return Err(format!(
+            "every job of the window was left out ({} first: job {} on line {})",
+            refused[0].reason, refused[0].id, refused[0].line
+        ));
     }
     Ok((
         b,
@@ -503,7 +780,10 @@ pub fn convert_swf(
             start,
             utilisation: achieved,
             procs_reference: reference,
+            procs_per_node: ppn,
+            procs_per_node_from: ppn_from,
             trimmed,
+            refused,
         },
     ))
 }
@@ -644,8 +924,8 @@ pub fn convert_volcano_pods(text: &str) -> Result<WorkloadBuilder, String> {
             delay: run,
             cpu: Some(cpu),
             memory: if mem > 0.0 { Some(mem) } else { None },
-            walltime: None,
             extra,
+            ..JobSpec::default()
         });
     }
     Ok(b)
@@ -664,6 +944,7 @@ mod tests {
                 .unwrap(),
             cpu: Some(Dist::Choice(vec![0.5, 1.0])),
             memory: None,
+            res: None,
             walltime: None,
             seed: 7,
         };
@@ -704,15 +985,11 @@ mod tests {
         let (b, sel) = convert_swf(
             &t,
             &SwfSpec {
-                start: None,
-                length: None,
-                utilisation: None,
-                tolerance: 0.01,
+                parallel: Parallel::Fold,
                 trim: Some(3600.0),
                 node_cpu: 6.0,
                 cpu_cap: Some(5.9),
-                procs_reference: None,
-                memory: None,
+                ..SwfSpec::default()
             },
         )
         .unwrap();
@@ -742,15 +1019,11 @@ mod tests {
                 < 1e-9
         );
         let spec = SwfSpec {
-            start: None,
+            parallel: Parallel::Fold,
             length: Some(3600.0),
             utilisation: Some(0.8),
-            tolerance: 0.01,
-            trim: None,
-            node_cpu: 1.0,
-            cpu_cap: None,
             procs_reference: Some(10.0),
-            memory: None,
+            ..SwfSpec::default()
         };
         let (b, sel) = convert_swf(&t, &spec).unwrap();
         assert_eq!(sel.start, 3600.0);
@@ -765,6 +1038,209 @@ mod tests {
             }
         )
         .is_err());
+    }
+
+    /// A machine of 16 nodes of 4 processors; jobs on 1, 4, 10 and 64
+    /// processors, the second using 1 MiB per processor.
+    const SMP_SWF: &str = "; MaxNodes: 16\n; MaxProcs: 64\n\
+1 0 0 100 1 -1 -1 1 -1 -1 1 1 1 -1 1 1 -1 -1\n\
+2 10 0 100 4 -1 1024 4 -1 -1 1 1 1 -1 1 1 -1 -1\n\
+3 20 0 100 10 -1 -1 10 -1 -1 1 1 1 -1 1 1 -1 -1\n\
+4 30 0 100 64 -1 -1 64 -1 -1 1 1 1 -1 1 1 -1 -1\n";
+
+    /// (res, cpu, memory) of every job, the requests read from its profile.
+    fn shapes(b: &WorkloadBuilder) -> Vec<(u64, f64, Option<String>)> {
+        let v: Value = serde_json::from_str(&b.to_json("t")).unwrap();
+        v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| {
+                let p = &v["profiles"][j["profile"].as_str().unwrap()];
+                (
+                    j["res"].as_u64().unwrap(),
+                    p["cpu"].as_f64().unwrap(),
+                    p["memory"].as_str().map(str::to_string),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn swf_parallel_jobs_split_over_the_header_nodes_or_fold_into_one_pod() {
+        let t = parse_swf(SMP_SWF).unwrap();
+        assert_eq!((t.max_procs, t.max_nodes), (Some(64.0), Some(16.0)));
+        let spec = SwfSpec {
+            node_cpu: 8.0,
+            ..SwfSpec::default()
+        };
+        let (b, sel) = convert_swf(&t, &spec).unwrap();
+        assert_eq!(sel.procs_per_node, 4.0);
+        assert_eq!(sel.procs_reference, 4.0);
+        // res = ceil(procs / 4); each pod procs / res / 4 x 8 cpu.
+        assert_eq!(
+            shapes(&b),
+            vec![
+                (1, 2.0, None),
+                (1, 8.0, Some("4Mi".into())),
+                (3, 6.667, None),
+                (16, 8.0, None),
+            ]
+        );
+        assert!(b.to_json("t").contains("\"nb_res\": 16,"));
+        assert_eq!(b.res_summary(), "res 1: 2, 2-3: 1, 16-31: 1");
+        let (fold, sel) = convert_swf(
+            &t,
+            &SwfSpec {
+                parallel: Parallel::Fold,
+                ..spec.clone()
+            },
+        )
+        .unwrap();
+        assert_eq!(sel.procs_reference, 64.0);
+        assert_eq!(
+            shapes(&fold),
+            vec![
+                (1, 0.125, None),
+                (1, 0.5, Some("4Mi".into())),
+                (1, 1.25, None),
+                (1, 8.0, None),
+            ]
+        );
+        assert!(fold.to_json("t").contains("\"nb_res\": 1,"));
+        // --procs-per-node wins over the header; no MaxNodes means 1.
+        let (one, sel) = convert_swf(
+            &t,
+            &SwfSpec {
+                procs_per_node: Some(1.0),
+                ..spec.clone()
+            },
+        )
+        .unwrap();
+        assert_eq!(sel.procs_per_node_from, "--procs-per-node");
+        assert_eq!(
+            shapes(&one).iter().map(|s| s.0).collect::<Vec<_>>(),
+            [1, 4, 10, 64]
+        );
+        let bare = parse_swf(&SMP_SWF.replace("; MaxNodes: 16\n", "")).unwrap();
+        assert_eq!(convert_swf(&bare, &spec).unwrap().1.procs_per_node, 1.0);
+    }
+
+    #[test]
+    fn swf_jobs_on_too_many_machines_are_left_out_with_their_line() {
+        let t = parse_swf(SMP_SWF).unwrap();
+        let (b, sel) = convert_swf(
+            &t,
+            &SwfSpec {
+                max_res: Some(8),
+                platform: Some((2, "p.xml".into())),
+                ..SwfSpec::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(b.len(), 2);
+        let why: Vec<(&str, usize, u32, &str)> = sel
+            .refused
+            .iter()
+            .map(|r| (r.id.as_str(), r.line, r.res, r.reason.as_str()))
+            .collect();
+        assert_eq!(
+            why,
+            [
+                ("3", 5, 3, "res 3 > the 2 compute machines of p.xml"),
+                ("4", 6, 16, "res 16 > --max-res 8"),
+            ]
+        );
+        let all = convert_swf(
+            &t,
+            &SwfSpec {
+                parallel: Parallel::Split,
+                procs_per_node: Some(1.0),
+                platform: Some((0, "empty.xml".into())),
+                ..SwfSpec::default()
+            },
+        )
+        .unwrap_err();
+        assert!(all.contains("every job") && all.contains("line 3"), "{all}");
+    }
+
+    #[test]
+    fn weighted_choices_and_machine_counts() {
+        let unit = |s: &str| s.parse::<f64>().map_err(|_| s.to_string());
+        let w = Dist::parse("choice:1:0.5,4:0.3,16:0.2", &unit).unwrap();
+        assert_eq!(w, Dist::Weighted(vec![(1.0, 0.5), (4.0, 0.3), (16.0, 0.2)]));
+        assert_eq!(
+            Dist::parse("choice:1,4", &unit).unwrap(),
+            Dist::Choice(vec![1.0, 4.0])
+        );
+        assert!(Dist::parse("choice:1:1,4", &unit)
+            .unwrap_err()
+            .contains("every choice"));
+        assert!(Dist::parse("choice:1:-1", &unit).is_err());
+        let mut rng = SplitMix64::new(5);
+        let mut seen = BTreeMap::new();
+        for _ in 0..10_000 {
+            *seen.entry(w.sample_count(&mut rng)).or_insert(0) += 1;
+        }
+        assert_eq!(seen.keys().copied().collect::<Vec<u32>>(), [1, 4, 16]);
+        // Odds follow the weights (5000/3000/2000 expected; a wide margin).
+        assert!((4500..5500).contains(&seen[&1]), "{seen:?}");
+        assert!((1500..2500).contains(&seen[&16]), "{seen:?}");
+        let u = parse_res_dist("uniform:2:4").unwrap();
+        let drawn: std::collections::BTreeSet<u32> =
+            (0..1000).map(|_| u.sample_count(&mut rng)).collect();
+        assert_eq!(drawn.into_iter().collect::<Vec<_>>(), [2, 3, 4]);
+        assert_eq!(parse_res_dist("exp:0").unwrap().sample_count(&mut rng), 1);
+        for bad in [
+            "0",
+            "2.5",
+            "uniform:1:2.5",
+            "choice:1,0",
+            "choice:3:1,0.5:1",
+            "x",
+        ] {
+            assert!(parse_res_dist(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn res_is_drawn_from_its_own_stream() {
+        let spec = GenerateSpec {
+            jobs: 40,
+            arrival: Arrival::Poisson(10.0),
+            duration: Dist::Exp(60.0),
+            cpu: Some(Dist::Choice(vec![0.5, 1.0])),
+            memory: None,
+            res: None,
+            walltime: None,
+            seed: 3,
+        };
+        let one = generate(&spec).to_json("x");
+        let gang = GenerateSpec {
+            res: Some(parse_res_dist("choice:1:0.5,4:0.3,16:0.2").unwrap()),
+            ..spec
+        };
+        let many = generate(&gang).to_json("x");
+        assert_eq!(many, generate(&gang).to_json("x"));
+        // Only res (and nb_res) differ: arrivals, durations, requests stay.
+        let strip = |s: &str| {
+            let v: Value = serde_json::from_str(s).unwrap();
+            let mut jobs = v["jobs"].clone();
+            for j in jobs.as_array_mut().unwrap() {
+                j.as_object_mut().unwrap().remove("res");
+            }
+            (jobs, v["profiles"].clone())
+        };
+        assert_eq!(strip(&one), strip(&many));
+        let v: Value = serde_json::from_str(&many).unwrap();
+        let res: std::collections::BTreeSet<u64> = v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["res"].as_u64().unwrap())
+            .collect();
+        assert_eq!(res.into_iter().collect::<Vec<_>>(), [1, 4, 16]);
+        assert_eq!(v["nb_res"], json!(16));
     }
 
     #[test]
