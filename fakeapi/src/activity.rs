@@ -216,6 +216,36 @@ impl Activity {
         total
     }
 
+    /// Whether a connection holds bytes the server wrote that TCP cannot
+    /// send until the client reads: written and not sent (`SIOCOUTQNSD`)
+    /// while every byte sent was acknowledged (so neither Nagle nor the
+    /// wire holds them: the client's receive window is full). Only the
+    /// client reading can change that.
+    pub fn window_limited(&self) -> bool {
+        let conns = self.conns.lock();
+        conns.open.values().any(|c| {
+            let mut unsent: libc::c_int = 0;
+            // SAFETY: SIOCOUTQNSD on a socket this registry keeps open.
+            if unsafe { libc::ioctl(c.fd, libc::SIOCOUTQNSD, &mut unsent) } != 0 || unsent <= 0 {
+                return false;
+            }
+            // SAFETY: getsockopt into a zeroed tcp_info of the right size,
+            // on a socket the registry keeps open.
+            let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+            let r = unsafe {
+                libc::getsockopt(
+                    c.fd,
+                    libc::IPPROTO_TCP,
+                    libc::TCP_INFO,
+                    &mut info as *mut libc::tcp_info as *mut libc::c_void,
+                    &mut len,
+                )
+            };
+            r == 0 && info.tcpi_unacked == 0
+        })
+    }
+
     pub(crate) fn connection_closed(&self, id: u64) {
         let mut c = self.conns.lock();
         c.open.remove(&id);

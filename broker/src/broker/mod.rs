@@ -265,6 +265,9 @@ pub struct Broker {
     scheduler_wakeup: Option<f64>,
     windows: u64,
     windows_bound_hit: u64,
+    /// Instants too large for the scheduler's receive windows (see
+    /// `Gate::deliver`).
+    partial_instants: u64,
     wakeups: u64,
     messages: u64,
     started: Instant,
@@ -341,6 +344,7 @@ impl Broker {
             scheduler_wakeup: None,
             windows: 0,
             windows_bound_hit: 0,
+            partial_instants: 0,
             wakeups: 0,
             messages: 0,
             started: Instant::now(),
@@ -470,7 +474,9 @@ impl Broker {
             self.apply_instant(t, msg, &mut out)
         });
         if let Some(g) = gate {
-            g.deliver(Duration::from_secs(2));
+            if g.deliver(Duration::from_secs(30)) {
+                self.partial_instants += 1;
+            }
         }
         applied?;
         if self.ended {
@@ -1476,6 +1482,7 @@ impl Broker {
         s.windows = self.windows;
         s.pods_garbage_collected = self.gc.collected();
         s.windows_bound_hit = self.windows_bound_hit;
+        s.partial_instants = self.partial_instants;
         s.wake_ups_requested = self.wakeups;
         s.warnings = self.warnings.clone();
         self.life_summary(&mut s);

@@ -440,6 +440,10 @@ pub struct Summary {
     /// (`--terminated-pod-gc-threshold`).
     pub pods_garbage_collected: u64,
     pub wake_ups_requested: u64,
+    /// Instants whose changes did not fit in the scheduler's receive
+    /// windows: it could read part of them before the rest arrived (the
+    /// only case where simultaneity is up to the machine; see README).
+    pub partial_instants: u64,
     pub windows_bound_hit: u64,
     pub batkube_version: String,
     /// How the scheduler got simulated time: linked, seccomp, preload or
