@@ -3,6 +3,8 @@
 //! `batkube workload validate` and is accepted by the built-in stand-in; a
 //! short stand-in run completes; the CLI tools regenerate what is shipped.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -124,26 +126,17 @@ fn the_parallel_nasa_workload_fits_the_128_node_platform() {
     assert!(!c.warnings.is_empty(), "128-node jobs exceed 64 machines");
 }
 
-/// Where the Parallel Workloads Archive traces the shipped files came from
-/// are kept on the project's machines (`BATKUBE_SWF_DIR` elsewhere).
-fn swf_trace(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("BATKUBE_SWF_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/shared/reference/batkube/swf"));
-    let p = dir.join(name);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipped: {} is not on this machine", p.display());
-        None
-    }
+/// The Parallel Workloads Archive traces the shipped files came from, in
+/// `../shared/reference/batkube/swf` beside the repository (CI has it).
+fn swf_trace(name: &str) -> PathBuf {
+    let p = common::shared().join("reference/batkube/swf").join(name);
+    assert!(p.is_file(), "{} is missing", p.display());
+    p
 }
 
 #[test]
 fn swf_conversion_regenerates_both_shipped_nasa_workloads_byte_for_byte() {
-    let Some(swf) = swf_trace("NASA-iPSC-1993-3.1-cln.swf") else {
-        return;
-    };
+    let swf = swf_trace("NASA-iPSC-1993-3.1-cln.swf");
     let dir = tempfile::tempdir().unwrap();
     // The commands of workloads/README.md, run from the repository.
     for (args, shipped) in [
@@ -446,14 +439,7 @@ fn burst_on_the_16_node_platform_runs_to_completion_on_the_standin() {
 
 #[test]
 fn swf_conversion_regenerates_the_shipped_kit_workload() {
-    let swf = Path::new("/work/shared/reference/batkube/swf/KIT-10-80.swf");
-    let swf = std::env::var_os("BATKUBE_KIT_SWF")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| swf.to_path_buf());
-    if !swf.exists() {
-        eprintln!("skipped: {} is not on this machine", swf.display());
-        return;
-    }
+    let swf = swf_trace("KIT-10-80.swf");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("kit.json");
     let run = batkube()
