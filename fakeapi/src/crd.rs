@@ -79,21 +79,34 @@ impl Definition {
         let s = |v: &Value| v.as_str().unwrap_or("").to_string();
         let strs = |v: &Value| -> Vec<String> {
             v.as_array()
-                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         let names = &spec["names"];
         let mut versions = Vec::new();
-        for (i, v) in spec["versions"].as_array().into_iter().flatten().enumerate() {
+        for (i, v) in spec["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
             let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
             let schema = Schema::parse(&v["schema"]["openAPIV3Schema"], &path)
                 .map_err(|errs| invalid_crd(crd, errs))?;
             let subs = &v["subresources"];
-            let scale = subs.get("scale").filter(|x| x.is_object()).map(|sc| ScaleSpec {
-                spec_replicas: s(&sc["specReplicasPath"]),
-                status_replicas: s(&sc["statusReplicasPath"]),
-                label_selector: sc["labelSelectorPath"].as_str().map(str::to_string),
-            });
+            let scale = subs
+                .get("scale")
+                .filter(|x| x.is_object())
+                .map(|sc| ScaleSpec {
+                    spec_replicas: s(&sc["specReplicasPath"]),
+                    status_replicas: s(&sc["statusReplicasPath"]),
+                    label_selector: sc["labelSelectorPath"].as_str().map(str::to_string),
+                });
             let columns = v["additionalPrinterColumns"]
                 .as_array()
                 .map(|cols| {
@@ -190,12 +203,22 @@ fn check_types(crd: &Value) -> Result<(), ApiError> {
     }
     for f in ["shortNames", "categories"] {
         want(&spec["names"][f], &format!("spec.names.{f}"), "array")?;
-        for (i, x) in spec["names"][f].as_array().into_iter().flatten().enumerate() {
+        for (i, x) in spec["names"][f]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
             want(x, &format!("spec.names.{f}[{i}]"), "string")?;
         }
     }
     want(&spec["versions"], "spec.versions", "array")?;
-    for (i, v) in spec["versions"].as_array().into_iter().flatten().enumerate() {
+    for (i, v) in spec["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         let p = format!("spec.versions[{i}]");
         want(v, &p, "object")?;
         want(&v["name"], &format!("{p}.name"), "string")?;
@@ -203,7 +226,11 @@ fn check_types(crd: &Value) -> Result<(), ApiError> {
         want(&v["storage"], &format!("{p}.storage"), "boolean")?;
         want(&v["schema"], &format!("{p}.schema"), "object")?;
         want(&v["subresources"], &format!("{p}.subresources"), "object")?;
-        want(&v["additionalPrinterColumns"], &format!("{p}.additionalPrinterColumns"), "array")?;
+        want(
+            &v["additionalPrinterColumns"],
+            &format!("{p}.additionalPrinterColumns"),
+            "array",
+        )?;
     }
     want(&spec["conversion"], "spec.conversion", "object")?;
     Ok(())
@@ -216,7 +243,8 @@ fn dns1123_subdomain(s: &str) -> Vec<String> {
     }
     let label = |l: &str| {
         !l.is_empty()
-            && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
             && !l.starts_with('-')
             && !l.ends_with('-')
     };
@@ -232,7 +260,8 @@ fn dns1035_label(s: &str) -> Vec<String> {
         errs.push("must be no more than 63 characters".to_string());
     }
     let ok = s.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.ends_with('-');
     if !ok {
         errs.push("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')".to_string());
@@ -278,7 +307,11 @@ pub(crate) fn admit(crd: &mut Value, old: Option<&Value>) -> Result<(), ApiError
     if group.is_empty() {
         errs.push(FieldError::required("spec.group", ""));
     } else if let e @ [_, ..] = &dns1123_subdomain(&group)[..] {
-        errs.push(FieldError::invalid("spec.group", &json!(group), e.join(",")));
+        errs.push(FieldError::invalid(
+            "spec.group",
+            &json!(group),
+            e.join(","),
+        ));
     } else if !group.contains('.') {
         errs.push(FieldError::invalid(
             "spec.group",
@@ -310,23 +343,50 @@ pub(crate) fn admit(crd: &mut Value, old: Option<&Value>) -> Result<(), ApiError
         }
         seen.push(vname.clone());
         if let e @ [_, ..] = &dns1035_label(&vname)[..] {
-            errs.push(FieldError::invalid(format!("{p}.name"), &json!(vname), e.join(",")));
+            errs.push(FieldError::invalid(
+                format!("{p}.name"),
+                &json!(vname),
+                e.join(","),
+            ));
         }
         match v["schema"].get("openAPIV3Schema").filter(|x| !x.is_null()) {
-            None => errs.push(FieldError::required(format!("{p}.schema.openAPIV3Schema"), "")),
+            None => errs.push(FieldError::required(
+                format!("{p}.schema.openAPIV3Schema"),
+                "",
+            )),
             Some(schema) => {
                 if let Err(e) = Schema::parse(schema, &format!("{p}.schema.openAPIV3Schema")) {
                     errs.extend(e);
                 }
-                if v["subresources"].get("status").is_some_and(Value::is_object) {
+                if v["subresources"]
+                    .get("status")
+                    .is_some_and(Value::is_object)
+                {
                     // Status is validated on its own with properties["status"]:
                     // nothing at the root may constrain it from outside.
                     let allowed = [
-                        "description", "type", "format", "title", "maximum", "exclusiveMaximum",
-                        "minimum", "exclusiveMinimum", "maxLength", "minLength", "pattern",
-                        "maxItems", "minItems", "uniqueItems", "multipleOf", "required", "items",
-                        "properties", "externalDocs", "example",
-                        "x-kubernetes-preserve-unknown-fields", "x-kubernetes-validations",
+                        "description",
+                        "type",
+                        "format",
+                        "title",
+                        "maximum",
+                        "exclusiveMaximum",
+                        "minimum",
+                        "exclusiveMinimum",
+                        "maxLength",
+                        "minLength",
+                        "pattern",
+                        "maxItems",
+                        "minItems",
+                        "uniqueItems",
+                        "multipleOf",
+                        "required",
+                        "items",
+                        "properties",
+                        "externalDocs",
+                        "example",
+                        "x-kubernetes-preserve-unknown-fields",
+                        "x-kubernetes-validations",
                     ];
                     let root = format!("{p}.schema.openAPIV3Schema");
                     if schema["type"].as_str().is_some_and(|t| t != "object") {
@@ -335,10 +395,10 @@ pub(crate) fn admit(crd: &mut Value, old: Option<&Value>) -> Result<(), ApiError
                             &schema["type"],
                             "only \"object\" is allowed as the type at the root of the schema if the status subresource is enabled",
                         ));
-                    } else if schema
-                        .as_object()
-                        .is_some_and(|m| m.iter().any(|(k, v)| !v.is_null() && !allowed.contains(&k.as_str())))
-                    {
+                    } else if schema.as_object().is_some_and(|m| {
+                        m.iter()
+                            .any(|(k, v)| !v.is_null() && !allowed.contains(&k.as_str()))
+                    }) {
                         errs.push(FieldError::invalid(
                             root,
                             schema,
@@ -352,7 +412,9 @@ pub(crate) fn admit(crd: &mut Value, old: Option<&Value>) -> Result<(), ApiError
             let sp = format!("{p}.subresources.scale");
             let path = |k: &str| s(&sc[k]);
             match path("specReplicasPath") {
-                x if x.is_empty() => errs.push(FieldError::required(format!("{sp}.specReplicasPath"), "")),
+                x if x.is_empty() => {
+                    errs.push(FieldError::required(format!("{sp}.specReplicasPath"), ""))
+                }
                 x if !x.starts_with(".spec.") => errs.push(FieldError::invalid(
                     format!("{sp}.specReplicasPath"),
                     &json!(x),
@@ -361,7 +423,9 @@ pub(crate) fn admit(crd: &mut Value, old: Option<&Value>) -> Result<(), ApiError
                 _ => {}
             }
             match path("statusReplicasPath") {
-                x if x.is_empty() => errs.push(FieldError::required(format!("{sp}.statusReplicasPath"), "")),
+                x if x.is_empty() => {
+                    errs.push(FieldError::required(format!("{sp}.statusReplicasPath"), ""))
+                }
                 x if !x.starts_with(".status.") => errs.push(FieldError::invalid(
                     format!("{sp}.statusReplicasPath"),
                     &json!(x),
@@ -378,16 +442,28 @@ pub(crate) fn admit(crd: &mut Value, old: Option<&Value>) -> Result<(), ApiError
                 ));
             }
         }
-        for (j, c) in v["additionalPrinterColumns"].as_array().into_iter().flatten().enumerate() {
+        for (j, c) in v["additionalPrinterColumns"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
             let cp = format!("{p}.additionalPrinterColumns[{j}]");
             if s(&c["name"]).is_empty() {
                 errs.push(FieldError::required(format!("{cp}.name"), ""));
             }
             let types = "boolean,date,integer,number,string";
             match s(&c["type"]).as_str() {
-                "" => errs.push(FieldError::required(format!("{cp}.type"), format!("must be one of {types}"))),
+                "" => errs.push(FieldError::required(
+                    format!("{cp}.type"),
+                    format!("must be one of {types}"),
+                )),
                 "boolean" | "date" | "integer" | "number" | "string" => {}
-                t => errs.push(FieldError::invalid(format!("{cp}.type"), &json!(t), format!("must be one of {types}"))),
+                t => errs.push(FieldError::invalid(
+                    format!("{cp}.type"),
+                    &json!(t),
+                    format!("must be one of {types}"),
+                )),
             }
             if s(&c["jsonPath"]).is_empty() {
                 errs.push(FieldError::required(format!("{cp}.JSONPath"), ""));
@@ -418,7 +494,11 @@ pub(crate) fn admit(crd: &mut Value, old: Option<&Value>) -> Result<(), ApiError
         let n = s(&names[f]);
         if let e @ [_, ..] = &dns1035_label(&n)[..] {
             if !n.is_empty() {
-                errs.push(FieldError::invalid(format!("spec.names.{f}"), &json!(n), e.join(",")));
+                errs.push(FieldError::invalid(
+                    format!("spec.names.{f}"),
+                    &json!(n),
+                    e.join(","),
+                ));
             }
         }
     }
@@ -429,7 +509,10 @@ pub(crate) fn admit(crd: &mut Value, old: Option<&Value>) -> Result<(), ApiError
                 errs.push(FieldError::invalid(
                     format!("spec.names.{f}"),
                     &json!(n),
-                    format!("may have mixed case, but should otherwise match: {}", e.join(",")),
+                    format!(
+                        "may have mixed case, but should otherwise match: {}",
+                        e.join(",")
+                    ),
                 ));
             }
         }
@@ -441,10 +524,19 @@ pub(crate) fn admit(crd: &mut Value, old: Option<&Value>) -> Result<(), ApiError
             "kind and listKind may not be the same",
         ));
     }
-    for (i, sn) in names["shortNames"].as_array().into_iter().flatten().enumerate() {
+    for (i, sn) in names["shortNames"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         let sn = s(sn);
         if let e @ [_, ..] = &dns1035_label(&sn)[..] {
-            errs.push(FieldError::invalid(format!("spec.names.shortNames[{i}]"), &json!(sn), e.join(",")));
+            errs.push(FieldError::invalid(
+                format!("spec.names.shortNames[{i}]"),
+                &json!(sn),
+                e.join(","),
+            ));
         }
     }
     match s(&spec["conversion"]["strategy"]).as_str() {
@@ -484,11 +576,31 @@ pub(crate) fn admit(crd: &mut Value, old: Option<&Value>) -> Result<(), ApiError
                 errs.push(FieldError::invalid(path, new, "field is immutable"));
             }
         };
-        immutable("spec.group", &spec["group"], &old["spec"]["group"], &mut errs);
-        immutable("spec.names.plural", &names["plural"], &old["spec"]["names"]["plural"], &mut errs);
+        immutable(
+            "spec.group",
+            &spec["group"],
+            &old["spec"]["group"],
+            &mut errs,
+        );
+        immutable(
+            "spec.names.plural",
+            &names["plural"],
+            &old["spec"]["names"]["plural"],
+            &mut errs,
+        );
         if is_established(old) {
-            immutable("spec.scope", &spec["scope"], &old["spec"]["scope"], &mut errs);
-            immutable("spec.names.kind", &names["kind"], &old["spec"]["names"]["kind"], &mut errs);
+            immutable(
+                "spec.scope",
+                &spec["scope"],
+                &old["spec"]["scope"],
+                &mut errs,
+            );
+            immutable(
+                "spec.names.kind",
+                &names["kind"],
+                &old["spec"]["names"]["kind"],
+                &mut errs,
+            );
         }
     }
     if !errs.is_empty() {
@@ -526,7 +638,10 @@ fn is_established(crd: &Value) -> bool {
 /// `status.acceptedNames`: `conflict` is why the names were refused, if
 /// they were. A condition keeps its transition time while it holds.
 pub(crate) fn set_status(crd: &mut Value, conflict: Option<(&str, String)>, now: &str) {
-    let old_conditions = crd["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    let old_conditions = crd["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let condition = |ty: &str, status: &str, reason: &str, message: &str| {
         let since = old_conditions
             .iter()
@@ -539,11 +654,21 @@ pub(crate) fn set_status(crd: &mut Value, conflict: Option<(&str, String)>, now:
     let conditions = match &conflict {
         None => vec![
             condition("NamesAccepted", "True", "NoConflicts", "no conflicts found"),
-            condition("Established", "True", "InitialNamesAccepted", "the initial names have been accepted"),
+            condition(
+                "Established",
+                "True",
+                "InitialNamesAccepted",
+                "the initial names have been accepted",
+            ),
         ],
         Some((reason, message)) => vec![
             condition("NamesAccepted", "False", reason, message),
-            condition("Established", "False", "NotAccepted", "not all names are accepted"),
+            condition(
+                "Established",
+                "False",
+                "NotAccepted",
+                "not all names are accepted",
+            ),
         ],
     };
     if !crd["status"].is_object() {
@@ -553,7 +678,14 @@ pub(crate) fn set_status(crd: &mut Value, conflict: Option<(&str, String)>, now:
     if conflict.is_none() {
         let names = crd["spec"]["names"].clone();
         let mut accepted = json!({});
-        for f in ["plural", "singular", "shortNames", "kind", "listKind", "categories"] {
+        for f in [
+            "plural",
+            "singular",
+            "shortNames",
+            "kind",
+            "listKind",
+            "categories",
+        ] {
             if !names[f].is_null() {
                 accepted[f] = names[f].clone();
             }
@@ -610,7 +742,10 @@ mod tests {
         admit(&mut c, None).unwrap();
         let d = Definition::parse(&c).unwrap();
         assert_eq!(d.name, "podgroups.scheduling.x-k8s.io");
-        assert_eq!((d.kind.as_str(), d.list_kind.as_str()), ("PodGroup", "PodGroupList"));
+        assert_eq!(
+            (d.kind.as_str(), d.list_kind.as_str()),
+            ("PodGroup", "PodGroupList")
+        );
         assert!(d.namespaced);
         let v = d.versions.iter().find(|v| v.storage).unwrap();
         assert_eq!(v.name, "v1alpha1");
@@ -649,8 +784,29 @@ mod tests {
 
     #[test]
     fn versions_sort_as_kubernetes_sorts_them() {
-        let mut v = vec!["v1alpha1", "foo", "v1", "v2beta1", "v1beta2", "v2", "v10alpha3", "bar"];
+        let mut v = vec![
+            "v1alpha1",
+            "foo",
+            "v1",
+            "v2beta1",
+            "v1beta2",
+            "v2",
+            "v10alpha3",
+            "bar",
+        ];
         v.sort_by(|a, b| version_order(a, b));
-        assert_eq!(v, vec!["v2", "v1", "v2beta1", "v1beta2", "v10alpha3", "v1alpha1", "bar", "foo"]);
+        assert_eq!(
+            v,
+            vec![
+                "v2",
+                "v1",
+                "v2beta1",
+                "v1beta2",
+                "v10alpha3",
+                "v1alpha1",
+                "bar",
+                "foo"
+            ]
+        );
     }
 }

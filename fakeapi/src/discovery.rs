@@ -69,7 +69,10 @@ fn in_group<'a>(
 }
 
 /// The group, version and kind a subresource's responses carry.
-fn subresource_kind<'a>(r: &'a ResourceInfo, sub: &str) -> (&'a str, &'a str, &'a str, &'static [&'static str]) {
+fn subresource_kind<'a>(
+    r: &'a ResourceInfo,
+    sub: &str,
+) -> (&'a str, &'a str, &'a str, &'static [&'static str]) {
     let (g, kind, verbs) = resources::subresource_discovery(sub);
     if kind.is_empty() {
         (r.group, r.version, r.kind, verbs)
@@ -154,38 +157,38 @@ pub(crate) fn aggregated(rows: &[&'static ResourceInfo], core: bool, api_version
 
 /// One version of a group in aggregated discovery.
 fn version_doc(rows: &[&'static ResourceInfo], g: &str, v: &str) -> Value {
-            let resources: Vec<Value> = in_group(rows, g, v)
-                .map(|r| {
-                    let subs: Vec<Value> = r
-                        .subresources
-                        .iter()
-                        .map(|sub| {
-                            let (group, version, kind, verbs) = subresource_kind(r, sub);
-                            json!({
-                                "subresource": sub,
-                                "responseKind": {"group": group, "version": version, "kind": kind},
-                                "verbs": verbs,
-                            })
-                        })
-                        .collect();
-                    let mut doc = json!({
-                        "resource": r.plural,
-                        "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
-                        "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
-                        "singularResource": r.singular,
-                        "verbs": resources::verbs(r),
-                        "subresources": subs,
-                    });
-                    if !r.short_names.is_empty() {
-                        doc["shortNames"] = json!(r.short_names);
-                    }
-                    if !r.categories.is_empty() {
-                        doc["categories"] = json!(r.categories);
-                    }
-                    doc
+    let resources: Vec<Value> = in_group(rows, g, v)
+        .map(|r| {
+            let subs: Vec<Value> = r
+                .subresources
+                .iter()
+                .map(|sub| {
+                    let (group, version, kind, verbs) = subresource_kind(r, sub);
+                    json!({
+                        "subresource": sub,
+                        "responseKind": {"group": group, "version": version, "kind": kind},
+                        "verbs": verbs,
+                    })
                 })
                 .collect();
-            json!({"version": v, "resources": resources, "freshness": "Current"})
+            let mut doc = json!({
+                "resource": r.plural,
+                "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
+                "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+                "singularResource": r.singular,
+                "verbs": resources::verbs(r),
+                "subresources": subs,
+            });
+            if !r.short_names.is_empty() {
+                doc["shortNames"] = json!(r.short_names);
+            }
+            if !r.categories.is_empty() {
+                doc["categories"] = json!(r.categories);
+            }
+            doc
+        })
+        .collect();
+    json!({"version": v, "resources": resources, "freshness": "Current"})
 }
 
 /// `/openapi/v3`: one document per group/version.

@@ -227,19 +227,37 @@ impl FieldError {
     }
 
     /// `Invalid value: <value>: <detail>` with `value` printed as Go does.
-    pub(crate) fn invalid(field: impl Into<String>, value: &Value, detail: impl Into<String>) -> Self {
-        Self::new(FieldErrorKind::Invalid, field, Some(go_value(value)), detail)
+    pub(crate) fn invalid(
+        field: impl Into<String>,
+        value: &Value,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self::new(
+            FieldErrorKind::Invalid,
+            field,
+            Some(go_value(value)),
+            detail,
+        )
     }
 
     /// `Unsupported value: <value>: supported values: "a", "b"`.
-    pub(crate) fn not_supported(field: impl Into<String>, value: &Value, supported: &[String]) -> Self {
+    pub(crate) fn not_supported(
+        field: impl Into<String>,
+        value: &Value,
+        supported: &[String],
+    ) -> Self {
         let quoted: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
         let detail = if quoted.is_empty() {
             String::new()
         } else {
             format!("supported values: {}", quoted.join(", "))
         };
-        Self::new(FieldErrorKind::NotSupported, field, Some(go_value(value)), detail)
+        Self::new(
+            FieldErrorKind::NotSupported,
+            field,
+            Some(go_value(value)),
+            detail,
+        )
     }
 
     /// What follows the field in the message (`ErrorBody` in apimachinery).

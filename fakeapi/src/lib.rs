@@ -62,8 +62,8 @@ mod timers;
 mod watch;
 
 pub use activity::{AccountingViolation, Activity, ActivitySnapshot, Connection};
-pub use discovery::SERVER_VERSION;
 pub use crd::COSCHEDULING_PODGROUP_CRD;
+pub use discovery::SERVER_VERSION;
 pub use error::{ApiError, FieldError, FieldErrorKind, InvalidObject, Result};
 pub use manifest::{check_manifests, load_manifests, Manifest, ManifestError};
 pub use patch::PatchKind;

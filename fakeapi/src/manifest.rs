@@ -58,7 +58,10 @@ fn err(file: &Path, document: Option<usize>, reason: impl Into<String>) -> Manif
 
 fn is_manifest(p: &Path) -> bool {
     matches!(
-        p.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref(),
+        p.extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+            .as_deref(),
         Some("yaml" | "yml" | "json")
     )
 }
@@ -92,7 +95,11 @@ pub fn load_manifests(path: &Path) -> Result<Vec<Manifest>, ManifestError> {
         .filter(|p| p.is_file() && is_manifest(p))
         .collect();
     if files.is_empty() {
-        return Err(err(path, None, "no .yaml, .yml or .json file in this directory"));
+        return Err(err(
+            path,
+            None,
+            "no .yaml, .yml or .json file in this directory",
+        ));
     }
     files.sort();
     let mut out = Vec::new();
@@ -103,7 +110,8 @@ pub fn load_manifests(path: &Path) -> Result<Vec<Manifest>, ManifestError> {
 }
 
 fn load_file(path: &Path) -> Result<Vec<Manifest>, ManifestError> {
-    let text = std::fs::read_to_string(path).map_err(|e| err(path, None, format!("cannot read: {e}")))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| err(path, None, format!("cannot read: {e}")))?;
     let json = path
         .extension()
         .and_then(|e| e.to_str())
@@ -131,11 +139,16 @@ fn load_file(path: &Path) -> Result<Vec<Manifest>, ManifestError> {
         let kind = doc["kind"].as_str().unwrap_or("");
         match doc.get("items") {
             Some(items) if kind.ends_with("List") => {
-                let items = items
-                    .as_array()
-                    .ok_or_else(|| err(path, Some(n), format!("the items of this {kind} are not a list")))?;
+                let items = items.as_array().ok_or_else(|| {
+                    err(
+                        path,
+                        Some(n),
+                        format!("the items of this {kind} are not a list"),
+                    )
+                })?;
                 for (j, item) in items.iter().enumerate() {
-                    check_object(item).map_err(|r| err(path, Some(n), format!("item {j} of the {kind}: {r}")))?;
+                    check_object(item)
+                        .map_err(|r| err(path, Some(n), format!("item {j} of the {kind}: {r}")))?;
                     out.push(Manifest {
                         file: path.to_path_buf(),
                         document: n,
@@ -156,7 +169,9 @@ fn load_file(path: &Path) -> Result<Vec<Manifest>, ManifestError> {
 /// What every manifest needs: an object with `apiVersion` and `kind`.
 fn check_object(doc: &Value) -> Result<(), String> {
     let Some(m) = doc.as_object() else {
-        return Err(format!("expected an object with apiVersion and kind, got {doc}"));
+        return Err(format!(
+            "expected an object with apiVersion and kind, got {doc}"
+        ));
     };
     for f in ["apiVersion", "kind"] {
         match m.get(f) {
@@ -182,7 +197,8 @@ impl Store {
     /// kind in any order. Stops at the first refusal, naming its file and
     /// document. Returns the created objects.
     pub fn install_manifests(&self, manifests: &[Manifest]) -> Result<Vec<Value>, ManifestError> {
-        let (crds, rest): (Vec<&Manifest>, Vec<&Manifest>) = manifests.iter().partition(|m| is_crd(m));
+        let (crds, rest): (Vec<&Manifest>, Vec<&Manifest>) =
+            manifests.iter().partition(|m| is_crd(m));
         let mut created = Vec::new();
         for m in crds.into_iter().chain(rest) {
             let at = |e: String| err(&m.file, Some(m.document), e);
@@ -199,7 +215,9 @@ impl Store {
                     "the API does not serve kind {kind:?} in {api_version:?} (is its CustomResourceDefinition installed?)"
                 ))
             })?;
-            let served = self.served_for(info).map_err(|e: ApiError| at(e.to_string()))?;
+            let served = self
+                .served_for(info)
+                .map_err(|e: ApiError| at(e.to_string()))?;
             let namespace = m.object["metadata"]["namespace"].as_str();
             let obj = self
                 .create_in(&served, namespace, m.object.clone(), Origin::Api)
@@ -222,7 +240,8 @@ mod tests {
     use serde_json::json;
 
     fn dir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("fakeapi-manifest-{name}-{}", uuid::Uuid::new_v4()));
+        let d =
+            std::env::temp_dir().join(format!("fakeapi-manifest-{name}-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&d).unwrap();
         d
     }
@@ -235,7 +254,11 @@ mod tests {
             "---\napiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Namespace, metadata: {name: a}}\n- {apiVersion: v1, kind: Namespace, metadata: {name: b}}\n---\n",
         )
         .unwrap();
-        std::fs::write(d.join("a.json"), r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}"#).unwrap();
+        std::fs::write(
+            d.join("a.json"),
+            r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}"#,
+        )
+        .unwrap();
         std::fs::write(d.join("notes.txt"), "ignored").unwrap();
         let m = load_manifests(&d).unwrap();
         let names: Vec<(&str, usize)> = m
@@ -250,10 +273,18 @@ mod tests {
     fn errors_name_file_document_and_reason() {
         let d = dir("bad");
         let f = d.join("x.yaml");
-        std::fs::write(&f, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\n---\nkind: Pod\n").unwrap();
+        std::fs::write(
+            &f,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\n---\nkind: Pod\n",
+        )
+        .unwrap();
         let e = load_manifests(&f).unwrap_err();
         assert_eq!(e.document, Some(2));
-        assert!(e.to_string().ends_with("x.yaml: document 2 (counting from 1): apiVersion is missing"), "{e}");
+        assert!(
+            e.to_string()
+                .ends_with("x.yaml: document 2 (counting from 1): apiVersion is missing"),
+            "{e}"
+        );
         std::fs::write(&f, "a: [1\n").unwrap();
         let e = load_manifests(&f).unwrap_err();
         assert_eq!(e.document, Some(1));
@@ -278,7 +309,11 @@ mod tests {
         let m = load_manifests(&f).unwrap();
         let e = check_manifests(&m).unwrap_err();
         assert_eq!(e.document, Some(1));
-        assert!(e.reason.contains("spec.minMember: Invalid value: \"string\""), "{e}");
+        assert!(
+            e.reason
+                .contains("spec.minMember: Invalid value: \"string\""),
+            "{e}"
+        );
         let store = Store::new();
         let mut fixed = m.clone();
         fixed[0].object["spec"] = json!({"minMember": 3});

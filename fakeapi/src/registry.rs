@@ -108,7 +108,12 @@ pub(crate) struct Registry {
 
 impl Registry {
     /// A served version by URL coordinates.
-    pub(crate) fn served(&self, group: &str, version: &str, plural: &str) -> Option<Arc<CustomVersion>> {
+    pub(crate) fn served(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Option<Arc<CustomVersion>> {
         self.versions
             .iter()
             .find(|c| {
@@ -163,7 +168,10 @@ impl Registry {
 
     /// The storage version of a CRD, if established.
     pub(crate) fn storage_of(&self, crd: &str) -> Option<Arc<CustomVersion>> {
-        self.versions.iter().find(|c| c.crd == crd && c.def.storage).cloned()
+        self.versions
+            .iter()
+            .find(|c| c.crd == crd && c.def.storage)
+            .cloned()
     }
 
     /// Takes a CRD's versions out (it is deleted, or no longer accepted).
@@ -235,9 +243,8 @@ impl Registry {
                     c.info.plural == n || c.info.singular == n || c.info.short_names.contains(&n)
                 })
         };
-        let kind_taken = |n: &str| {
-            !n.is_empty() && others.iter().any(|c| c.info.kind == n || c.list_kind == n)
-        };
+        let kind_taken =
+            |n: &str| !n.is_empty() && others.iter().any(|c| c.info.kind == n || c.list_kind == n);
         let in_use = |n: &str| format!("{n:?} is already in use");
         if resource_taken(&def.plural) {
             return Some(("PluralConflict", in_use(&def.plural)));
@@ -302,7 +309,13 @@ impl CustomVersion {
         let int = |p: &str| get_path(obj, p).and_then(Value::as_i64).unwrap_or(0);
         let meta = &obj["metadata"];
         let mut m = json!({});
-        for f in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
+        for f in [
+            "name",
+            "namespace",
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+        ] {
             if !meta[f].is_null() {
                 m[f] = meta[f].clone();
             }

@@ -551,7 +551,12 @@ pub(crate) fn intern(
             Box::leak(s.to_string().into_boxed_str())
         }
         fn leak_all<S: AsRef<str>>(v: &[S]) -> &'static [&'static str] {
-            Box::leak(v.iter().map(|s| leak(s.as_ref())).collect::<Vec<_>>().into_boxed_slice())
+            Box::leak(
+                v.iter()
+                    .map(|s| leak(s.as_ref()))
+                    .collect::<Vec<_>>()
+                    .into_boxed_slice(),
+            )
         }
         Box::leak(Box::new(ResourceInfo {
             group: leak(group),

@@ -174,7 +174,11 @@ fn parse_node(v: &Value, path: &str, level: Level, errs: &mut Vec<FieldError>) -
         Some(x) => match x.as_u64() {
             Some(n) => Some(n),
             None => {
-                errs.push(FieldError::invalid(at(k), x, "must be a non-negative integer"));
+                errs.push(FieldError::invalid(
+                    at(k),
+                    x,
+                    "must be a non-negative integer",
+                ));
                 None
             }
         },
@@ -257,7 +261,11 @@ fn parse_node(v: &Value, path: &str, level: Level, errs: &mut Vec<FieldError>) -
     match m.get("required") {
         None | Some(Value::Null) => {}
         Some(Value::Array(a)) if a.iter().all(Value::is_string) => {
-            s.required = a.iter().filter_map(Value::as_str).map(str::to_string).collect()
+            s.required = a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
         }
         Some(other) => errs.push(FieldError::invalid(
             at("required"),
@@ -274,7 +282,11 @@ fn parse_node(v: &Value, path: &str, level: Level, errs: &mut Vec<FieldError>) -
                     s.properties.insert(k.clone(), p);
                 }
             }
-            None => errs.push(FieldError::invalid(at("properties"), props, "must be a map")),
+            None => errs.push(FieldError::invalid(
+                at("properties"),
+                props,
+                "must be a map",
+            )),
         }
     }
     match m.get("additionalProperties") {
@@ -299,12 +311,21 @@ fn parse_node(v: &Value, path: &str, level: Level, errs: &mut Vec<FieldError>) -
         )),
         Some(i) => s.items = Some(Box::new(parse_node(i, &at("items"), Level::Item, errs))),
     }
-    for (k, list) in [("allOf", &mut s.all_of), ("anyOf", &mut s.any_of), ("oneOf", &mut s.one_of)] {
+    for (k, list) in [
+        ("allOf", &mut s.all_of),
+        ("anyOf", &mut s.any_of),
+        ("oneOf", &mut s.one_of),
+    ] {
         if let Some(v) = m.get(k).filter(|v| !v.is_null()) {
             match v.as_array() {
                 Some(a) => {
                     for (i, x) in a.iter().enumerate() {
-                        list.push(parse_node(x, &format!("{path}.{k}[{i}]"), Level::Junctor, errs));
+                        list.push(parse_node(
+                            x,
+                            &format!("{path}.{k}[{i}]"),
+                            Level::Junctor,
+                            errs,
+                        ));
                     }
                 }
                 None => errs.push(FieldError::invalid(at(k), v, "must be a list of schemas")),
@@ -323,7 +344,10 @@ fn parse_node(v: &Value, path: &str, level: Level, errs: &mut Vec<FieldError>) -
         errs.push(FieldError::required(at("items"), "must be specified"));
     }
     if level == Level::Root && s.additional.is_some() {
-        errs.push(FieldError::forbidden(at("additionalProperties"), "must not be used at the root"));
+        errs.push(FieldError::forbidden(
+            at("additionalProperties"),
+            "must not be used at the root",
+        ));
     }
     if s.embedded && s.ty.as_deref() != Some("object") {
         match &s.ty {
@@ -353,7 +377,11 @@ fn parse_node(v: &Value, path: &str, level: Level, errs: &mut Vec<FieldError>) -
     }
     if level == Level::Root {
         if let Some(t) = s.ty.as_deref().filter(|t| *t != "object") {
-            errs.push(FieldError::invalid(at("type"), &Value::String(t.into()), "must be object at the root"));
+            errs.push(FieldError::invalid(
+                at("type"),
+                &Value::String(t.into()),
+                "must be object at the root",
+            ));
         }
         if let Some(md) = m.get("properties").and_then(|p| p.get("metadata")) {
             let allowed = md.as_object().is_some_and(|md| {
@@ -585,7 +613,13 @@ fn in_body(path: &str, what: &str) -> String {
     format!("{p} in body {what}")
 }
 
-fn push(errs: &mut Vec<FieldError>, kind: FieldErrorKind, path: &str, value: Option<String>, detail: String) {
+fn push(
+    errs: &mut Vec<FieldError>,
+    kind: FieldErrorKind,
+    path: &str,
+    value: Option<String>,
+    detail: String,
+) {
     errs.push(FieldError::new(kind, path, value, detail));
 }
 
@@ -593,8 +627,17 @@ fn validate(v: &Value, s: &Schema, path: &str, errs: &mut Vec<FieldError>) {
     if v.is_null() {
         let types = expected_types(s);
         if !types.is_empty() && !s.nullable {
-            let d = in_body(path, &format!("must be of type {}: \"null\"", types.join(",")));
-            push(errs, FieldErrorKind::TypeInvalid, path, Some(go_quote("null")), d);
+            let d = in_body(
+                path,
+                &format!("must be of type {}: \"null\"", types.join(",")),
+            );
+            push(
+                errs,
+                FieldErrorKind::TypeInvalid,
+                path,
+                Some(go_quote("null")),
+                d,
+            );
         }
         return;
     }
@@ -605,8 +648,17 @@ fn validate(v: &Value, s: &Schema, path: &str, errs: &mut Vec<FieldError>) {
             || (actual == "number" && is_integral(v) && types.contains(&"integer"))
             || (actual == "integer" && types.contains(&"number"));
         if !ok {
-            let d = in_body(path, &format!("must be of type {}: {}", types.join(","), go_quote(actual)));
-            push(errs, FieldErrorKind::TypeInvalid, path, Some(go_quote(actual)), d);
+            let d = in_body(
+                path,
+                &format!("must be of type {}: {}", types.join(","), go_quote(actual)),
+            );
+            push(
+                errs,
+                FieldErrorKind::TypeInvalid,
+                path,
+                Some(go_quote(actual)),
+                d,
+            );
             return;
         }
     }
@@ -628,7 +680,10 @@ fn validate(v: &Value, s: &Schema, path: &str, errs: &mut Vec<FieldError>) {
         Value::Array(a) => {
             let n = a.len() as u64;
             if let Some(max) = s.max_items.filter(|m| n > *m) {
-                let d = format!("must have at most {max} {}", if max == 1 { "item" } else { "items" });
+                let d = format!(
+                    "must have at most {max} {}",
+                    if max == 1 { "item" } else { "items" }
+                );
                 push(errs, FieldErrorKind::TooMany, path, Some(n.to_string()), d);
             }
             if let Some(min) = s.min_items.filter(|m| n < *m) {
@@ -644,7 +699,10 @@ fn validate(v: &Value, s: &Schema, path: &str, errs: &mut Vec<FieldError>) {
         Value::Object(m) => {
             let n = m.len() as u64;
             if let Some(max) = s.max_properties.filter(|x| n > *x) {
-                let d = format!("must have at most {max} {}", if max == 1 { "item" } else { "items" });
+                let d = format!(
+                    "must have at most {max} {}",
+                    if max == 1 { "item" } else { "items" }
+                );
                 push(errs, FieldErrorKind::TooMany, path, Some(n.to_string()), d);
             }
             if let Some(min) = s.min_properties.filter(|x| n < *x) {
@@ -665,7 +723,13 @@ fn validate(v: &Value, s: &Schema, path: &str, errs: &mut Vec<FieldError>) {
             }
             for k in &s.required {
                 if !m.contains_key(k) {
-                    push(errs, FieldErrorKind::Required, &child(path, k), None, String::new());
+                    push(
+                        errs,
+                        FieldErrorKind::Required,
+                        &child(path, k),
+                        None,
+                        String::new(),
+                    );
                 }
             }
             if let Some(Additional::Schema(a)) = &s.additional {
@@ -690,7 +754,10 @@ fn expected_types(s: &Schema) -> Vec<&str> {
 fn validate_string(text: &str, v: &Value, s: &Schema, path: &str, errs: &mut Vec<FieldError>) {
     let chars = text.chars().count() as u64;
     if let Some(max) = s.max_length.filter(|m| chars > *m) {
-        let d = format!("may not be more than {max} {}", if max == 1 { "byte" } else { "bytes" });
+        let d = format!(
+            "may not be more than {max} {}",
+            if max == 1 { "byte" } else { "bytes" }
+        );
         push(errs, FieldErrorKind::TooLong, path, None, d);
     }
     if let Some(min) = s.min_length.filter(|m| chars < *m) {
@@ -706,7 +773,13 @@ fn validate_string(text: &str, v: &Value, s: &Schema, path: &str, errs: &mut Vec
     if let Some(f) = s.format.as_deref() {
         if !format_ok(f, text) {
             let d = in_body(path, &format!("must be of type {f}: {}", go_quote(text)));
-            push(errs, FieldErrorKind::TypeInvalid, path, Some(go_quote(text)), d);
+            push(
+                errs,
+                FieldErrorKind::TypeInvalid,
+                path,
+                Some(go_quote(text)),
+                d,
+            );
         }
     }
 }
@@ -722,15 +795,27 @@ fn validate_number(v: &Value, s: &Schema, path: &str, errs: &mut Vec<FieldError>
         }
     };
     if let Some(max) = s.maximum {
-        let bad = if s.exclusive_maximum { x >= max } else { x > max };
+        let bad = if s.exclusive_maximum {
+            x >= max
+        } else {
+            x > max
+        };
         if bad {
-            let what = if s.exclusive_maximum { "should be less than" } else { "should be less than or equal to" };
+            let what = if s.exclusive_maximum {
+                "should be less than"
+            } else {
+                "should be less than or equal to"
+            };
             let d = in_body(path, &format!("{what} {}", bound(max)));
             push(errs, FieldErrorKind::Invalid, path, Some(go_value(v)), d);
         }
     }
     if let Some(min) = s.minimum {
-        let bad = if s.exclusive_minimum { x <= min } else { x < min };
+        let bad = if s.exclusive_minimum {
+            x <= min
+        } else {
+            x < min
+        };
         if bad {
             let what = if s.exclusive_minimum {
                 "should be greater than"
@@ -786,18 +871,19 @@ fn format_ok(format: &str, s: &str) -> bool {
     match format.replace('-', "").as_str() {
         "datetime" => chrono::DateTime::parse_from_rfc3339(s).is_ok(),
         "date" => chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok(),
-        "uuid" => re(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$").is_match(s),
-        "uuid3" => re(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?3[0-9a-f]{3}-?[0-9a-f]{4}-?[0-9a-f]{12}$").is_match(s),
+        "uuid" => re(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$")
+            .is_match(s),
+        "uuid3" => re(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?3[0-9a-f]{3}-?[0-9a-f]{4}-?[0-9a-f]{12}$")
+            .is_match(s),
         "uuid4" => {
-            re(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?4[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$").is_match(s)
+            re(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?4[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$")
+                .is_match(s)
         }
         "uuid5" => {
-            re(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?5[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$").is_match(s)
+            re(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?5[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$")
+                .is_match(s)
         }
-        "byte" => {
-            s.len() % 4 == 0
-                && re(r"^[A-Za-z0-9+/]*={0,2}$").is_match(s)
-        }
+        "byte" => s.len().is_multiple_of(4) && re(r"^[A-Za-z0-9+/]*={0,2}$").is_match(s),
         "ipv4" => s.parse::<Ipv4Addr>().is_ok(),
         "ipv6" => s.parse::<Ipv6Addr>().is_ok(),
         "cidr" => s.split_once('/').is_some_and(|(ip, bits)| {
@@ -853,19 +939,22 @@ mod tests {
     #[test]
     fn prune_default_and_keep_meta() {
         let s = schema(json!({"type": "object", "properties": {
-            "spec": {"type": "object", "properties": {
-                "n": {"type": "integer", "default": 1},
-                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                "q": {"type": "object", "additionalProperties": {"x-kubernetes-int-or-string": true}},
-                "tmpl": {"type": "object", "x-kubernetes-embedded-resource": true,
-                         "properties": {"spec": {"type": "object"}}},
-            }}}}));
+        "spec": {"type": "object", "properties": {
+            "n": {"type": "integer", "default": 1},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+            "q": {"type": "object", "additionalProperties": {"x-kubernetes-int-or-string": true}},
+            "tmpl": {"type": "object", "x-kubernetes-embedded-resource": true,
+                     "properties": {"spec": {"type": "object"}}},
+        }}}}));
         let mut o = json!({"apiVersion": "g/v1", "kind": "K", "metadata": {"name": "x", "bogus": 1},
             "spec": {"junk": 1, "free": {"a": {"b": 1}}, "q": {"cpu": "1", "mem": 2},
                      "tmpl": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}, "other": 1}},
             "status": {"x": 1}});
         let unknown = s.coerce(&mut o);
-        assert_eq!(unknown, vec!["metadata.bogus", "spec.junk", "spec.tmpl.other", "status"]);
+        assert_eq!(
+            unknown,
+            vec!["metadata.bogus", "spec.junk", "spec.tmpl.other", "status"]
+        );
         assert_eq!(
             o,
             json!({"apiVersion": "g/v1", "kind": "K", "metadata": {"name": "x"},
@@ -877,7 +966,8 @@ mod tests {
 
     #[test]
     fn validation_messages_are_the_real_ones() {
-        let s = schema(json!({"type": "object", "properties": {"spec": {"type": "object",
+        let s = schema(
+            json!({"type": "object", "properties": {"spec": {"type": "object",
             "required": ["name"],
             "properties": {
                 "minMember": {"type": "integer", "format": "int32", "minimum": 1},
@@ -886,11 +976,15 @@ mod tests {
                 "items": {"type": "array", "maxItems": 1, "items": {"type": "string"}},
                 "ratio": {"type": "number", "maximum": 1.5, "exclusiveMaximum": true},
                 "at": {"type": "string", "format": "date-time"},
-            }}}}));
-        let msgs = |o: Value| -> Vec<String> { s.validate(&o).iter().map(ToString::to_string).collect() };
+            }}}}),
+        );
+        let msgs =
+            |o: Value| -> Vec<String> { s.validate(&o).iter().map(ToString::to_string).collect() };
         assert_eq!(
             msgs(json!({"spec": {"minMember": "string", "name": "ab"}})),
-            vec![r#"spec.minMember: Invalid value: "string": spec.minMember in body must be of type integer: "string""#]
+            vec![
+                r#"spec.minMember: Invalid value: "string": spec.minMember in body must be of type integer: "string""#
+            ]
         );
         assert_eq!(
             msgs(json!({"spec": {"minMember": 0}})),
@@ -900,7 +994,9 @@ mod tests {
             ]
         );
         assert_eq!(
-            msgs(json!({"spec": {"name": "ABCD", "phase": "C", "items": ["a", 1], "ratio": 1.5, "at": "yesterday"}})),
+            msgs(
+                json!({"spec": {"name": "ABCD", "phase": "C", "items": ["a", 1], "ratio": 1.5, "at": "yesterday"}})
+            ),
             vec![
                 r#"spec.at: Invalid value: "yesterday": spec.at in body must be of type date-time: "yesterday""#,
                 "spec.items: Too many: 2: must have at most 1 item",
@@ -916,9 +1012,11 @@ mod tests {
 
     #[test]
     fn nulls_go_or_get_their_default() {
-        let s = schema(json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        let s = schema(
+            json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
             "a": {"type": "string"}, "b": {"type": "string", "default": "x"},
-            "c": {"type": "string", "nullable": true}}}}}));
+            "c": {"type": "string", "nullable": true}}}}}),
+        );
         let mut o = json!({"spec": {"a": null, "b": null, "c": null}});
         s.coerce(&mut o);
         assert_eq!(o, json!({"spec": {"b": "x", "c": null}}));

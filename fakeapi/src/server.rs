@@ -448,7 +448,11 @@ fn resource_request(
         let e = ApiError::NotAcceptable(format!(
             "fakeapi answers application/json only, and the request accepts {accept:?}"
         ));
-        return ("unknown", t.served.info.qualified_name(), error_response(&e));
+        return (
+            "unknown",
+            t.served.info.qualified_name(),
+            error_response(&e),
+        );
     }
     let mut resource = t.served.info.qualified_name();
     if let Some(s) = t.sub {
@@ -603,7 +607,10 @@ fn strict_fields(r: &Req, served: &Served, body: &Value) -> Result<(), ApiError>
     if unknown.is_empty() {
         return Ok(());
     }
-    let list: Vec<String> = unknown.iter().map(|f| format!("unknown field {f:?}")).collect();
+    let list: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field {f:?}"))
+        .collect();
     Err(ApiError::BadRequest(format!(
         "strict decoding error: {}",
         list.join(", ")
@@ -676,9 +683,8 @@ fn selection(r: &Req, t: &Target, name: Option<&str>) -> Result<Selection, ApiEr
         // selectableFields only, as the real server.
         let sel = crate::selector::FieldSelector::parse(&fields)?;
         for f in sel.fields() {
-            let known = f == "metadata.name"
-                || f == "metadata.namespace"
-                || cv.def.selectable.iter().any(|s| *s == f);
+            let known =
+                f == "metadata.name" || f == "metadata.namespace" || cv.def.selectable.contains(&f);
             if !known {
                 return Err(ApiError::BadRequest(format!(
                     "field label not supported: {f}"
@@ -813,7 +819,10 @@ fn delete_collection(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiErro
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        match ctx.store.delete_in(&t.served, &ns, &name, &opts, Origin::Http) {
+        match ctx
+            .store
+            .delete_in(&t.served, &ns, &name, &opts, Origin::Http)
+        {
             Ok(d) => deleted.push((*d.value).clone()),
             Err(ApiError::NotFound { .. }) => {}
             Err(e) => return Err(e),

@@ -654,7 +654,11 @@ impl Store {
 
     /// The served resource of objects with this `apiVersion` and `kind`
     /// (`scheduling.x-k8s.io/v1alpha1`, `PodGroup`).
-    pub fn resource_for_kind(&self, api_version: &str, kind: &str) -> Option<&'static ResourceInfo> {
+    pub fn resource_for_kind(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Option<&'static ResourceInfo> {
         if let Some(r) = RESOURCES
             .iter()
             .find(|r| r.kind == kind && r.plural != "bindings" && r.api_version() == api_version)
@@ -671,7 +675,9 @@ impl Store {
             return Some(Served::builtin(i, info));
         }
         let st = self.inner.state.read();
-        st.registry.served(group, version, plural).map(Served::custom)
+        st.registry
+            .served(group, version, plural)
+            .map(Served::custom)
     }
 
     /// A resource by `plural` or `plural.group` (a custom one in its
@@ -682,11 +688,14 @@ impl Store {
         }
         let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
         let st = self.inner.state.read();
-        st.registry.storage(group, plural).map(Served::custom).ok_or_else(|| {
-            ApiError::NotFoundPath(format!(
-                "the server doesn't have a resource type \"{resource}\""
-            ))
-        })
+        st.registry
+            .storage(group, plural)
+            .map(Served::custom)
+            .ok_or_else(|| {
+                ApiError::NotFoundPath(format!(
+                    "the server doesn't have a resource type \"{resource}\""
+                ))
+            })
     }
 
     /// The resource of a row handed out earlier ([`Change::resource`],
@@ -696,7 +705,10 @@ impl Store {
             return Ok(Served::builtin(i, &RESOURCES[i]));
         }
         let st = self.inner.state.read();
-        st.registry.by_info(info).map(Served::custom).ok_or_else(not_served)
+        st.registry
+            .by_info(info)
+            .map(Served::custom)
+            .ok_or_else(not_served)
     }
 
     /// Installs a CustomResourceDefinition: validated (a 422 names every
@@ -765,7 +777,11 @@ impl Store {
             .map(str::to_string)
             .or_else(|| meta_str(&obj, "namespace").map(str::to_string))
             .unwrap_or_else(|| "default".to_string());
-        let ns = if served.info.namespaced { ns } else { String::new() };
+        let ns = if served.info.namespaced {
+            ns
+        } else {
+            String::new()
+        };
         self.update_in(&served, &ns, &name, None, obj, Origin::Api)
             .map(|s| (*s.value).clone())
     }
@@ -1608,7 +1624,13 @@ impl Store {
             .as_ref()
             .filter(|c| c.def.scale.is_some())
             .ok_or_else(not_served)?;
-        let spec_path = cv.def.scale.as_ref().expect("filtered").spec_replicas.clone();
+        let spec_path = cv
+            .def
+            .scale
+            .as_ref()
+            .expect("filtered")
+            .spec_replicas
+            .clone();
         let ns = if served.info.namespaced { ns } else { "" };
         let mut st = self.inner.state.write();
         let t = st.live(served)?;
@@ -2143,6 +2165,61 @@ mod tests {
             s.get("pods", Some("default"), "bound").unwrap_err().code(),
             404
         );
+    }
+
+    #[test]
+    fn the_shipped_podgroup_crd_installs_and_validates_podgroups() {
+        let s = Store::new();
+        let crd: Value = serde_yaml::from_str(crate::COSCHEDULING_PODGROUP_CRD).unwrap();
+        let crd = s.install_crd(crd).unwrap();
+        assert_eq!(crd["status"]["conditions"][0]["type"], "NamesAccepted");
+        assert_eq!(crd["status"]["conditions"][1]["status"], "True");
+        let pg = "podgroups.scheduling.x-k8s.io";
+        let e = s
+            .create(
+                pg,
+                None,
+                json!({"metadata": {"name": "g"}, "spec": {"minMember": "x"}}),
+            )
+            .unwrap_err();
+        assert_eq!(e.code(), 422);
+        assert_eq!(e.causes()[0].field, "spec.minMember");
+        assert_eq!(
+            e.to_string(),
+            "PodGroup.scheduling.x-k8s.io \"g\" is invalid: spec.minMember: Invalid value: \"string\": spec.minMember in body must be of type integer: \"string\""
+        );
+        let e = s
+            .create(
+                pg,
+                None,
+                json!({"metadata": {"name": "g"}, "spec": {"minMember": 0}}),
+            )
+            .unwrap_err();
+        assert_eq!(
+            e.causes()[0].to_string(),
+            "spec.minMember: Invalid value: 0: spec.minMember in body should be greater than or equal to 1"
+        );
+        let g = s
+            .create(
+                pg,
+                None,
+                json!({"metadata": {"name": "g", "labels": {"app": "x"}}, "spec": {"minMember": 4,
+                    "minResources": {"cpu": "8", "memory": "16Gi"}, "scheduleTimeoutSeconds": 10, "extra": 1},
+                    "status": {"phase": "Pending", "scheduleStartTime": "2024-01-01T00:00:00Z"}}),
+            )
+            .unwrap();
+        assert_eq!(g["metadata"]["namespace"], "default");
+        assert!(g["spec"].get("extra").is_none(), "pruned");
+        assert_eq!(g["status"]["phase"], "Pending");
+        let e = s
+            .create(
+                pg,
+                None,
+                json!({"metadata": {"name": "h"}, "spec": {"minMember": 1},
+                "status": {"scheduleStartTime": "yesterday"}}),
+            )
+            .unwrap_err();
+        assert_eq!(e.causes()[0].field, "status.scheduleStartTime");
     }
 
     #[test]

@@ -265,7 +265,10 @@ pub(crate) fn table(
                 "description": "Name must be unique within a namespace.", "priority": 0}))
             .chain(cv.def.columns.iter().map(|c| {
                 let description = if c.description.is_empty() {
-                    format!("Custom resource definition column (in JSONPath format): {}", c.json_path)
+                    format!(
+                        "Custom resource definition column (in JSONPath format): {}",
+                        c.json_path
+                    )
                 } else {
                     c.description.clone()
                 };
