@@ -2,6 +2,7 @@
 //! clients expect.
 
 use serde_json::{json, Value};
+use std::fmt;
 
 /// An API error; each variant maps to one HTTP code and `Status.reason`.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -26,6 +27,10 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("{0}")]
     Invalid(String),
+    /// A 422 with one cause per field, as the real server reports schema
+    /// and object validation (`details.causes[].field`).
+    #[error("{0}")]
+    InvalidFields(Box<InvalidObject>),
 }
 
 impl ApiError {
@@ -38,7 +43,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::NotAcceptable(_) => 406,
             ApiError::UnsupportedMediaType(_) => 415,
-            ApiError::Invalid(_) => 422,
+            ApiError::Invalid(_) | ApiError::InvalidFields(_) => 422,
         }
     }
 
@@ -52,7 +57,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
             ApiError::NotAcceptable(_) => "NotAcceptable",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
-            ApiError::Invalid(_) => "Invalid",
+            ApiError::Invalid(_) | ApiError::InvalidFields(_) => "Invalid",
         }
     }
 
@@ -60,6 +65,24 @@ impl ApiError {
         ApiError::NotFound {
             resource: resource.to_string(),
             name: name.to_string(),
+        }
+    }
+
+    /// A 422 for object `name` of `kind` in `group` with these causes.
+    pub(crate) fn invalid(group: &str, kind: &str, name: &str, causes: Vec<FieldError>) -> Self {
+        ApiError::InvalidFields(Box::new(InvalidObject {
+            group: group.to_string(),
+            kind: kind.to_string(),
+            name: name.to_string(),
+            causes,
+        }))
+    }
+
+    /// The field causes of a 422, if it has any.
+    pub fn causes(&self) -> &[FieldError] {
+        match self {
+            ApiError::InvalidFields(i) => &i.causes,
+            _ => &[],
         }
     }
 
@@ -79,10 +102,290 @@ impl ApiError {
                 let (kind, group) = resource.split_once('.').unwrap_or((resource, ""));
                 status["details"] = json!({"name": name, "group": group, "kind": kind});
             }
+            ApiError::InvalidFields(i) => {
+                let causes: Vec<Value> = i
+                    .causes
+                    .iter()
+                    .map(|c| json!({"reason": c.kind.reason(), "message": c.body(), "field": c.field}))
+                    .collect();
+                status["details"] =
+                    json!({"name": i.name, "group": i.group, "kind": i.kind, "causes": causes});
+            }
             _ => {}
         }
         status
     }
 }
 
+/// The object a 422 is about and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidObject {
+    pub group: String,
+    pub kind: String,
+    pub name: String,
+    pub causes: Vec<FieldError>,
+}
+
+impl fmt::Display for InvalidObject {
+    /// `PodGroup.scheduling.x-k8s.io "pg" is invalid: spec.minMember: ...`,
+    /// several causes in brackets, as apimachinery's `NewInvalid` words it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{} {:?} is invalid", self.kind, self.name)?;
+        } else {
+            write!(f, "{}.{} {:?} is invalid", self.kind, self.group, self.name)?;
+        }
+        let mut msgs: Vec<String> = Vec::new();
+        for c in &self.causes {
+            let m = c.to_string();
+            if !msgs.contains(&m) {
+                msgs.push(m);
+            }
+        }
+        match msgs.len() {
+            0 => Ok(()),
+            1 => write!(f, ": {}", msgs[0]),
+            _ => write!(f, ": [{}]", msgs.join(", ")),
+        }
+    }
+}
+
+/// The kinds of field errors (apimachinery's `field.ErrorType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldErrorKind {
+    Required,
+    Invalid,
+    TypeInvalid,
+    NotSupported,
+    Forbidden,
+    Duplicate,
+    TooLong,
+    TooMany,
+}
+
+impl FieldErrorKind {
+    /// `details.causes[].reason`.
+    pub fn reason(self) -> &'static str {
+        match self {
+            FieldErrorKind::Required => "FieldValueRequired",
+            FieldErrorKind::Invalid => "FieldValueInvalid",
+            FieldErrorKind::TypeInvalid => "FieldValueTypeInvalid",
+            FieldErrorKind::NotSupported => "FieldValueNotSupported",
+            FieldErrorKind::Forbidden => "FieldValueForbidden",
+            FieldErrorKind::Duplicate => "FieldValueDuplicate",
+            FieldErrorKind::TooLong => "FieldValueTooLong",
+            FieldErrorKind::TooMany => "FieldValueTooMany",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            FieldErrorKind::Required => "Required value",
+            FieldErrorKind::Invalid | FieldErrorKind::TypeInvalid => "Invalid value",
+            FieldErrorKind::NotSupported => "Unsupported value",
+            FieldErrorKind::Forbidden => "Forbidden",
+            FieldErrorKind::Duplicate => "Duplicate value",
+            FieldErrorKind::TooLong => "Too long",
+            FieldErrorKind::TooMany => "Too many",
+        }
+    }
+}
+
+/// One field error: `spec.minMember: Invalid value: "string": ...`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub kind: FieldErrorKind,
+    /// The field path (`spec.minMember`, `spec.versions[0].name`).
+    pub field: String,
+    /// The bad value as the real server prints it (`"x"`, `0`, `["a"]`);
+    /// `None` for the kinds that print none (Required, Forbidden, Too long).
+    pub value: Option<String>,
+    pub detail: String,
+}
+
+impl FieldError {
+    pub(crate) fn new(
+        kind: FieldErrorKind,
+        field: impl Into<String>,
+        value: Option<String>,
+        detail: impl Into<String>,
+    ) -> Self {
+        FieldError {
+            kind,
+            field: field.into(),
+            value,
+            detail: detail.into(),
+        }
+    }
+
+    pub(crate) fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::new(FieldErrorKind::Required, field, None, detail)
+    }
+
+    pub(crate) fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::new(FieldErrorKind::Forbidden, field, None, detail)
+    }
+
+    /// `Invalid value: <value>: <detail>` with `value` printed as Go does.
+    pub(crate) fn invalid(
+        field: impl Into<String>,
+        value: &Value,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self::new(
+            FieldErrorKind::Invalid,
+            field,
+            Some(go_value(value)),
+            detail,
+        )
+    }
+
+    /// `Unsupported value: <value>: supported values: "a", "b"`.
+    pub(crate) fn not_supported(
+        field: impl Into<String>,
+        value: &Value,
+        supported: &[String],
+    ) -> Self {
+        let quoted: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
+        let detail = if quoted.is_empty() {
+            String::new()
+        } else {
+            format!("supported values: {}", quoted.join(", "))
+        };
+        Self::new(
+            FieldErrorKind::NotSupported,
+            field,
+            Some(go_value(value)),
+            detail,
+        )
+    }
+
+    /// What follows the field in the message (`ErrorBody` in apimachinery).
+    pub fn body(&self) -> String {
+        let mut s = self.kind.label().to_string();
+        if let Some(v) = &self.value {
+            s.push_str(": ");
+            s.push_str(v);
+        }
+        if !self.detail.is_empty() {
+            s.push_str(": ");
+            s.push_str(&self.detail);
+        }
+        s
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.body())
+    }
+}
+
+/// A string as Go's `%q` prints it.
+pub(crate) fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A float as Go's `%v` prints it (shortest form, exponent from 1e+06 up
+/// or below 1e-04).
+pub(crate) fn go_float(f: f64) -> String {
+    if f == 0.0 {
+        return "0".into();
+    }
+    if !f.is_finite() {
+        return if f.is_nan() {
+            "NaN".into()
+        } else if f > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
+    }
+    let sci = format!("{f:e}");
+    let (mantissa, exp) = sci.split_once('e').expect("{:e} has an exponent");
+    let exp: i32 = exp.parse().expect("{:e} exponent is an integer");
+    if (-4..6).contains(&exp) {
+        format!("{f}")
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
+    }
+}
+
+/// A JSON value as apimachinery prints a bad value: strings quoted,
+/// numbers and booleans bare, anything else as JSON.
+pub(crate) fn go_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => go_quote(s),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => i.to_string(),
+            (_, Some(u), _) => u.to_string(),
+            (_, _, Some(f)) => go_float(f),
+            _ => n.to_string(),
+        },
+        Value::Null => "null".into(),
+        other => other.to_string(),
+    }
+}
+
 pub type Result<T, E = ApiError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_print_as_go_prints_them() {
+        assert_eq!(go_float(1.0), "1");
+        assert_eq!(go_float(1.5), "1.5");
+        assert_eq!(go_float(123456.0), "123456");
+        assert_eq!(go_float(1e6), "1e+06");
+        assert_eq!(go_float(1234567.0), "1.234567e+06");
+        assert_eq!(go_float(0.0001), "0.0001");
+        assert_eq!(go_float(0.00001), "1e-05");
+        assert_eq!(go_value(&json!("a\"b")), r#""a\"b""#);
+        assert_eq!(go_value(&json!(3)), "3");
+        assert_eq!(go_value(&json!(["a"])), r#"["a"]"#);
+    }
+
+    #[test]
+    fn invalid_status_has_causes_and_the_real_message() {
+        let e = ApiError::invalid(
+            "scheduling.x-k8s.io",
+            "PodGroup",
+            "pg",
+            vec![FieldError::new(
+                FieldErrorKind::TypeInvalid,
+                "spec.minMember",
+                Some(go_quote("string")),
+                "spec.minMember in body must be of type integer: \"string\"",
+            )],
+        );
+        assert_eq!(
+            e.to_string(),
+            r#"PodGroup.scheduling.x-k8s.io "pg" is invalid: spec.minMember: Invalid value: "string": spec.minMember in body must be of type integer: "string""#
+        );
+        let s = e.to_status();
+        assert_eq!(s["code"], 422);
+        assert_eq!(s["reason"], "Invalid");
+        assert_eq!(s["details"]["causes"][0]["field"], "spec.minMember");
+        assert_eq!(s["details"]["causes"][0]["reason"], "FieldValueTypeInvalid");
+    }
+}

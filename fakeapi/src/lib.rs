@@ -15,7 +15,13 @@
 //!   [`RunningServer::activity`] telling when clients are quiescent, and
 //!   [`kubeconfig_yaml`] for the clients.
 //! - [`resources::RESOURCES`]: the table every handler and discovery
-//!   document is generated from.
+//!   document is generated from; a CustomResourceDefinition adds rows to a
+//!   store's table at run time ([`Store::install_crd`], or a client
+//!   creating one), its objects served by the same code with their schema's
+//!   pruning, defaults and validation ([`Store::resources`] lists them).
+//! - [`load_manifests`] / [`Store::install_manifests`]: CRDs and objects
+//!   from the user's files, installed before a run; [`COSCHEDULING_PODGROUP_CRD`]
+//!   the coscheduling plugin's PodGroup.
 //! - [`protobuf`]: protobuf request bodies (client-go's default) read into
 //!   the JSON the store keeps.
 //!
@@ -39,11 +45,15 @@
 
 mod activity;
 mod conn;
+mod crd;
 mod discovery;
 mod error;
+mod manifest;
 pub mod patch;
 pub mod protobuf;
+mod registry;
 pub mod resources;
+mod schema;
 pub mod selector;
 mod server;
 mod store;
@@ -52,8 +62,10 @@ mod timers;
 mod watch;
 
 pub use activity::{AccountingViolation, Activity, ActivitySnapshot, Connection};
+pub use crd::COSCHEDULING_PODGROUP_CRD;
 pub use discovery::SERVER_VERSION;
-pub use error::{ApiError, Result};
+pub use error::{ApiError, FieldError, FieldErrorKind, InvalidObject, Result};
+pub use manifest::{check_manifests, load_manifests, Manifest, ManifestError};
 pub use patch::PatchKind;
 pub use resources::ResourceInfo;
 pub use server::{kubeconfig_yaml, serve, RunningServer};

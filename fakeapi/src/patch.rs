@@ -4,6 +4,8 @@
 //! The strategic merge knows list merge keys by field name rather than from
 //! the OpenAPI schema: that covers the fields clients patch (conditions by
 //! `type`, containers by `name`, ...) without shipping the schema.
+//! Custom resources have no patch strategies: [`apply_patch_custom`] refuses
+//! strategic merge (415) and applies as a merge, as the real server does.
 
 use crate::error::ApiError;
 use serde_json::{Map, Value};
@@ -83,6 +85,40 @@ pub fn apply_patch(kind: PatchKind, target: &Value, body: &[u8]) -> Result<Value
             })?;
             Ok(strategic_merge(target, &p))
         }
+    }
+}
+
+/// The patch types the real server takes for custom resources.
+pub const CUSTOM_PATCH_TYPES: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+];
+
+/// Patches a custom object: strategic merge is refused with the real
+/// server's 415 (custom resources have no patch strategies), and an apply
+/// merges its YAML as a JSON merge patch (lists are atomic without
+/// list-type markers, and fields are not tracked per manager).
+pub fn apply_patch_custom(kind: PatchKind, target: &Value, body: &[u8]) -> Result<Value, ApiError> {
+    match kind {
+        PatchKind::StrategicMerge => Err(ApiError::UnsupportedMediaType(format!(
+            "the body of the request was in an unknown format - accepted media types include: {}",
+            CUSTOM_PATCH_TYPES.join(", ")
+        ))),
+        PatchKind::Apply => {
+            let p: Value = serde_yaml::from_slice(body).map_err(|e| {
+                ApiError::BadRequest(format!("invalid apply patch (YAML or JSON expected): {e}"))
+            })?;
+            if !p.is_object() {
+                return Err(ApiError::BadRequest(
+                    "an apply patch must be an object".to_string(),
+                ));
+            }
+            let mut doc = target.clone();
+            json_patch::merge(&mut doc, &p);
+            Ok(doc)
+        }
+        _ => apply_patch(kind, target, body),
     }
 }
 

@@ -2,9 +2,15 @@
 //!
 //! Handlers, discovery documents and the store are all driven by this table,
 //! the way the real API server's registry is; serving a new kind is one row.
+//! [`RESOURCES`] holds the built-in rows; a CustomResourceDefinition adds
+//! rows of its own to a store at run time ([`intern`] makes them), served by
+//! the same code paths.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 
 /// One served resource (one group/version/kind).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ResourceInfo {
     /// API group, `""` for the core group.
     pub group: &'static str,
@@ -418,32 +424,70 @@ pub static RESOURCES: &[ResourceInfo] = &[
         &[],
         &[],
     ),
+    row(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        CLUSTER,
+        &["status"],
+        &["crd", "crds"],
+        &["api-extensions"],
+    ),
 ];
 
-/// Finds a resource by URL coordinates.
+/// Finds a built-in resource by URL coordinates.
 pub fn lookup(group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {
-    RESOURCES
-        .iter()
-        .find(|r| r.group == group && r.version == version && r.plural == plural)
+    builtin(group, version, plural).map(|(_, r)| r)
 }
 
-/// Finds a resource by `plural` or `plural.group` (`pods`, `leases.coordination.k8s.io`).
+/// Finds a built-in resource by `plural` or `plural.group` (`pods`, `leases.coordination.k8s.io`).
 pub fn lookup_qualified(name: &str) -> Option<&'static ResourceInfo> {
+    builtin_qualified(name).map(|(_, r)| r)
+}
+
+/// A built-in row and its index in [`RESOURCES`] (the store's table).
+pub(crate) fn builtin(
+    group: &str,
+    version: &str,
+    plural: &str,
+) -> Option<(usize, &'static ResourceInfo)> {
+    RESOURCES
+        .iter()
+        .enumerate()
+        .find(|(_, r)| r.plural == plural && r.group == group && r.version == version)
+}
+
+pub(crate) fn builtin_qualified(name: &str) -> Option<(usize, &'static ResourceInfo)> {
     let (plural, group) = name.split_once('.').unwrap_or((name, ""));
     RESOURCES
         .iter()
-        .find(|r| r.group == group && r.plural == plural)
+        .enumerate()
+        .find(|(_, r)| r.group == group && r.plural == plural)
 }
 
-/// Index of a resource in [`RESOURCES`], used as the store's key.
-pub(crate) fn index_of(info: &ResourceInfo) -> usize {
+/// The index of a built-in row: by address for a row of [`RESOURCES`]
+/// (what lookups hand out), else by value; `None` for a custom row.
+pub(crate) fn builtin_index(info: &ResourceInfo) -> Option<usize> {
     RESOURCES
         .iter()
-        .position(|r| r == info)
-        .expect("ResourceInfo comes from RESOURCES")
+        .position(|r| std::ptr::eq(r, info))
+        .or_else(|| RESOURCES.iter().position(|r| r == info))
 }
 
-/// The served groups with their (single) version, in table order.
+/// The CustomResourceDefinition row.
+pub(crate) fn crd_row() -> (usize, &'static ResourceInfo) {
+    static ROW: OnceLock<usize> = OnceLock::new();
+    let i = *ROW.get_or_init(|| {
+        builtin("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+            .expect("the CRD row")
+            .0
+    });
+    (i, &RESOURCES[i])
+}
+
+/// The served built-in groups with their (single) version, in table order.
 pub fn groups() -> Vec<(&'static str, &'static str)> {
     let mut out: Vec<(&str, &str)> = Vec::new();
     for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
@@ -452,6 +496,80 @@ pub fn groups() -> Vec<(&'static str, &'static str)> {
         }
     }
     out
+}
+
+/// The groups of `rows` (core left out) in order of first appearance,
+/// each with its versions, preferred first (Kubernetes' version priority).
+pub(crate) fn groups_of(rows: &[&'static ResourceInfo]) -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    for r in rows.iter().filter(|r| !r.group.is_empty()) {
+        match out.iter_mut().find(|(g, _)| *g == r.group) {
+            Some((_, vs)) => {
+                if !vs.contains(&r.version) {
+                    vs.push(r.version);
+                }
+            }
+            None => out.push((r.group, vec![r.version])),
+        }
+    }
+    for (_, vs) in &mut out {
+        vs.sort_by(|a, b| crate::crd::version_order(a, b));
+    }
+    out
+}
+
+/// A row of a custom resource, owned by the process: a [`crate::Change`]
+/// hands out `&'static ResourceInfo`, so custom rows live as long as
+/// built-in ones. The same row asked for again (the same CRD installed in
+/// every run, in every test's store, or re-created) is the same allocation,
+/// so memory is bounded by the distinct definitions ever seen.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn intern(
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+    singular: &str,
+    namespaced: bool,
+    subresources: &[&str],
+    short_names: &[String],
+    categories: &[String],
+) -> &'static ResourceInfo {
+    static ROWS: OnceLock<Mutex<HashMap<String, &'static ResourceInfo>>> = OnceLock::new();
+    let key = format!(
+        "{group}\0{version}\0{kind}\0{plural}\0{singular}\0{namespaced}\0{}\0{}\0{}",
+        subresources.join(","),
+        short_names.join(","),
+        categories.join(",")
+    );
+    let mut rows = ROWS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    rows.entry(key).or_insert_with(|| {
+        fn leak(s: &str) -> &'static str {
+            Box::leak(s.to_string().into_boxed_str())
+        }
+        fn leak_all<S: AsRef<str>>(v: &[S]) -> &'static [&'static str] {
+            Box::leak(
+                v.iter()
+                    .map(|s| leak(s.as_ref()))
+                    .collect::<Vec<_>>()
+                    .into_boxed_slice(),
+            )
+        }
+        Box::leak(Box::new(ResourceInfo {
+            group: leak(group),
+            version: leak(version),
+            kind: leak(kind),
+            plural: leak(plural),
+            singular: leak(singular),
+            namespaced,
+            subresources: leak_all(subresources),
+            short_names: leak_all(short_names),
+            categories: leak_all(categories),
+        }))
+    })
 }
 
 /// Verbs advertised in discovery for the main resource.
@@ -477,6 +595,7 @@ pub fn subresource_discovery(sub: &str) -> (&'static str, &'static str, &'static
     match sub {
         "binding" => ("", "Binding", &["create"]),
         "eviction" => ("policy", "Eviction", &["create"]),
+        "scale" => ("autoscaling", "Scale", &["get", "patch", "update"]),
         _ => ("", "", &["get", "patch", "update"]),
     }
 }

@@ -133,6 +133,11 @@ impl FieldSelector {
         self.0.is_empty()
     }
 
+    /// The fields selected on, as written (`spec.nodeName`).
+    pub fn fields(&self) -> impl Iterator<Item = String> + '_ {
+        self.0.iter().map(|(path, _, _)| path.join("."))
+    }
+
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(path, eq, want)| {
             let mut cur = Some(obj);

@@ -6,9 +6,9 @@ use crate::conn::{ConnHandle, ConnTrack, TrackedListener};
 use crate::discovery;
 use crate::error::ApiError;
 use crate::patch::PatchKind;
-use crate::resources::{self, ResourceInfo};
+use crate::registry::Served;
 use crate::selector::Selection;
-use crate::store::{DeleteOptions, Origin, Store, WatchStart};
+use crate::store::{DeleteOptions, Origin, ScaleWrite, Store, WatchStart};
 use crate::table::{self, IncludeObject};
 use crate::watch::{Render, WatchStream};
 use axum::body::Body;
@@ -326,11 +326,13 @@ async fn route(ctx: &Ctx, req: Request) -> (&'static str, String, Response) {
         Some(v) => value_response(200, &v),
         None => not_found(),
     };
+    // The rows served now: a CRD established a moment ago is in them.
+    let rows = || ctx.store.resources();
     let aggregated = |core: bool, v: &str| {
         text_response(
             200,
             &format!("application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"),
-            discovery::aggregated(core, &format!("apidiscovery.k8s.io/{v}")).to_string(),
+            discovery::aggregated(&rows(), core, &format!("apidiscovery.k8s.io/{v}")).to_string(),
         )
     };
     let resp = match (get, segs.as_slice()) {
@@ -347,16 +349,20 @@ async fn route(ctx: &Ctx, req: Request) -> (&'static str, String, Response) {
             Some(v) => aggregated(true, v),
             None => value_response(200, &discovery::api_versions(&ctx.server_addr)),
         },
-        (true, ["api", "v1"]) => disc(discovery::resource_list("", "v1")),
+        (true, ["api", "v1"]) => disc(discovery::resource_list(&rows(), "", "v1")),
         (true, ["apis"]) => match r.wants_aggregated() {
             Some(v) => aggregated(false, v),
-            None => value_response(200, &discovery::api_group_list()),
+            None => value_response(200, &discovery::api_group_list(&rows())),
         },
-        (true, ["apis", g]) => disc(discovery::api_group(g)),
-        (true, ["openapi", "v3"]) => value_response(200, &discovery::openapi_v3_root()),
-        (true, ["openapi", "v3", "api", v]) => disc(discovery::openapi_v3_group_version("", v)),
-        (true, ["openapi", "v3", "apis", g, v]) => disc(discovery::openapi_v3_group_version(g, v)),
-        (true, ["apis", g, v]) => disc(discovery::resource_list(g, v)),
+        (true, ["apis", g]) => disc(discovery::api_group(&rows(), g)),
+        (true, ["openapi", "v3"]) => value_response(200, &discovery::openapi_v3_root(&rows())),
+        (true, ["openapi", "v3", "api", v]) => {
+            disc(discovery::openapi_v3_group_version(&rows(), "", v))
+        }
+        (true, ["openapi", "v3", "apis", g, v]) => {
+            disc(discovery::openapi_v3_group_version(&rows(), g, v))
+        }
+        (true, ["apis", g, v]) => disc(discovery::resource_list(&rows(), g, v)),
         (_, ["api", "v1", rest @ ..]) if !rest.is_empty() => {
             return resource_request(ctx, &r, "", "v1", rest);
         }
@@ -369,7 +375,7 @@ async fn route(ctx: &Ctx, req: Request) -> (&'static str, String, Response) {
 }
 
 struct Target<'a> {
-    info: &'static ResourceInfo,
+    served: Served,
     ns: Option<&'a str>,
     name: Option<&'a str>,
     sub: Option<&'a str>,
@@ -377,6 +383,7 @@ struct Target<'a> {
 }
 
 fn parse_target<'a>(
+    store: &Store,
     group: &str,
     version: &str,
     mut rest: &'a [&'a str],
@@ -388,41 +395,33 @@ fn parse_target<'a>(
         watch_path = true;
         rest = &rest[1..];
     }
-    let (ns, plural, name, sub, extra) = match rest {
-        ["namespaces", ns, plural, tail @ ..]
-            if resources::lookup(group, version, plural).is_some_and(|i| i.namespaced) =>
-        {
-            (
-                Some(*ns),
-                *plural,
-                tail.first().copied(),
-                tail.get(1).copied(),
-                tail.len() > 2,
-            )
-        }
-        [plural, tail @ ..] => (
-            None,
-            *plural,
-            tail.first().copied(),
-            tail.get(1).copied(),
-            tail.len() > 2,
-        ),
-        [] => return Err(not_found()),
+    let in_namespace = match rest {
+        ["namespaces", ns, plural, tail @ ..] => store
+            .served(group, version, plural)
+            .filter(|s| s.info.namespaced)
+            .map(|s| (s, Some(*ns), tail)),
+        _ => None,
     };
-    if extra {
-        return Err(not_found());
-    }
-    let info = resources::lookup(group, version, plural).ok_or_else(not_found)?;
-    if ns.is_some() && !info.namespaced {
+    let (served, ns, tail) = match (in_namespace, rest) {
+        (Some(found), _) => found,
+        (None, [plural, tail @ ..]) => (
+            store.served(group, version, plural).ok_or_else(not_found)?,
+            None,
+            tail,
+        ),
+        (None, []) => return Err(not_found()),
+    };
+    let (name, sub) = (tail.first().copied(), tail.get(1).copied());
+    if tail.len() > 2 {
         return Err(not_found());
     }
     if let Some(s) = sub {
-        if !info.subresources.contains(&s) {
+        if !served.info.subresources.contains(&s) {
             return Err(not_found());
         }
     }
     Ok(Target {
-        info,
+        served,
         ns,
         name,
         sub,
@@ -437,7 +436,7 @@ fn resource_request(
     version: &str,
     rest: &[&str],
 ) -> (&'static str, String, Response) {
-    let t = match parse_target(group, version, rest) {
+    let t = match parse_target(&ctx.store, group, version, rest) {
         Ok(t) => t,
         Err(e) => return ("unknown", rest.join("/"), error_response(&e)),
     };
@@ -449,9 +448,13 @@ fn resource_request(
         let e = ApiError::NotAcceptable(format!(
             "fakeapi answers application/json only, and the request accepts {accept:?}"
         ));
-        return ("unknown", t.info.qualified_name(), error_response(&e));
+        return (
+            "unknown",
+            t.served.info.qualified_name(),
+            error_response(&e),
+        );
     }
-    let mut resource = t.info.qualified_name();
+    let mut resource = t.served.info.qualified_name();
     if let Some(s) = t.sub {
         resource = format!("{resource}/{s}");
     }
@@ -462,19 +465,40 @@ fn resource_request(
 
 fn dispatch(ctx: &Ctx, r: &Req, t: &Target) -> (&'static str, Result<Response, ApiError>) {
     let store = &ctx.store;
-    let info = t.info;
+    let served = &t.served;
+    let info = served.info;
     let ns = t.ns.unwrap_or("");
     let watching = t.watch_path || r.flag("watch");
+    // A custom object's body is JSON or YAML: it has no protobuf form.
+    let body = || {
+        if served.custom.is_some() {
+            let ct = r.header(header::CONTENT_TYPE);
+            if ct.contains("protobuf") || ct.contains("cbor") {
+                return Err(ApiError::UnsupportedMediaType(format!(
+                    "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (custom resources have no {ct:?} form)"
+                )));
+            }
+        }
+        let v = r.body_json()?;
+        strict_fields(r, served, &v)?;
+        Ok(v)
+    };
     match (&r.method, t.name, t.sub) {
         (&Method::GET, None, None) if watching => ("watch", watch(ctx, r, t, None)),
         (&Method::GET, Some(name), None) if watching => ("watch", watch(ctx, r, t, Some(name))),
         (&Method::GET, None, None) => ("list", list(ctx, r, t)),
+        (&Method::GET, Some(name), Some("scale")) => (
+            "get",
+            store
+                .get_scale(served, ns, name)
+                .map(|s| value_response(200, &s)),
+        ),
         (&Method::GET, Some(name), None | Some("status")) => (
             "get",
-            store.get_in(info, ns, name).map(|s| {
+            store.get_in(served, ns, name).map(|s| {
                 if r.wants_table() {
                     let tbl = table::table(
-                        info,
+                        served,
                         &[s.value],
                         store.now(),
                         true,
@@ -487,12 +511,12 @@ fn dispatch(ctx: &Ctx, r: &Req, t: &Target) -> (&'static str, Result<Response, A
             }),
         ),
         (&Method::POST, None, None) => {
-            if info.plural == "bindings" {
+            if served.custom.is_none() && info.plural == "bindings" {
                 return ("create", create_binding(ctx, r, ns, None));
             }
-            let res = r.body_json().and_then(|body| {
+            let res = body().and_then(|body| {
                 store
-                    .create_in(info, t.ns, body, Origin::Http)
+                    .create_in(served, t.ns, body, Origin::Http)
                     .map(|s| json_response(201, s.json))
             });
             ("create", res)
@@ -503,15 +527,23 @@ fn dispatch(ctx: &Ctx, r: &Req, t: &Target) -> (&'static str, Result<Response, A
         (&Method::POST, Some(name), Some("eviction")) => {
             let res = r.body_json().and_then(|_| {
                 store
-                    .delete_in(info, ns, name, &DeleteOptions::default(), Origin::Http)
+                    .delete_in(served, ns, name, &DeleteOptions::default(), Origin::Http)
                     .map(|_| value_response(201, &success_status(201)))
             });
             ("create", res)
         }
-        (&Method::PUT, Some(name), sub) => {
-            let res = r.body_json().and_then(|body| {
+        (&Method::PUT, Some(name), Some("scale")) => {
+            let res = body().and_then(|body| {
                 store
-                    .update_in(info, ns, name, sub, body, Origin::Http)
+                    .write_scale(served, ns, name, ScaleWrite::Replace(body), Origin::Http)
+                    .map(|s| value_response(200, &s))
+            });
+            ("update", res)
+        }
+        (&Method::PUT, Some(name), sub) => {
+            let res = body().and_then(|body| {
+                store
+                    .update_in(served, ns, name, sub, body, Origin::Http)
                     .map(|s| json_response(200, s.json))
             });
             ("update", res)
@@ -519,19 +551,33 @@ fn dispatch(ctx: &Ctx, r: &Req, t: &Target) -> (&'static str, Result<Response, A
         (&Method::PATCH, Some(name), sub) => {
             let ct = r.header(header::CONTENT_TYPE);
             let res = match PatchKind::from_content_type(ct) {
+                None if served.custom.is_some() => Err(ApiError::UnsupportedMediaType(format!(
+                    "the body of the request was in an unknown format - accepted media types include: {}",
+                    crate::patch::CUSTOM_PATCH_TYPES.join(", ")
+                ))),
                 None => Err(ApiError::UnsupportedMediaType(format!(
                     "the patch content type {ct:?} is not supported: use application/merge-patch+json, application/strategic-merge-patch+json, application/json-patch+json or application/apply-patch+yaml"
                 ))),
-                Some(kind) => store
-                    .patch_in(info, ns, name, sub, kind, &r.body, Origin::Http)
-                    .map(|(s, created)| json_response(if created { 201 } else { 200 }, s.json)),
+                Some(kind) => strict_patch(r, served, kind).and_then(|()| {
+                    if sub == Some("scale") {
+                        store
+                            .write_scale(served, ns, name, ScaleWrite::Patch(kind, &r.body), Origin::Http)
+                            .map(|s| value_response(200, &s))
+                    } else {
+                        store
+                            .patch_in(served, ns, name, sub, kind, &r.body, Origin::Http)
+                            .map(|(s, created)| {
+                                json_response(if created { 201 } else { 200 }, s.json)
+                            })
+                    }
+                }),
             };
             ("patch", res)
         }
         (&Method::DELETE, Some(name), None) => {
             let res = delete_options(r).and_then(|opts| {
                 store
-                    .delete_in(info, ns, name, &opts, Origin::Http)
+                    .delete_in(served, ns, name, &opts, Origin::Http)
                     .map(|s| json_response(200, s.json))
             });
             ("delete", res)
@@ -545,6 +591,45 @@ fn dispatch(ctx: &Ctx, r: &Req, t: &Target) -> (&'static str, Result<Response, A
                 info.qualified_name()
             ))),
         ),
+    }
+}
+
+/// `fieldValidation=Strict` on a custom object: unknown fields are a 400
+/// (the server would otherwise prune them).
+fn strict_fields(r: &Req, served: &Served, body: &Value) -> Result<(), ApiError> {
+    let Some(cv) = served.custom.as_ref() else {
+        return Ok(());
+    };
+    if r.q("fieldValidation") != Some("Strict") {
+        return Ok(());
+    }
+    let unknown = cv.def.schema.unknown_fields(body);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field {f:?}"))
+        .collect();
+    Err(ApiError::BadRequest(format!(
+        "strict decoding error: {}",
+        list.join(", ")
+    )))
+}
+
+/// As [`strict_fields`], for the fields a merge or apply patch sets.
+fn strict_patch(r: &Req, served: &Served, kind: PatchKind) -> Result<(), ApiError> {
+    if served.custom.is_none() || r.q("fieldValidation") != Some("Strict") {
+        return Ok(());
+    }
+    let body: Option<Value> = match kind {
+        PatchKind::Merge => serde_json::from_slice(&r.body).ok(),
+        PatchKind::Apply => serde_yaml::from_slice(&r.body).ok(),
+        _ => None,
+    };
+    match body {
+        Some(b) => strict_fields(r, served, &b),
+        None => Ok(()),
     }
 }
 
@@ -593,6 +678,20 @@ fn delete_options(r: &Req) -> Result<DeleteOptions, ApiError> {
 
 fn selection(r: &Req, t: &Target, name: Option<&str>) -> Result<Selection, ApiError> {
     let mut fields = r.q("fieldSelector").unwrap_or("").to_string();
+    if let Some(cv) = &t.served.custom {
+        // A custom resource selects on its metadata and its CRD's
+        // selectableFields only, as the real server.
+        let sel = crate::selector::FieldSelector::parse(&fields)?;
+        for f in sel.fields() {
+            let known =
+                f == "metadata.name" || f == "metadata.namespace" || cv.def.selectable.contains(&f);
+            if !known {
+                return Err(ApiError::BadRequest(format!(
+                    "field label not supported: {f}"
+                )));
+            }
+        }
+    }
     if let Some(n) = name {
         if !fields.is_empty() {
             fields.push(',');
@@ -616,7 +715,7 @@ fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
             }
         },
     };
-    let page = ctx.store.list_in(t.info, &sel, limit, r.q("continue"))?;
+    let page = ctx.store.list_in(&t.served, &sel, limit, r.q("continue"))?;
     let mut metadata = json!({"resourceVersion": page.rv.to_string()});
     if let Some(c) = &page.continue_token {
         metadata["continue"] = json!(c);
@@ -624,7 +723,7 @@ fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
     if r.wants_table() {
         let objs: Vec<_> = page.items.iter().map(|s| s.value.clone()).collect();
         let mut tbl = table::table(
-            t.info,
+            &t.served,
             &objs,
             ctx.store.now(),
             true,
@@ -636,8 +735,8 @@ fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
     // Items are concatenated from their stored bytes: a list never
     // re-serializes an object.
     let head = json!({
-        "kind": format!("{}List", t.info.kind),
-        "apiVersion": t.info.api_version(),
+        "kind": list_kind(&t.served),
+        "apiVersion": t.served.info.api_version(),
         "metadata": metadata,
     })
     .to_string();
@@ -684,10 +783,10 @@ fn watch(ctx: &Ctx, r: &Req, t: &Target, name: Option<&str>) -> Result<Response,
         ctx.store.activity(),
         r.conn.as_ref().map(|c| c.label).unwrap_or_default(),
     );
-    let reg = ctx.store.watch_in(t.info, sel, start, tally);
+    let reg = ctx.store.watch_in(&t.served, sel, start, tally)?;
     let stream = WatchStream::new(
         ctx.store.clone(),
-        t.info,
+        t.served.clone(),
         reg,
         timeout,
         r.flag("allowWatchBookmarks"),
@@ -705,7 +804,7 @@ fn watch(ctx: &Ctx, r: &Req, t: &Target, name: Option<&str>) -> Result<Response,
 fn delete_collection(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
     let sel = selection(r, t, None)?;
     let opts = delete_options(r)?;
-    let page = ctx.store.list_in(t.info, &sel, None, None)?;
+    let page = ctx.store.list_in(&t.served, &sel, None, None)?;
     let mut deleted = Vec::new();
     for s in page.items {
         let ns = s
@@ -720,7 +819,10 @@ fn delete_collection(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiErro
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        match ctx.store.delete_in(t.info, &ns, &name, &opts, Origin::Http) {
+        match ctx
+            .store
+            .delete_in(&t.served, &ns, &name, &opts, Origin::Http)
+        {
             Ok(d) => deleted.push((*d.value).clone()),
             Err(ApiError::NotFound { .. }) => {}
             Err(e) => return Err(e),
@@ -729,12 +831,20 @@ fn delete_collection(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiErro
     Ok(value_response(
         200,
         &json!({
-            "kind": format!("{}List", t.info.kind),
-            "apiVersion": t.info.api_version(),
+            "kind": list_kind(&t.served),
+            "apiVersion": t.served.info.api_version(),
             "metadata": {"resourceVersion": ctx.store.resource_version().to_string()},
             "items": deleted,
         }),
     ))
+}
+
+/// `PodList`, or a CRD's `listKind`.
+fn list_kind(served: &Served) -> String {
+    match &served.custom {
+        Some(cv) => cv.list_kind.clone(),
+        None => format!("{}List", served.info.kind),
+    }
 }
 
 fn render_metrics(ctx: &Ctx) -> String {

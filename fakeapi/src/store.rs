@@ -6,8 +6,10 @@
 //! resourceVersion, like etcd's revision.
 
 use crate::activity::{Activity, PendingEvents, WatchTally};
-use crate::error::{ApiError, Result};
+use crate::crd;
+use crate::error::{ApiError, FieldError, Result};
 use crate::patch::{apply_patch, PatchKind};
+use crate::registry::{self, Registry, Served};
 use crate::resources::{self, ResourceInfo, RESOURCES};
 use crate::selector::Selection;
 use bytes::Bytes;
@@ -222,13 +224,29 @@ struct Watcher {
     tally: Arc<WatchTally>,
 }
 
-#[derive(Default)]
 struct Table {
     objects: BTreeMap<(String, String), Stored>,
     history: VecDeque<Arc<Event>>,
     /// Highest resourceVersion dropped from `history`.
     evicted_rv: u64,
     watchers: Vec<Watcher>,
+    /// False once the CRD that made it is deleted: a request resolved
+    /// before that finds nothing to serve.
+    live: bool,
+}
+
+impl Table {
+    /// A table whose watch history starts at `rv` (a resumed watch from
+    /// before its resource existed relists).
+    fn new(rv: u64) -> Self {
+        Table {
+            objects: BTreeMap::new(),
+            history: VecDeque::new(),
+            evicted_rv: rv,
+            watchers: Vec::new(),
+            live: true,
+        }
+    }
 }
 
 struct State {
@@ -238,8 +256,23 @@ struct State {
     event_expiry: VecDeque<(DateTime<Utc>, usize, (String, String), u64)>,
     /// Last watcher id handed out.
     watch_ids: u64,
+    /// One per built-in row (same index as [`RESOURCES`]), then one per
+    /// custom resource ever established.
     tables: Vec<Table>,
     subscribers: Vec<mpsc::UnboundedSender<Change>>,
+    /// The custom rows.
+    registry: Registry,
+}
+
+impl State {
+    /// The table of `served`, if its resource is still served.
+    fn live(&self, served: &Served) -> Result<usize> {
+        if self.tables[served.table].live {
+            Ok(served.table)
+        } else {
+            Err(not_served())
+        }
+    }
 }
 
 struct Inner {
@@ -389,23 +422,62 @@ fn conflict(info: &ResourceInfo, name: &str) -> ApiError {
     ))
 }
 
-fn resolve(resource: &str) -> Result<&'static ResourceInfo> {
-    resources::lookup_qualified(resource).ok_or_else(|| {
-        ApiError::NotFoundPath(format!(
-            "the server doesn't have a resource type \"{resource}\""
-        ))
-    })
+fn not_served() -> ApiError {
+    ApiError::NotFoundPath("the server could not find the requested resource".into())
 }
 
-fn typed_info<K: k8s_openapi::Resource>() -> Result<&'static ResourceInfo> {
-    resources::lookup(K::GROUP, K::VERSION, K::URL_PATH_SEGMENT).ok_or_else(|| {
-        ApiError::NotFoundPath(format!(
-            "resource {}/{} {} is not served",
-            K::GROUP,
-            K::VERSION,
-            K::URL_PATH_SEGMENT
-        ))
-    })
+fn typed_served<K: k8s_openapi::Resource>() -> Result<Served> {
+    resources::builtin(K::GROUP, K::VERSION, K::URL_PATH_SEGMENT)
+        .map(|(i, info)| Served::builtin(i, info))
+        .ok_or_else(|| {
+            ApiError::NotFoundPath(format!(
+                "resource {}/{} {} is not served",
+                K::GROUP,
+                K::VERSION,
+                K::URL_PATH_SEGMENT
+            ))
+        })
+}
+
+/// Whether anything but `metadata` (and `status`, when it has its own
+/// subresource) differs: what bumps `metadata.generation`.
+fn spec_changed(new: &Value, old: &Value, status_apart: bool) -> bool {
+    let (Some(n), Some(o)) = (new.as_object(), old.as_object()) else {
+        return new != old;
+    };
+    let skip = |k: &str| k == "metadata" || (status_apart && k == "status");
+    let differs = |a: &Map<String, Value>, b: &Map<String, Value>| {
+        a.iter().any(|(k, v)| !skip(k) && b.get(k) != Some(v))
+    };
+    differs(n, o) || differs(o, n)
+}
+
+/// `metadata.generation`: 1 when created, one more whenever anything but
+/// metadata (and status, when `status_apart`) changes.
+fn set_generation(obj: &mut Value, old: Option<&Value>, status_apart: bool) {
+    let generation = match old {
+        None => 1,
+        Some(o) => {
+            let g = o
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            if spec_changed(obj, o, status_apart) {
+                g + 1
+            } else {
+                g
+            }
+        }
+    };
+    meta_mut(obj).insert("generation".into(), json!(generation));
+}
+
+/// A write of the scale subresource.
+pub(crate) enum ScaleWrite<'a> {
+    /// A whole `autoscaling/v1 Scale` (PUT).
+    Replace(Value),
+    /// A patch of the current Scale (PATCH).
+    Patch(PatchKind, &'a [u8]),
 }
 
 fn to_value<T: Serialize>(obj: &T) -> Result<Value> {
@@ -427,8 +499,9 @@ impl Store {
             rv: 0,
             event_expiry: VecDeque::new(),
             watch_ids: 0,
-            tables: RESOURCES.iter().map(|_| Table::default()).collect(),
+            tables: RESOURCES.iter().map(|_| Table::new(0)).collect(),
             subscribers: Vec::new(),
+            registry: Registry::default(),
         };
         let namespaces = config.namespaces.clone();
         let store = Store {
@@ -528,10 +601,10 @@ impl Store {
     /// that resource would hear of it (a scheduler whose field selector
     /// names another `spec.schedulerName`).
     pub fn watchers_selecting(&self, resource: &str, object: &Value) -> Result<usize> {
-        let info = resolve(resource)?;
+        let served = self.resolve(resource)?;
         let ns = meta_str(object, "namespace").unwrap_or("");
         let st = self.inner.state.read();
-        Ok(st.tables[resources::index_of(info)]
+        Ok(st.tables[served.table]
             .watchers
             .iter()
             .filter(|w| w.selection.matches(ns, object))
@@ -570,19 +643,113 @@ impl Store {
         }
     }
 
+    // ---- the resource table: built-in rows, then the CRDs' ----
+
+    /// Every served resource: the built-in rows, then the rows of the
+    /// established CustomResourceDefinitions (one per served version).
+    pub fn resources(&self) -> Vec<&'static ResourceInfo> {
+        let st = self.inner.state.read();
+        RESOURCES.iter().chain(st.registry.rows()).collect()
+    }
+
+    /// The served resource of objects with this `apiVersion` and `kind`
+    /// (`scheduling.x-k8s.io/v1alpha1`, `PodGroup`).
+    pub fn resource_for_kind(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Option<&'static ResourceInfo> {
+        if let Some(r) = RESOURCES
+            .iter()
+            .find(|r| r.kind == kind && r.plural != "bindings" && r.api_version() == api_version)
+        {
+            return Some(r);
+        }
+        let st = self.inner.state.read();
+        st.registry.by_kind(api_version, kind).map(|c| c.info)
+    }
+
+    /// A served resource by URL coordinates; built-in rows need no lock.
+    pub(crate) fn served(&self, group: &str, version: &str, plural: &str) -> Option<Served> {
+        if let Some((i, info)) = resources::builtin(group, version, plural) {
+            return Some(Served::builtin(i, info));
+        }
+        let st = self.inner.state.read();
+        st.registry
+            .served(group, version, plural)
+            .map(Served::custom)
+    }
+
+    /// A resource by `plural` or `plural.group` (a custom one in its
+    /// storage version).
+    pub(crate) fn resolve(&self, resource: &str) -> Result<Served> {
+        if let Some((i, info)) = resources::builtin_qualified(resource) {
+            return Ok(Served::builtin(i, info));
+        }
+        let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
+        let st = self.inner.state.read();
+        st.registry
+            .storage(group, plural)
+            .map(Served::custom)
+            .ok_or_else(|| {
+                ApiError::NotFoundPath(format!(
+                    "the server doesn't have a resource type \"{resource}\""
+                ))
+            })
+    }
+
+    /// The resource of a row handed out earlier ([`Change::resource`],
+    /// [`Store::resources`]).
+    pub(crate) fn served_for(&self, info: &'static ResourceInfo) -> Result<Served> {
+        if let Some(i) = resources::builtin_index(info) {
+            return Ok(Served::builtin(i, &RESOURCES[i]));
+        }
+        let st = self.inner.state.read();
+        st.registry
+            .by_info(info)
+            .map(Served::custom)
+            .ok_or_else(not_served)
+    }
+
+    /// Installs a CustomResourceDefinition: validated (a 422 names every
+    /// bad field), established at once, its kinds served (discovery
+    /// included) until it is deleted. Returns the stored CRD, with its
+    /// status conditions. 409 if a CRD of that name exists.
+    ///
+    /// ```
+    /// let store = fakeapi::Store::new();
+    /// let crd: serde_json::Value =
+    ///     serde_yaml::from_str(fakeapi::COSCHEDULING_PODGROUP_CRD).unwrap();
+    /// let crd = store.install_crd(crd).unwrap();
+    /// assert_eq!(crd["status"]["conditions"][1]["type"], "Established");
+    /// let pg = store
+    ///     .create(
+    ///         "podgroups.scheduling.x-k8s.io",
+    ///         Some("default"),
+    ///         serde_json::json!({"metadata": {"name": "job-7"}, "spec": {"minMember": 4}}),
+    ///     )
+    ///     .unwrap();
+    /// assert_eq!(pg["apiVersion"], "scheduling.x-k8s.io/v1alpha1");
+    /// ```
+    pub fn install_crd(&self, crd: Value) -> Result<Value> {
+        let (i, info) = resources::crd_row();
+        self.create_in(&Served::builtin(i, info), None, crd, Origin::Api)
+            .map(|s| (*s.value).clone())
+    }
+
     // ---- generic API, by resource name (`pods`, `leases.coordination.k8s.io`) ----
 
     /// Creates an object. For namespaced resources the namespace comes from
     /// `namespace`, else from the object, else `default`.
     pub fn create(&self, resource: &str, namespace: Option<&str>, obj: Value) -> Result<Value> {
-        let info = resolve(resource)?;
-        self.create_in(info, namespace, obj, Origin::Api)
+        let served = self.resolve(resource)?;
+        self.create_in(&served, namespace, obj, Origin::Api)
             .map(|s| (*s.value).clone())
     }
 
     pub fn get(&self, resource: &str, namespace: Option<&str>, name: &str) -> Result<Value> {
-        let info = resolve(resource)?;
-        self.get_in(info, namespace.unwrap_or(""), name)
+        let served = self.resolve(resource)?;
+        self.get_in(&served, namespace.unwrap_or(""), name)
             .map(|s| (*s.value).clone())
     }
 
@@ -594,24 +761,28 @@ impl Store {
         label_selector: Option<&str>,
         field_selector: Option<&str>,
     ) -> Result<Vec<Value>> {
-        let info = resolve(resource)?;
-        let namespace = namespace.filter(|_| info.namespaced);
+        let served = self.resolve(resource)?;
+        let namespace = namespace.filter(|_| served.info.namespaced);
         let sel = Selection::parse(namespace, label_selector, field_selector)?;
-        let page = self.list_in(info, &sel, None, None)?;
+        let page = self.list_in(&served, &sel, None, None)?;
         Ok(page.items.into_iter().map(|s| (*s.value).clone()).collect())
     }
 
     /// Replaces an object. If `metadata.resourceVersion` is set it must be
     /// current (else 409 Conflict).
     pub fn update(&self, resource: &str, namespace: Option<&str>, obj: Value) -> Result<Value> {
-        let info = resolve(resource)?;
+        let served = self.resolve(resource)?;
         let name = meta_str(&obj, "name").unwrap_or("").to_string();
         let ns = namespace
             .map(str::to_string)
             .or_else(|| meta_str(&obj, "namespace").map(str::to_string))
             .unwrap_or_else(|| "default".to_string());
-        let ns = if info.namespaced { ns } else { String::new() };
-        self.update_in(info, &ns, &name, None, obj, Origin::Api)
+        let ns = if served.info.namespaced {
+            ns
+        } else {
+            String::new()
+        };
+        self.update_in(&served, &ns, &name, None, obj, Origin::Api)
             .map(|s| (*s.value).clone())
     }
 
@@ -624,9 +795,9 @@ impl Store {
         kind: PatchKind,
         body: &[u8],
     ) -> Result<Value> {
-        let info = resolve(resource)?;
+        let served = self.resolve(resource)?;
         self.patch_in(
-            info,
+            &served,
             namespace.unwrap_or(""),
             name,
             None,
@@ -639,9 +810,9 @@ impl Store {
 
     /// Deletes an object at once (or marks it if it has finalizers).
     pub fn delete(&self, resource: &str, namespace: Option<&str>, name: &str) -> Result<Value> {
-        let info = resolve(resource)?;
+        let served = self.resolve(resource)?;
         self.delete_in(
-            info,
+            &served,
             namespace.unwrap_or(""),
             name,
             &DeleteOptions::default(),
@@ -657,8 +828,8 @@ impl Store {
     where
         K: k8s_openapi::Resource + Serialize + DeserializeOwned,
     {
-        let info = typed_info::<K>()?;
-        let s = self.create_in(info, None, to_value(obj)?, Origin::Api)?;
+        let served = typed_served::<K>()?;
+        let s = self.create_in(&served, None, to_value(obj)?, Origin::Api)?;
         from_value(&s.value)
     }
 
@@ -666,18 +837,18 @@ impl Store {
     where
         K: k8s_openapi::Resource + DeserializeOwned,
     {
-        let info = typed_info::<K>()?;
-        from_value(&self.get_in(info, namespace.unwrap_or(""), name)?.value)
+        let served = typed_served::<K>()?;
+        from_value(&self.get_in(&served, namespace.unwrap_or(""), name)?.value)
     }
 
     pub fn list_typed<K>(&self, namespace: Option<&str>) -> Result<Vec<K>>
     where
         K: k8s_openapi::Resource + DeserializeOwned,
     {
-        let info = typed_info::<K>()?;
-        let namespace = namespace.filter(|_| info.namespaced);
+        let served = typed_served::<K>()?;
+        let namespace = namespace.filter(|_| served.info.namespaced);
         let sel = Selection::parse(namespace, None, None)?;
-        self.list_in(info, &sel, None, None)?
+        self.list_in(&served, &sel, None, None)?
             .items
             .iter()
             .map(|s| from_value(&s.value))
@@ -690,17 +861,17 @@ impl Store {
     where
         K: k8s_openapi::Resource + Serialize + DeserializeOwned,
     {
-        let info = typed_info::<K>()?;
+        let served = typed_served::<K>()?;
         let v = to_value(obj)?;
         let name = meta_str(&v, "name").unwrap_or("").to_string();
-        let ns = if info.namespaced {
+        let ns = if served.info.namespaced {
             meta_str(&v, "namespace").unwrap_or("default").to_string()
         } else {
             String::new()
         };
         from_value(
             &self
-                .update_in(info, &ns, &name, None, v, Origin::Api)?
+                .update_in(&served, &ns, &name, None, v, Origin::Api)?
                 .value,
         )
     }
@@ -723,8 +894,8 @@ impl Store {
     /// pod back into a typed one (the broker creates a pod per job and
     /// needs nothing back).
     pub fn add_pod(&self, pod: &k8s_openapi::api::core::v1::Pod) -> Result<()> {
-        let info = typed_info::<k8s_openapi::api::core::v1::Pod>()?;
-        self.create_in(info, None, to_value(pod)?, Origin::Api)
+        let served = typed_served::<k8s_openapi::api::core::v1::Pod>()?;
+        self.create_in(&served, None, to_value(pod)?, Origin::Api)
             .map(|_| ())
     }
 
@@ -767,9 +938,9 @@ impl Store {
         name: &str,
         status: &k8s_openapi::api::core::v1::PodStatus,
     ) -> Result<Stored> {
-        let info = typed_info::<k8s_openapi::api::core::v1::Pod>()?;
+        let served = typed_served::<k8s_openapi::api::core::v1::Pod>()?;
         let status = to_value(status)?;
-        self.modify(info, namespace, name, Origin::Api, |pod| {
+        self.modify(&served, namespace, name, Origin::Api, |pod| {
             pod["status"] = status;
             Ok(())
         })
@@ -791,25 +962,27 @@ impl Store {
 
     // ---- internal operations, shared with the HTTP layer ----
 
-    pub(crate) fn get_in(&self, info: &ResourceInfo, ns: &str, name: &str) -> Result<Stored> {
-        let idx = resources::index_of(info);
-        let ns = if info.namespaced { ns } else { "" };
+    pub(crate) fn get_in(&self, served: &Served, ns: &str, name: &str) -> Result<Stored> {
+        let ns = if served.info.namespaced { ns } else { "" };
         let st = self.inner.state.read();
-        st.tables[idx]
+        let t = st.live(served)?;
+        let s = st.tables[t]
             .objects
             .get(&(ns.to_string(), name.to_string()))
             .cloned()
-            .ok_or_else(|| kind_error(info, name))
+            .ok_or_else(|| kind_error(served.info, name))?;
+        drop(st);
+        Ok(served.present(s))
     }
 
     pub(crate) fn list_in(
         &self,
-        info: &ResourceInfo,
+        served: &Served,
         sel: &Selection,
         limit: Option<usize>,
         continue_token: Option<&str>,
     ) -> Result<ListPage> {
-        let idx = resources::index_of(info);
+        let info = served.info;
         let (start, list_rv) = match continue_token.filter(|c| !c.is_empty()) {
             None => (Bound::Unbounded, None),
             Some(tok) => {
@@ -830,7 +1003,7 @@ impl Store {
             }
         };
         let st = self.inner.state.read();
-        let table = &st.tables[idx];
+        let table = &st.tables[st.live(served)?];
         if let Some(rv) = list_rv {
             if rv < table.evicted_rv {
                 return Err(ApiError::Gone(
@@ -868,6 +1041,10 @@ impl Store {
                 break;
             }
             items.push(s.clone());
+        }
+        drop(st);
+        if served.converts() {
+            items = items.into_iter().map(|s| served.present(s)).collect();
         }
         Ok(ListPage {
             items,
@@ -948,13 +1125,49 @@ impl Store {
         Ok(name)
     }
 
+    /// What the server does to an object before writing it, beyond the
+    /// metadata rules every kind shares: a CRD is defaulted and validated,
+    /// a custom object pruned, defaulted and validated against its CRD's
+    /// schema. `old` is the stored object of an update.
+    fn admit(
+        &self,
+        served: &Served,
+        obj: &mut Value,
+        old: Option<&Value>,
+        origin: Origin,
+    ) -> Result<()> {
+        if let Some(cv) = &served.custom {
+            // In the version of the request, with that version's schema.
+            obj["apiVersion"] = json!(cv.info.api_version());
+            if old.is_none() && origin == Origin::Http && cv.def.status {
+                // With a status subresource, a create cannot set status.
+                if let Some(o) = obj.as_object_mut() {
+                    o.remove("status");
+                }
+            }
+            cv.def.schema.coerce(obj);
+            let errs: Vec<FieldError> = cv.def.schema.validate(obj);
+            if !errs.is_empty() {
+                let name = meta_str(obj, "name").unwrap_or("");
+                return Err(ApiError::invalid(cv.info.group, cv.info.kind, name, errs));
+            }
+            obj["apiVersion"] = json!(cv.storage.api_version());
+            set_generation(obj, old, cv.def.status);
+        } else if served.is_crd() {
+            crd::admit(obj, old)?;
+            set_generation(obj, old, true);
+        }
+        Ok(())
+    }
+
     pub(crate) fn create_in(
         &self,
-        info: &'static ResourceInfo,
+        served: &Served,
         namespace: Option<&str>,
         mut obj: Value,
         origin: Origin,
     ) -> Result<Stored> {
+        let info = served.info;
         let body_ns = meta_str(&obj, "namespace").map(str::to_string);
         let ns = if info.namespaced {
             match (namespace, body_ns) {
@@ -971,12 +1184,11 @@ impl Store {
             String::new()
         };
         let name = self.normalize_new(info, &ns, &mut obj, origin)?;
-        let idx = resources::index_of(info);
+        self.admit(served, &mut obj, None, origin)?;
         let mut st = self.inner.state.write();
+        let t = st.live(served)?;
         if info.namespaced {
-            let ns_idx = resources::index_of(
-                resources::lookup("", "v1", "namespaces").expect("namespaces row"),
-            );
+            let (ns_idx, _) = resources::builtin("", "v1", "namespaces").expect("namespaces row");
             if !st.tables[ns_idx]
                 .objects
                 .contains_key(&(String::new(), ns.clone()))
@@ -985,32 +1197,41 @@ impl Store {
             }
         }
         let key = (ns, name.clone());
-        if st.tables[idx].objects.contains_key(&key) {
+        if st.tables[t].objects.contains_key(&key) {
             return Err(ApiError::AlreadyExists {
                 resource: info.qualified_name(),
                 name,
             });
         }
-        let stored = self.commit(&mut st, info, key, obj, None, EventType::Added, origin);
+        let stored = self.commit(&mut st, served, key, obj, None, EventType::Added, origin);
         drop(st);
-        if info.kind == "Event" {
+        if served.custom.is_none() && info.kind == "Event" {
             self.expire_events();
         }
-        Ok(stored)
+        Ok(served.present(stored))
     }
 
     /// Assigns the next resourceVersion, stores, records history, fans out.
+    /// The change is stored and reported in the storage version.
     #[allow(clippy::too_many_arguments)]
     fn commit(
         &self,
         st: &mut State,
-        info: &'static ResourceInfo,
+        served: &Served,
         key: (String, String),
         mut obj: Value,
         old: Option<Stored>,
         ty: EventType,
         origin: Origin,
     ) -> Stored {
+        if served.is_crd() {
+            match ty {
+                EventType::Deleted => self.retire_crd(st, &key.1, origin),
+                _ => self.establish_crd(st, &mut obj),
+            }
+        }
+        let info = served.storage_info();
+        let idx = served.table;
         st.rv += 1;
         let rv = st.rv;
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
@@ -1021,7 +1242,6 @@ impl Store {
             json: json.clone(),
             rv,
         };
-        let idx = resources::index_of(info);
         let (old_value, old_json) = match old {
             Some(o) => (Some(o.value), Some(o.json)),
             None => (None, None),
@@ -1045,7 +1265,7 @@ impl Store {
             origin,
         };
         st.subscribers.retain(|s| s.send(change.clone()).is_ok());
-        if info.kind == "Event" && ty != EventType::Deleted {
+        if served.custom.is_none() && info.kind == "Event" && ty != EventType::Deleted {
             if let Some(ttl) = self.inner.config.event_ttl {
                 let expiry =
                     self.now() + chrono::Duration::from_std(ttl).unwrap_or(chrono::TimeDelta::MAX);
@@ -1099,15 +1319,88 @@ impl Store {
         stored
     }
 
+    /// A CRD is being written: its names are checked against the other
+    /// CRDs of its group, its status set, and its versions served (the
+    /// naming and establishing controllers, at once).
+    fn establish_crd(&self, st: &mut State, crd_obj: &mut Value) {
+        let now = self.now_str();
+        let def = match crd::Definition::parse(crd_obj) {
+            Ok(d) => d,
+            Err(e) => {
+                // Admitted CRDs parse; a store written around admission
+                // (none today) would see its CRD not established.
+                crd::set_status(crd_obj, Some(("InvalidSchema", e.to_string())), &now);
+                return;
+            }
+        };
+        if let Some(conflict) = st.registry.conflict(&def) {
+            crd::set_status(crd_obj, Some(conflict), &now);
+            return;
+        }
+        crd::set_status(crd_obj, None, &now);
+        let existing = st.registry.table_of(&def.name);
+        let table = existing.unwrap_or_else(|| {
+            st.tables.push(Table::new(st.rv));
+            st.tables.len() - 1
+        });
+        st.registry.install(&def, table);
+        if existing.is_some() {
+            // Objects stored before this definition read as it would store
+            // them (storage version, pruning, defaults), as the real server
+            // reads them from etcd; nothing is written, no event is sent.
+            let cv = st.registry.storage_of(&def.name).expect("just installed");
+            for s in st.tables[table].objects.values_mut() {
+                let mut v = (*s.value).clone();
+                v["apiVersion"] = json!(cv.storage.api_version());
+                cv.def.schema.coerce(&mut v);
+                if v != *s.value {
+                    s.json = Bytes::from(serde_json::to_vec(&v).expect("a Value serializes"));
+                    s.value = Arc::new(v);
+                }
+            }
+        }
+    }
+
+    /// A CRD is being deleted: its objects are deleted (watchers and
+    /// subscribers see each go), its watches end, and its kinds leave the
+    /// resource table and discovery.
+    fn retire_crd(&self, st: &mut State, name: &str, origin: Origin) {
+        let gone = st.registry.remove(name);
+        let Some(cv) = gone.into_iter().find(|c| c.def.storage) else {
+            return; // never established
+        };
+        let served = Served::custom(cv);
+        let now = self.now_str();
+        let objects: Vec<((String, String), Stored)> = st.tables[served.table]
+            .objects
+            .iter()
+            .map(|(k, s)| (k.clone(), s.clone()))
+            .collect();
+        for (key, old) in objects {
+            let mut obj = (*old.value).clone();
+            let m = meta_mut(&mut obj);
+            if !m.contains_key("deletionTimestamp") {
+                m.insert("deletionTimestamp".into(), json!(now));
+                m.insert("deletionGracePeriodSeconds".into(), json!(0));
+            }
+            self.commit(st, &served, key, obj, Some(old), EventType::Deleted, origin);
+        }
+        let t = &mut st.tables[served.table];
+        t.live = false;
+        t.watchers.clear();
+        t.history.clear();
+    }
+
     pub(crate) fn update_in(
         &self,
-        info: &'static ResourceInfo,
+        served: &Served,
         ns: &str,
         name: &str,
         subresource: Option<&str>,
         mut obj: Value,
         origin: Origin,
     ) -> Result<Stored> {
+        let info = served.info;
         if !obj.is_object() {
             return Err(ApiError::BadRequest(
                 "the body must be a JSON object".into(),
@@ -1121,10 +1414,10 @@ impl Store {
             }
         }
         let ns = if info.namespaced { ns } else { "" };
-        let idx = resources::index_of(info);
         let mut st = self.inner.state.write();
+        let t = st.live(served)?;
         let key = (ns.to_string(), name.to_string());
-        let old = st.tables[idx]
+        let old = st.tables[t]
             .objects
             .get(&key)
             .cloned()
@@ -1136,22 +1429,26 @@ impl Store {
         }
         obj["kind"] = json!(info.kind);
         obj["apiVersion"] = json!(info.api_version());
-        self.finish_update(&mut st, info, key, old, obj, subresource, origin)
+        let s = self.finish_update(&mut st, served, key, old, obj, subresource, origin)?;
+        drop(st);
+        Ok(served.present(s))
     }
 
-    /// Applies the status-subresource rules, keeps immutable metadata, skips
-    /// no-op writes, and completes deletions whose finalizers are gone.
+    /// Applies the status-subresource rules, keeps immutable metadata,
+    /// admits the result, skips no-op writes, and completes deletions whose
+    /// finalizers are gone.
     #[allow(clippy::too_many_arguments)]
     fn finish_update(
         &self,
         st: &mut State,
-        info: &'static ResourceInfo,
+        served: &Served,
         key: (String, String),
         old: Stored,
         mut obj: Value,
         subresource: Option<&str>,
         origin: Origin,
     ) -> Result<Stored> {
+        let info = served.info;
         let old_v = &*old.value;
         match subresource {
             Some("status") => {
@@ -1205,6 +1502,7 @@ impl Store {
             m.insert("resourceVersion".into(), json!(old.rv.to_string()));
             m.remove("managedFields");
         }
+        self.admit(served, &mut obj, Some(old_v), origin)?;
         if obj == *old_v {
             return Ok(old);
         }
@@ -1218,37 +1516,39 @@ impl Store {
         } else {
             EventType::Modified
         };
-        Ok(self.commit(st, info, key, obj, Some(old), ty, origin))
+        Ok(self.commit(st, served, key, obj, Some(old), ty, origin))
     }
 
     /// Read-modify-write under the lock (for the Rust API and bindings).
     pub(crate) fn modify(
         &self,
-        info: &'static ResourceInfo,
+        served: &Served,
         ns: &str,
         name: &str,
         origin: Origin,
         f: impl FnOnce(&mut Value) -> Result<()>,
     ) -> Result<Stored> {
-        let ns = if info.namespaced { ns } else { "" };
-        let idx = resources::index_of(info);
+        let ns = if served.info.namespaced { ns } else { "" };
         let mut st = self.inner.state.write();
+        let t = st.live(served)?;
         let key = (ns.to_string(), name.to_string());
-        let old = st.tables[idx]
+        let old = st.tables[t]
             .objects
             .get(&key)
             .cloned()
-            .ok_or_else(|| kind_error(info, name))?;
-        let mut obj = (*old.value).clone();
+            .ok_or_else(|| kind_error(served.info, name))?;
+        let mut obj = (*served.present(old.clone()).value).clone();
         f(&mut obj)?;
-        self.finish_update(&mut st, info, key, old, obj, None, origin)
+        let s = self.finish_update(&mut st, served, key, old, obj, None, origin)?;
+        drop(st);
+        Ok(served.present(s))
     }
 
     /// Patches; returns the object and whether it was created (apply).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn patch_in(
         &self,
-        info: &'static ResourceInfo,
+        served: &Served,
         ns: &str,
         name: &str,
         subresource: Option<&str>,
@@ -1256,48 +1556,147 @@ impl Store {
         body: &[u8],
         origin: Origin,
     ) -> Result<(Stored, bool)> {
+        let info = served.info;
+        let custom = served.custom.is_some();
+        let patch = |target: &Value| {
+            if custom {
+                crate::patch::apply_patch_custom(kind, target, body)
+            } else {
+                apply_patch(kind, target, body)
+            }
+        };
+        if custom && kind == PatchKind::StrategicMerge {
+            // Refused before reading anything, as the real server does.
+            return Err(patch(&json!({})).expect_err("strategic merge is refused"));
+        }
         let ns = if info.namespaced { ns } else { "" };
-        let idx = resources::index_of(info);
         let mut st = self.inner.state.write();
+        let t = st.live(served)?;
         let key = (ns.to_string(), name.to_string());
-        let Some(old) = st.tables[idx].objects.get(&key).cloned() else {
+        let Some(old) = st.tables[t].objects.get(&key).cloned() else {
             if kind == PatchKind::Apply && subresource.is_none() {
                 drop(st);
-                let obj = apply_patch(kind, &json!({}), body)?;
-                let mut obj = obj;
+                let mut obj = patch(&json!({}))?;
                 meta_mut(&mut obj).insert("name".into(), json!(name));
                 let ns = info.namespaced.then_some(ns);
-                return self.create_in(info, ns, obj, origin).map(|s| (s, true));
+                return self.create_in(served, ns, obj, origin).map(|s| (s, true));
             }
             return Err(kind_error(info, name));
         };
-        let patched = apply_patch(kind, &old.value, body)?;
+        let patched = patch(&served.present(old.clone()).value)?;
         if let Some(rv) = meta_str(&patched, "resourceVersion") {
             if rv != old.rv.to_string() {
                 return Err(conflict(info, name));
             }
         }
-        let sub = subresource;
         // Patches through the main resource of an object with a status
         // subresource cannot change status over HTTP; the status path can
         // change only status. `finish_update` enforces both.
-        self.finish_update(&mut st, info, key, old, patched, sub, origin)
-            .map(|s| (s, false))
+        let s = self.finish_update(&mut st, served, key, old, patched, subresource, origin)?;
+        drop(st);
+        Ok((served.present(s), false))
+    }
+
+    /// The `autoscaling/v1 Scale` of a custom object with a scale subresource.
+    pub(crate) fn get_scale(&self, served: &Served, ns: &str, name: &str) -> Result<Value> {
+        let cv = served
+            .custom
+            .as_ref()
+            .filter(|c| c.def.scale.is_some())
+            .ok_or_else(not_served)?;
+        let s = self.get_in(served, ns, name)?;
+        Ok(cv.scale_of(&s.value).expect("a scale subresource"))
+    }
+
+    /// Writes the scale subresource: the replicas of the new Scale (sent
+    /// whole, or a patch of the current one) go to the object's
+    /// `specReplicasPath`, as an update of the object; returns the new Scale.
+    pub(crate) fn write_scale(
+        &self,
+        served: &Served,
+        ns: &str,
+        name: &str,
+        write: ScaleWrite<'_>,
+        origin: Origin,
+    ) -> Result<Value> {
+        let cv = served
+            .custom
+            .as_ref()
+            .filter(|c| c.def.scale.is_some())
+            .ok_or_else(not_served)?;
+        let spec_path = cv
+            .def
+            .scale
+            .as_ref()
+            .expect("filtered")
+            .spec_replicas
+            .clone();
+        let ns = if served.info.namespaced { ns } else { "" };
+        let mut st = self.inner.state.write();
+        let t = st.live(served)?;
+        let key = (ns.to_string(), name.to_string());
+        let old = st.tables[t]
+            .objects
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| kind_error(served.info, name))?;
+        let current = served.present(old.clone());
+        let scale = match write {
+            ScaleWrite::Replace(v) => v,
+            ScaleWrite::Patch(kind, body) => crate::patch::apply_patch_custom(
+                kind,
+                &cv.scale_of(&current.value).expect("a scale subresource"),
+                body,
+            )?,
+        };
+        if let Some(rv) = meta_str(&scale, "resourceVersion") {
+            if rv != old.rv.to_string() {
+                return Err(conflict(served.info, name));
+            }
+        }
+        let replicas = match scale.pointer("/spec/replicas") {
+            None | Some(Value::Null) => 0,
+            Some(r) => r.as_i64().ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "Scale in version \"v1\" cannot be handled as a Scale: spec.replicas: expected an integer, got {r}"
+                ))
+            })?,
+        };
+        if replicas < 0 {
+            return Err(ApiError::invalid(
+                "autoscaling",
+                "Scale",
+                name,
+                vec![FieldError::invalid(
+                    "spec.replicas",
+                    &json!(replicas),
+                    "must be greater than or equal to 0",
+                )],
+            ));
+        }
+        let mut obj = (*current.value).clone();
+        registry::set_path(&mut obj, &spec_path, json!(replicas));
+        let s = self.finish_update(&mut st, served, key, old, obj, None, origin)?;
+        drop(st);
+        Ok(cv
+            .scale_of(&served.present(s).value)
+            .expect("a scale subresource"))
     }
 
     pub(crate) fn delete_in(
         &self,
-        info: &'static ResourceInfo,
+        served: &Served,
         ns: &str,
         name: &str,
         opts: &DeleteOptions,
         origin: Origin,
     ) -> Result<Stored> {
+        let info = served.info;
         let ns = if info.namespaced { ns } else { "" };
-        let idx = resources::index_of(info);
         let mut st = self.inner.state.write();
+        let t = st.live(served)?;
         let key = (ns.to_string(), name.to_string());
-        let old = st.tables[idx]
+        let old = st.tables[t]
             .objects
             .get(&key)
             .cloned()
@@ -1336,13 +1735,15 @@ impl Store {
         }
         let ty = if has_finalizers || graceful.is_some() {
             if obj == *old.value {
-                return Ok(old);
+                return Ok(served.present(old));
             }
             EventType::Modified
         } else {
             EventType::Deleted
         };
-        Ok(self.commit(&mut st, info, key, obj, Some(old), ty, origin))
+        let s = self.commit(&mut st, served, key, obj, Some(old), ty, origin);
+        drop(st);
+        Ok(served.present(s))
     }
 
     /// With [`StoreConfig::graceful_pod_deletion`], an HTTP client deleting a
@@ -1379,7 +1780,8 @@ impl Store {
 
     /// The binding subresource: sets `spec.nodeName` and `PodScheduled=True`.
     pub(crate) fn bind(&self, ns: &str, pod: &str, binding: &Value, origin: Origin) -> Result<()> {
-        let info = resources::lookup("", "v1", "pods").expect("pods row");
+        let (idx, info) = resources::builtin("", "v1", "pods").expect("pods row");
+        let served = Served::builtin(idx, info);
         let target = binding
             .pointer("/target/name")
             .and_then(Value::as_str)
@@ -1400,7 +1802,6 @@ impl Store {
         let uid = meta_str(binding, "uid").map(str::to_string);
         let annotations = binding.pointer("/metadata/annotations").cloned();
         let now = self.now_str();
-        let idx = resources::index_of(info);
         let mut st = self.inner.state.write();
         let key = (ns.to_string(), pod.to_string());
         let old = st.tables[idx]
@@ -1459,7 +1860,7 @@ impl Store {
         }
         self.commit(
             &mut st,
-            info,
+            &served,
             key,
             obj,
             Some(old),
@@ -1485,11 +1886,11 @@ impl Store {
             if old.rv != rv {
                 continue; // written again since: queued again then
             }
-            let info = &RESOURCES[idx];
+            let served = Served::builtin(idx, &RESOURCES[idx]);
             let obj = (*old.value).clone();
             self.commit(
                 &mut st,
-                info,
+                &served,
                 key,
                 obj,
                 Some(old),
@@ -1506,17 +1907,17 @@ impl Store {
     /// events are counted in `tally` (one watch, on one connection).
     pub(crate) fn watch_in(
         &self,
-        info: &ResourceInfo,
+        served: &Served,
         selection: Selection,
         start: WatchStart,
         tally: Arc<WatchTally>,
-    ) -> WatchRegistration {
-        let idx = resources::index_of(info);
+    ) -> Result<WatchRegistration> {
         let (tx, rx) = mpsc::channel(self.inner.config.watch_buffer.max(1));
         let overflow = Arc::new(AtomicBool::new(false));
         let mut initial = VecDeque::new();
         let mut gone = None;
         let mut st = self.inner.state.write();
+        let idx = st.live(served)?;
         let current_rv = st.rv;
         st.watch_ids += 1;
         let id = st.watch_ids;
@@ -1577,14 +1978,14 @@ impl Store {
             });
             WatchKey { table: idx, id }
         });
-        WatchRegistration {
+        Ok(WatchRegistration {
             key,
             initial,
             rx,
             overflow,
             gone,
             tally,
-        }
+        })
     }
 
     /// Removes a watcher (its stream ended), dropping its queue's sender.
@@ -1739,7 +2140,7 @@ mod tests {
             graceful_pod_deletion: true,
             ..Default::default()
         });
-        let info = resources::lookup_qualified("pods").unwrap();
+        let info = &s.resolve("pods").unwrap();
         for name in ["bound", "pending"] {
             s.create("pods", None, json!({"metadata": {"name": name}}))
                 .unwrap();
@@ -1767,6 +2168,61 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_podgroup_crd_installs_and_validates_podgroups() {
+        let s = Store::new();
+        let crd: Value = serde_yaml::from_str(crate::COSCHEDULING_PODGROUP_CRD).unwrap();
+        let crd = s.install_crd(crd).unwrap();
+        assert_eq!(crd["status"]["conditions"][0]["type"], "NamesAccepted");
+        assert_eq!(crd["status"]["conditions"][1]["status"], "True");
+        let pg = "podgroups.scheduling.x-k8s.io";
+        let e = s
+            .create(
+                pg,
+                None,
+                json!({"metadata": {"name": "g"}, "spec": {"minMember": "x"}}),
+            )
+            .unwrap_err();
+        assert_eq!(e.code(), 422);
+        assert_eq!(e.causes()[0].field, "spec.minMember");
+        assert_eq!(
+            e.to_string(),
+            "PodGroup.scheduling.x-k8s.io \"g\" is invalid: spec.minMember: Invalid value: \"string\": spec.minMember in body must be of type integer: \"string\""
+        );
+        let e = s
+            .create(
+                pg,
+                None,
+                json!({"metadata": {"name": "g"}, "spec": {"minMember": 0}}),
+            )
+            .unwrap_err();
+        assert_eq!(
+            e.causes()[0].to_string(),
+            "spec.minMember: Invalid value: 0: spec.minMember in body should be greater than or equal to 1"
+        );
+        let g = s
+            .create(
+                pg,
+                None,
+                json!({"metadata": {"name": "g", "labels": {"app": "x"}}, "spec": {"minMember": 4,
+                    "minResources": {"cpu": "8", "memory": "16Gi"}, "scheduleTimeoutSeconds": 10, "extra": 1},
+                    "status": {"phase": "Pending", "scheduleStartTime": "2024-01-01T00:00:00Z"}}),
+            )
+            .unwrap();
+        assert_eq!(g["metadata"]["namespace"], "default");
+        assert!(g["spec"].get("extra").is_none(), "pruned");
+        assert_eq!(g["status"]["phase"], "Pending");
+        let e = s
+            .create(
+                pg,
+                None,
+                json!({"metadata": {"name": "h"}, "spec": {"minMember": 1},
+                "status": {"scheduleStartTime": "yesterday"}}),
+            )
+            .unwrap_err();
+        assert_eq!(e.causes()[0].field, "status.scheduleStartTime");
+    }
+
+    #[test]
     fn list_pages() {
         let s = Store::new();
         for i in 0..25 {
@@ -1777,7 +2233,7 @@ mod tests {
             )
             .unwrap();
         }
-        let info = resources::lookup_qualified("pods").unwrap();
+        let info = &s.resolve("pods").unwrap();
         let sel = Selection::default();
         let mut tok: Option<String> = None;
         let mut seen = 0;

@@ -1,5 +1,11 @@
 //! Server-side printing: `meta.k8s.io/v1 Table` for `kubectl get`.
+//!
+//! Built-in kinds print kubectl's usual columns; a custom resource prints
+//! its name and its CRD's `additionalPrinterColumns` (its age if it has
+//! none), read with a simple JSONPath (`.status.phase`, `.spec.items[0].x`).
 
+use crate::crd::Column;
+use crate::registry::Served;
 use crate::resources::ResourceInfo;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
@@ -196,15 +202,94 @@ fn cells(info: &ResourceInfo, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
     }
 }
 
+/// A value at a printer column's JSONPath (`.a.b`, `.a[0].b`, `.a['x.y']`).
+fn json_path<'a>(o: &'a Value, path: &str) -> Option<&'a Value> {
+    let path = path.trim().trim_start_matches('{').trim_end_matches('}');
+    let mut cur = o;
+    let mut rest = path.trim_start_matches('$');
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            if end > 0 {
+                cur = cur.get(&r[..end])?;
+            }
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']')?;
+            let key = &r[..end];
+            cur = match key.parse::<usize>() {
+                Ok(i) => cur.get(i)?,
+                Err(_) => cur.get(key.trim_matches(|c| c == '\'' || c == '"'))?,
+            };
+            rest = &r[end + 1..];
+        } else {
+            return None;
+        }
+    }
+    Some(cur)
+}
+
+/// A custom column's cell, as the real server's table convertor makes it.
+fn custom_cell(col: &Column, o: &Value, now: DateTime<Utc>) -> Value {
+    let Some(v) = json_path(o, &col.json_path).filter(|v| !v.is_null()) else {
+        return Value::Null;
+    };
+    match (col.ty.as_str(), v) {
+        ("string", Value::String(s)) => json!(s),
+        ("string", other) => json!(other.to_string()),
+        ("integer", Value::Number(n)) => n
+            .as_i64()
+            .map(|i| json!(i))
+            .or_else(|| n.as_f64().map(|f| json!(f as i64)))
+            .unwrap_or(Value::Null),
+        ("number", Value::Number(n)) => n.as_f64().map(|f| json!(f)).unwrap_or(Value::Null),
+        ("boolean", Value::Bool(b)) => json!(b),
+        ("date", Value::String(s)) => json!(age(s, now)),
+        _ => Value::Null,
+    }
+}
+
 /// A Table of `objects`; `with_columns` false leaves out the column
 /// definitions (every watch event after the first).
 pub(crate) fn table(
-    info: &ResourceInfo,
+    served: &Served,
     objects: &[Arc<Value>],
     now: DateTime<Utc>,
     with_columns: bool,
     include: IncludeObject,
 ) -> Value {
+    let info = served.info;
+    if let Some(cv) = &served.custom {
+        let cols: Vec<Value> = if with_columns {
+            std::iter::once(json!({"name": "Name", "type": "string", "format": "name",
+                "description": "Name must be unique within a namespace.", "priority": 0}))
+            .chain(cv.def.columns.iter().map(|c| {
+                let description = if c.description.is_empty() {
+                    format!(
+                        "Custom resource definition column (in JSONPath format): {}",
+                        c.json_path
+                    )
+                } else {
+                    c.description.clone()
+                };
+                json!({"name": c.name, "type": c.ty, "format": c.format,
+                    "description": description, "priority": c.priority})
+            }))
+            .collect()
+        } else {
+            Vec::new()
+        };
+        let rows = objects
+            .iter()
+            .map(|o| {
+                let cells: Vec<Value> = std::iter::once(json!(s(o, "/metadata/name")))
+                    .chain(cv.def.columns.iter().map(|c| custom_cell(c, o, now)))
+                    .collect();
+                row(cells, o, include)
+            })
+            .collect();
+        return assemble(cols, rows);
+    }
     let cols: Vec<Value> = if with_columns {
         columns(info)
             .into_iter()
@@ -223,22 +308,28 @@ pub(crate) fn table(
     };
     let rows: Vec<Value> = objects
         .iter()
-        .map(|o| {
-            let mut row = json!({"cells": cells(info, o, now)});
-            match include {
-                IncludeObject::None => {}
-                IncludeObject::Object => row["object"] = (**o).clone(),
-                IncludeObject::Metadata => {
-                    row["object"] = json!({
-                        "kind": "PartialObjectMetadata",
-                        "apiVersion": "meta.k8s.io/v1",
-                        "metadata": o.get("metadata").cloned().unwrap_or(json!({})),
-                    })
-                }
-            }
-            row
-        })
+        .map(|o| row(cells(info, o, now), o, include))
         .collect();
+    assemble(cols, rows)
+}
+
+fn row(cells: Vec<Value>, o: &Value, include: IncludeObject) -> Value {
+    let mut row = json!({"cells": cells});
+    match include {
+        IncludeObject::None => {}
+        IncludeObject::Object => row["object"] = o.clone(),
+        IncludeObject::Metadata => {
+            row["object"] = json!({
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": o.get("metadata").cloned().unwrap_or(json!({})),
+            })
+        }
+    }
+    row
+}
+
+fn assemble(cols: Vec<Value>, rows: Vec<Value>) -> Value {
     json!({
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
@@ -261,5 +352,14 @@ mod tests {
         assert_eq!(age("2024-01-01T00:55:00Z", now), "5m0s");
         assert_eq!(age("2023-12-31T20:00:00Z", now), "5h");
         assert_eq!(age("garbage", now), "<unknown>");
+    }
+
+    #[test]
+    fn json_paths_of_printer_columns() {
+        let o = json!({"status": {"phase": "Running", "xs": [{"n": 1}]}, "a": {"b.c": 2}});
+        assert_eq!(json_path(&o, ".status.phase"), Some(&json!("Running")));
+        assert_eq!(json_path(&o, ".status.xs[0].n"), Some(&json!(1)));
+        assert_eq!(json_path(&o, ".a['b.c']"), Some(&json!(2)));
+        assert_eq!(json_path(&o, ".status.missing"), None);
     }
 }

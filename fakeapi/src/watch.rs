@@ -11,6 +11,7 @@
 
 use crate::activity::{AccountingViolation, PendingEvents, WatchTally};
 use crate::conn::ConnTrack;
+use crate::registry::Served;
 use crate::resources::ResourceInfo;
 use crate::store::{event_line, Queued, Store, WatchItem, WatchKey, WatchRegistration};
 use crate::table;
@@ -41,7 +42,9 @@ pub(crate) enum Render {
 
 pub(crate) struct WatchStream {
     store: Store,
-    info: &'static ResourceInfo,
+    /// What is watched, in the version asked for (events are converted
+    /// from the storage version when it differs).
+    served: Served,
     /// Registered in the store until dropped.
     key: Option<WatchKey>,
     initial: VecDeque<Queued>,
@@ -136,7 +139,7 @@ impl Batch {
 impl WatchStream {
     pub(crate) fn new(
         store: Store,
-        info: &'static ResourceInfo,
+        served: Served,
         reg: WatchRegistration,
         timeout: Option<Duration>,
         allow_bookmarks: bool,
@@ -170,7 +173,7 @@ impl WatchStream {
         };
         WatchStream {
             store,
-            info,
+            served,
             key: reg.key,
             initial: reg.initial,
             rx: reg.rx,
@@ -188,10 +191,15 @@ impl WatchStream {
     fn render_item(&mut self, item: WatchItem) -> Bytes {
         match (self.render, item) {
             (_, WatchItem::Bookmark { rv, initial_end }) => {
-                bookmark_line(self.info, rv, initial_end)
+                bookmark_line(self.served.info, rv, initial_end)
             }
-            (Render::Json, WatchItem::Change(ty, e)) => e.line(ty),
-            (Render::Json, WatchItem::Initial(s)) => event_line("ADDED", &s.json),
+            (Render::Json, WatchItem::Change(ty, e)) if !self.served.converts() => e.line(ty),
+            (Render::Json, WatchItem::Change(ty, e)) => {
+                event_line(ty.as_str(), &self.served.present_json(&e.json))
+            }
+            (Render::Json, WatchItem::Initial(s)) => {
+                event_line("ADDED", &self.served.present_json(&s.json))
+            }
             (Render::Table { first }, item) => {
                 let (ty, obj) = match item {
                     WatchItem::Change(ty, e) => (ty.as_str(), Arc::new(e.object())),
@@ -200,7 +208,7 @@ impl WatchStream {
                 };
                 self.render = Render::Table { first: false };
                 let t = table::table(
-                    self.info,
+                    &self.served,
                     std::slice::from_ref(&obj),
                     self.store.now(),
                     first,
@@ -323,7 +331,7 @@ impl Stream for WatchStream {
                     if let Some(f) = fired {
                         this.handed(f);
                     }
-                    return Poll::Ready(Some(Ok(bookmark_line(this.info, rv, false))));
+                    return Poll::Ready(Some(Ok(bookmark_line(this.served.info, rv, false))));
                 }
             }
             // A queued event: let the next poll deliver it (a fired count
@@ -367,7 +375,7 @@ impl Drop for WatchStream {
                 message: format!(
                     "a watch of {} ended with {left} events still counted as pending, \
                      {parked} of them held by its connection",
-                    self.info.plural
+                    self.served.info.plural
                 ),
                 connection: self.tally.conn.id,
                 client: self.tally.conn.peer,
@@ -390,14 +398,16 @@ mod tests {
     }
 
     fn open_watch(store: &Store) -> WatchStream {
-        let info = crate::resources::lookup_qualified("pods").unwrap();
+        let info = store.resolve("pods").unwrap();
         let tally = WatchTally::new(store.activity(), Default::default());
-        let reg = store.watch_in(
-            info,
-            Selection::default(),
-            WatchStart::After(store.resource_version()),
-            tally,
-        );
+        let reg = store
+            .watch_in(
+                &info,
+                Selection::default(),
+                WatchStart::After(store.resource_version()),
+                tally,
+            )
+            .unwrap();
         WatchStream::new(store.clone(), info, reg, None, false, Render::Json, None)
     }
 
@@ -459,13 +469,15 @@ mod tests {
     #[test]
     fn a_watch_ending_with_events_counted_that_nothing_holds_is_a_violation() {
         let store = Store::new();
-        let info = crate::resources::lookup_qualified("pods").unwrap();
+        let info = store.resolve("pods").unwrap();
         let conn = crate::activity::ConnLabel {
             id: Some(7),
             peer: Some("127.0.0.1:4242".parse().unwrap()),
         };
         let tally = WatchTally::new(store.activity(), conn);
-        let reg = store.watch_in(info, Selection::default(), WatchStart::Current, tally);
+        let reg = store
+            .watch_in(&info, Selection::default(), WatchStart::Current, tally)
+            .unwrap();
         let mut stream =
             WatchStream::new(store.clone(), info, reg, None, false, Render::Json, None);
         store.create("pods", None, pod("a")).unwrap();
@@ -488,9 +500,11 @@ mod tests {
     fn every_event_is_released_once() {
         let store = Store::new();
         store.create("pods", None, pod("a")).unwrap();
-        let info = crate::resources::lookup_qualified("pods").unwrap();
+        let info = store.resolve("pods").unwrap();
         let tally = WatchTally::new(store.activity(), Default::default());
-        let reg = store.watch_in(info, Selection::default(), WatchStart::Current, tally);
+        let reg = store
+            .watch_in(&info, Selection::default(), WatchStart::Current, tally)
+            .unwrap();
         let mut stream =
             WatchStream::new(store.clone(), info, reg, None, false, Render::Json, None);
         assert_eq!(store.activity().snapshot().watch_events_pending, 1);
