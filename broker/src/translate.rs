@@ -11,18 +11,24 @@
 //!   resources), `schedulerName` from `scheduler` (the 2020 files' `default`
 //!   means `default-scheduler`), `priority`, `nodeSelector`, `labels`; the
 //!   Batsim id kept in an annotation.
-//! - A job that cannot be a pod (`res` other than 1, an unknown profile
-//!   type, an unreadable request) is refused with the reason, for the broker
-//!   to answer REJECT_JOB and log it.
+//! - A job on `res` = N > 1 machines becomes a gang of N pods
+//!   (`<pod>-0` … `<pod>-(N-1)`), each with the job's per-machine requests
+//!   and a required pod anti-affinity on `kubernetes.io/hostname` against
+//!   the others (Batsim allocates N distinct machines), labelled for the
+//!   gang convention of `--gang` ([`GangStyle`]), with the group object that
+//!   convention reads ([`group_object`]), created before the pods.
+//! - A job that cannot be pods (`res` 0, an unknown profile type, an
+//!   unreadable request) is refused with the reason, for the broker to
+//!   answer REJECT_JOB and log it.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Pod, PodSpec,
-    ResourceRequirements,
+    Affinity, Container, Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Pod,
+    PodAffinityTerm, PodAntiAffinity, PodSpec, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use serde_json::{Map, Value};
 
 use batsim::protocol::{value_as_f64, Job, Resource};
@@ -381,7 +387,153 @@ pub fn job_requests(job: &Job, profile: Option<&Value>) -> Result<Amounts, Strin
     Ok(a)
 }
 
-/// Builds the pod for a submitted job, or says why the job cannot be one.
+/// Label every pod of a gang carries: the group's name (its job's pod
+/// name); its pods' anti-affinity selects on it.
+pub const GANG_LABEL: &str = "batkube.io/gang";
+/// Annotation with the number of pods of a gang.
+pub const GANG_SIZE_ANNOTATION: &str = "batkube.io/gang-size";
+
+/// How a gang is written for the scheduler (`--gang`): the conventions of
+/// the gang schedulers researchers evaluate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum GangStyle {
+    /// kubernetes-sigs/scheduler-plugins' Coscheduling: a
+    /// `scheduling.x-k8s.io/v1alpha1` PodGroup with `minMember` N, pods
+    /// labelled `scheduling.x-k8s.io/pod-group`.
+    #[default]
+    Coscheduling,
+    /// Volcano: a `scheduling.volcano.sh/v1beta1` PodGroup, pods annotated
+    /// `scheduling.k8s.io/group-name`.
+    Volcano,
+    /// Kueue's plain pod groups: pods labelled
+    /// `kueue.x-k8s.io/pod-group-name`, annotated
+    /// `kueue.x-k8s.io/pod-group-total-count` (Kueue makes the Workload).
+    Kueue,
+    /// Plain pods (with their anti-affinity): no group for the scheduler.
+    None,
+}
+
+impl GangStyle {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GangStyle::Coscheduling => "coscheduling",
+            GangStyle::Volcano => "volcano",
+            GangStyle::Kueue => "kueue",
+            GangStyle::None => "none",
+        }
+    }
+
+    /// The resource (qualified plural) of the group object this style
+    /// writes before a gang's pods, if any.
+    pub fn group_resource(self) -> Option<&'static str> {
+        match self {
+            GangStyle::Coscheduling => Some("podgroups.scheduling.x-k8s.io"),
+            GangStyle::Volcano => Some("podgroups.scheduling.volcano.sh"),
+            GangStyle::Kueue | GangStyle::None => None,
+        }
+    }
+}
+
+/// The group object of a gang of `size` pods named `group`, in the
+/// convention of `style` (None: the style has none).
+pub fn group_object(style: GangStyle, group: &str, size: u32, queue: Option<&str>) -> Option<Value> {
+    let meta = serde_json::json!({"name": group, "namespace": NAMESPACE});
+    match style {
+        GangStyle::Coscheduling => Some(serde_json::json!({
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": meta,
+            "spec": {"minMember": size},
+        })),
+        GangStyle::Volcano => {
+            let mut spec = serde_json::json!({"minMember": size});
+            if let Some(q) = queue {
+                spec["queue"] = Value::String(q.to_string());
+            }
+            Some(serde_json::json!({
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "metadata": meta,
+                "spec": spec,
+            }))
+        }
+        GangStyle::Kueue | GangStyle::None => None,
+    }
+}
+
+/// The queue a job names (`queue`, in the job or its profile).
+pub fn job_queue<'a>(job: &'a Job, profile: Option<&'a Value>) -> Option<&'a str> {
+    field(job, profile, "queue").and_then(Value::as_str)
+}
+
+/// The pods of a submitted job: one for a job on one machine, a gang of
+/// `res` for a parallel job (see the module doc); or why it cannot be.
+pub fn pods_from_job(
+    job_id: &str,
+    job: &Job,
+    profile: Option<&Value>,
+    created: Time,
+    style: GangStyle,
+) -> Result<Vec<Pod>, String> {
+    let n = job.res;
+    if n == 0 {
+        return Err("it asks for 0 machines".into());
+    }
+    let pod = template_pod(job_id, job, profile, created)?;
+    if n == 1 {
+        return Ok(vec![pod]);
+    }
+    let group = pod_name(job_id);
+    let queue = field(job, profile, "queue").and_then(Value::as_str);
+    let anti = PodAffinityTerm {
+        label_selector: Some(LabelSelector {
+            match_labels: Some(BTreeMap::from([(GANG_LABEL.to_string(), group.clone())])),
+            ..Default::default()
+        }),
+        topology_key: "kubernetes.io/hostname".into(),
+        ..Default::default()
+    };
+    Ok((0..n)
+        .map(|k| {
+            let mut p = pod.clone();
+            let m = &mut p.metadata;
+            m.name = Some(format!("{group}-{k}"));
+            let labels = m.labels.get_or_insert_with(BTreeMap::new);
+            labels.insert(GANG_LABEL.into(), group.clone());
+            let annotations = m.annotations.get_or_insert_with(BTreeMap::new);
+            annotations.insert(GANG_SIZE_ANNOTATION.into(), n.to_string());
+            match style {
+                GangStyle::Coscheduling => {
+                    labels.insert("scheduling.x-k8s.io/pod-group".into(), group.clone());
+                }
+                GangStyle::Volcano => {
+                    annotations.insert("scheduling.k8s.io/group-name".into(), group.clone());
+                }
+                GangStyle::Kueue => {
+                    labels.insert("kueue.x-k8s.io/pod-group-name".into(), group.clone());
+                    if let Some(q) = queue {
+                        labels.insert("kueue.x-k8s.io/queue-name".into(), q.to_string());
+                    }
+                    annotations.insert("kueue.x-k8s.io/pod-group-total-count".into(), n.to_string());
+                }
+                GangStyle::None => {}
+            }
+            if let Some(spec) = p.spec.as_mut() {
+                spec.affinity = Some(Affinity {
+                    pod_anti_affinity: Some(PodAntiAffinity {
+                        required_during_scheduling_ignored_during_execution: Some(vec![anti.clone()]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                });
+            }
+            p
+        })
+        .collect())
+}
+
+/// Builds the pod of a job on one machine, or says why the job cannot be
+/// one (a parallel job is a gang: [`pods_from_job`]).
 pub fn pod_from_job(
     job_id: &str,
     job: &Job,
@@ -390,10 +542,20 @@ pub fn pod_from_job(
 ) -> Result<Pod, String> {
     if job.res != 1 {
         return Err(format!(
-            "it asks for {} resources; a pod runs on exactly one node",
+            "it asks for {} machines; one pod runs on one node (a parallel job is a gang of pods)",
             job.res
         ));
     }
+    template_pod(job_id, job, profile, created)
+}
+
+/// The pod of a job on one machine, and the template of a gang's pods.
+fn template_pod(
+    job_id: &str,
+    job: &Job,
+    profile: Option<&Value>,
+    created: Time,
+) -> Result<Pod, String> {
     let kind = profile.and_then(|p| p.get("type")).and_then(Value::as_str);
     if let Some(kind) = kind {
         if !KNOWN_PROFILE_TYPES.contains(&kind) {
@@ -622,6 +784,71 @@ mod tests {
     }
 
     #[test]
+    fn a_parallel_job_is_a_gang_of_pods_with_their_anti_affinity() {
+        let p = json!({"type": "delay", "delay": 5, "cpu": "2"});
+        let j = job(json!({"id": "w0!7", "subtime": 0, "res": 3, "profile": "d", "queue": "q1"}));
+        for style in [
+            GangStyle::Coscheduling,
+            GangStyle::Volcano,
+            GangStyle::Kueue,
+            GangStyle::None,
+        ] {
+            let pods = pods_from_job("w0!7", &j, Some(&p), t0(), style).unwrap();
+            assert_eq!(pods.len(), 3);
+            for (k, pod) in pods.iter().enumerate() {
+                let m = &pod.metadata;
+                assert_eq!(m.name.as_deref(), Some(format!("w0-7-{k}").as_str()));
+                let labels = m.labels.as_ref().unwrap();
+                let ann = m.annotations.as_ref().unwrap();
+                assert_eq!(labels[GANG_LABEL], "w0-7");
+                assert_eq!(ann[JOB_ID_ANNOTATION], "w0!7");
+                assert_eq!(ann[GANG_SIZE_ANNOTATION], "3");
+                assert_eq!(pod_requests(pod)["cpu"], 2000, "per-machine requests");
+                let anti = pod.spec.as_ref().unwrap().affinity.as_ref().unwrap();
+                let terms = anti
+                    .pod_anti_affinity
+                    .as_ref()
+                    .unwrap()
+                    .required_during_scheduling_ignored_during_execution
+                    .as_ref()
+                    .unwrap();
+                assert_eq!(terms[0].topology_key, "kubernetes.io/hostname");
+                assert_eq!(
+                    terms[0].label_selector.as_ref().unwrap().match_labels.as_ref().unwrap()[GANG_LABEL],
+                    "w0-7"
+                );
+                match style {
+                    GangStyle::Coscheduling => {
+                        assert_eq!(labels["scheduling.x-k8s.io/pod-group"], "w0-7")
+                    }
+                    GangStyle::Volcano => assert_eq!(ann["scheduling.k8s.io/group-name"], "w0-7"),
+                    GangStyle::Kueue => {
+                        assert_eq!(labels["kueue.x-k8s.io/pod-group-name"], "w0-7");
+                        assert_eq!(labels["kueue.x-k8s.io/queue-name"], "q1");
+                        assert_eq!(ann["kueue.x-k8s.io/pod-group-total-count"], "3");
+                    }
+                    GangStyle::None => {}
+                }
+            }
+        }
+        let g = group_object(GangStyle::Coscheduling, "w0-7", 3, None).unwrap();
+        assert_eq!(g["apiVersion"], "scheduling.x-k8s.io/v1alpha1");
+        assert_eq!(g["spec"]["minMember"], 3);
+        let v = group_object(GangStyle::Volcano, "w0-7", 3, Some("q1")).unwrap();
+        assert_eq!(v["apiVersion"], "scheduling.volcano.sh/v1beta1");
+        assert_eq!(v["spec"]["queue"], "q1");
+        assert!(group_object(GangStyle::Kueue, "w0-7", 3, None).is_none());
+        // One machine: the plain pod, whatever the style.
+        let one = job(json!({"id": "w0!8", "subtime": 0, "res": 1, "profile": "d"}));
+        let pods = pods_from_job("w0!8", &one, Some(&p), t0(), GangStyle::Coscheduling).unwrap();
+        assert_eq!(pods.len(), 1);
+        assert_eq!(pods[0].metadata.name.as_deref(), Some("w0-8"));
+        assert!(pods[0].spec.as_ref().unwrap().affinity.is_none());
+        let zero = job(json!({"id": "w0!9", "subtime": 0, "res": 0, "profile": "d"}));
+        assert!(pods_from_job("w0!9", &zero, Some(&p), t0(), GangStyle::None).is_err());
+    }
+
+    #[test]
     fn jobs_that_cannot_be_pods() {
         let p = json!({"type": "delay", "delay": 1});
         let e = pod_from_job(
@@ -631,7 +858,7 @@ mod tests {
             t0(),
         )
         .unwrap_err();
-        assert!(e.contains("8 resources"), "{e}");
+        assert!(e.contains("8 machines"), "{e}");
         let q = json!({"type": "quantum_annealing"});
         let e = pod_from_job(
             "w0!8",
