@@ -66,14 +66,19 @@ impl DynamicsArgs {
                         .iter()
                         .map(|h| translate::dns1123(&h.name))
                         .collect(),
+                    // A job's pod, or each pod of a parallel job's gang
+                    // (`<pod>-0` …).
                     pods: workloads
                         .iter()
                         .flat_map(|w| {
-                            w.jobs.iter().map(|j| {
-                                (
-                                    translate::pod_name(&format!("{}!{}", w.name, j.id)),
-                                    j.subtime,
-                                )
+                            w.jobs.iter().flat_map(|j| {
+                                let pod = translate::pod_name(&format!("{}!{}", w.name, j.id));
+                                let names: Vec<String> = if j.res > 1 {
+                                    (0..j.res).map(|k| format!("{pod}-{k}")).collect()
+                                } else {
+                                    vec![pod]
+                                };
+                                names.into_iter().map(move |n| (n, j.subtime))
                             })
                         })
                         .collect(),

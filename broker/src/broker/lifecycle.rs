@@ -505,6 +505,9 @@ impl Broker {
             Phase::Bound { node } => {
                 self.cancel_start(i);
                 out.push(build::reject_job(&job_id));
+                if let Some(b) = self.jobs[i].record.bound.filter(|_| self.jobs[i].gang.is_some()) {
+                    self.partial_gang_node_seconds += now - b;
+                }
                 self.jobs[i].record.finished = Some(now);
                 self.jobs[i].record.outcome = format!("EVICTED before it started: {why}");
                 self.release(i, node);
@@ -525,7 +528,11 @@ impl Broker {
             Phase::Done => {}
         }
         let was_live = !matches!(self.jobs[i].phase, Phase::Done);
+        let ends_gang = was_live && !matches!(self.jobs[i].phase, Phase::Completing { .. });
         self.set_phase(i, Phase::Done);
+        if ends_gang && self.jobs[i].gang.is_some() {
+            self.end_gang_with(i, &format!("was evicted ({why})"));
+        }
         if resubmit {
             self.life.evictions += 1;
         }

@@ -147,6 +147,8 @@ pub struct BrokerConfig {
     pub scheduler_name: Option<String>,
     /// Node failures, evictions, resubmission, the scenario.
     pub lifecycle: lifecycle::LifecycleConfig,
+    /// How a parallel job's gang is written for the scheduler.
+    pub gang: translate::GangStyle,
     /// Terminated pods kept in the API, as kube-controller-manager's
     /// `--terminated-pod-gc-threshold` (0: keep every pod); see [`podgc`].
     pub terminated_pod_gc_threshold: usize,
@@ -190,6 +192,24 @@ struct JobRt {
     batsim_open: bool,
     /// The pod left the API (or never entered it).
     pod_gone: bool,
+    /// For a pod of a parallel job: its gang (every pod of it is a job
+    /// entry here, numbered `first..first + size`, sharing one Batsim id).
+    gang: Option<Gang>,
+}
+
+/// A parallel job's pods: entries `first..first + size` of the broker's
+/// jobs. The one place that knows a job is several pods: EXECUTE_JOB when
+/// all are bound, one KILL_JOB or REJECT_JOB for all, completions for all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Gang {
+    first: usize,
+    size: u32,
+}
+
+impl Gang {
+    fn members(self) -> std::ops::Range<usize> {
+        self.first..self.first + self.size as usize
+    }
 }
 
 struct NodeRt {
@@ -268,6 +288,9 @@ pub struct Broker {
     /// Instants too large for the scheduler's receive windows (see
     /// `Gate::deliver`).
     partial_instants: u64,
+    gangs_started: u64,
+    /// Node-seconds held by partly bound gangs that have ended that state.
+    partial_gang_node_seconds: f64,
     wakeups: u64,
     messages: u64,
     started: Instant,
@@ -345,6 +368,8 @@ impl Broker {
             windows: 0,
             windows_bound_hit: 0,
             partial_instants: 0,
+            gangs_started: 0,
+            partial_gang_node_seconds: 0.0,
             wakeups: 0,
             messages: 0,
             started: Instant::now(),
@@ -706,65 +731,104 @@ impl Broker {
                     created: now,
                     ..Default::default()
                 };
-                match translate::pod_from_job(&s.job_id, &s.job, profile.as_ref(), to_time(now)) {
-                    Ok(mut pod) => {
-                        if let (Some(name), Some(spec)) =
-                            (&self.cfg.scheduler_name, pod.spec.as_mut())
-                        {
-                            if !translate::names_scheduler(&s.job, profile.as_ref()) {
-                                spec.scheduler_name = Some(name.clone());
+                let machines = self.nodes.len();
+                let pods = if s.job.res as usize > machines {
+                    Err(format!(
+                        "it asks for {} machines; the platform has {machines}",
+                        s.job.res
+                    ))
+                } else {
+                    translate::pods_from_job(
+                        &s.job_id,
+                        &s.job,
+                        profile.as_ref(),
+                        to_time(now),
+                        self.cfg.gang,
+                    )
+                };
+                match pods {
+                    Ok(pods) => {
+                        let n = pods.len();
+                        for pod in &pods {
+                            let name = pod.metadata.name.as_deref().unwrap_or_default();
+                            if let Some(&other) = self.job_by_pod.get(name) {
+                                return self.fail(format!(
+                                    "jobs {:?} and {:?} map to the same pod name {name:?}",
+                                    s.job_id, self.jobs[other].record.job_id
+                                ));
                             }
                         }
-                        let scheduler = self.intern(
-                            pod.spec
-                                .as_ref()
-                                .and_then(|s| s.scheduler_name.as_deref())
-                                .unwrap_or_default(),
-                        );
-                        record.requests = translate::pod_requests(&pod);
-                        let image = self.intern(
-                            pod.spec
-                                .as_ref()
-                                .and_then(|s| s.containers.first())
-                                .and_then(|c| c.image.as_deref())
-                                .unwrap_or_default(),
-                        );
-                        if self.job_by_pod.contains_key(&record.pod) {
-                            return self.fail(format!(
-                                "jobs {:?} and {:?} map to the same pod name",
-                                s.job_id, self.jobs[self.job_by_pod[&record.pod]].record.job_id
-                            ));
-                        }
-                        let idx = self.jobs.len();
-                        self.life_admit(idx, &mut pod, &s.job);
-                        self.store
-                            .add_pod(&pod)
-                            .map_err(|e| anyhow::anyhow!("creating pod for {}: {e}", s.job_id))?;
-                        self.timeline.push(
-                            now,
-                            "broker",
-                            "create",
-                            "Pod",
-                            translate::NAMESPACE,
-                            record.pod.clone(),
-                            format!("job {}", s.job_id),
-                        );
-                        let pod_name = record.pod.clone();
-                        let idx = self.push_job(JobRt {
-                            record,
-                            phase: Phase::Pending,
-                            image,
-                            scheduler,
-                            touched: false,
-                            created_wall: Instant::now(),
-                            batsim_open: false,
-                            pod_gone: false,
+                        let first = self.jobs.len();
+                        let gang = (n > 1).then_some(Gang {
+                            first,
+                            size: n as u32,
                         });
-                        self.job_by_pod.insert(pod_name, idx);
-                        self.job_by_id.insert(s.job_id.clone(), idx);
+                        let group = gang.map(|_| self.intern(&record.pod));
+                        if let Some(g) = &group {
+                            self.create_group(g, n as u32, &s.job, profile.as_ref())?;
+                        }
+                        for (rank, mut pod) in pods.into_iter().enumerate() {
+                            if let (Some(name), Some(spec)) =
+                                (&self.cfg.scheduler_name, pod.spec.as_mut())
+                            {
+                                if !translate::names_scheduler(&s.job, profile.as_ref()) {
+                                    spec.scheduler_name = Some(name.clone());
+                                }
+                            }
+                            let scheduler = self.intern(
+                                pod.spec
+                                    .as_ref()
+                                    .and_then(|s| s.scheduler_name.as_deref())
+                                    .unwrap_or_default(),
+                            );
+                            let image = self.intern(
+                                pod.spec
+                                    .as_ref()
+                                    .and_then(|s| s.containers.first())
+                                    .and_then(|c| c.image.as_deref())
+                                    .unwrap_or_default(),
+                            );
+                            let record = PodRecord {
+                                job_id: s.job_id.clone(),
+                                pod: pod.metadata.name.clone().unwrap_or_default(),
+                                created: now,
+                                requests: translate::pod_requests(&pod),
+                                group: group.clone(),
+                                rank: rank as u32,
+                                ..Default::default()
+                            };
+                            let idx = self.jobs.len();
+                            self.life_admit(idx, &mut pod, &s.job);
+                            self.store.add_pod(&pod).map_err(|e| {
+                                anyhow::anyhow!("creating pod {} for {}: {e}", record.pod, s.job_id)
+                            })?;
+                            self.timeline.push(
+                                now,
+                                "broker",
+                                "create",
+                                "Pod",
+                                translate::NAMESPACE,
+                                record.pod.clone(),
+                                format!("job {}", s.job_id),
+                            );
+                            let pod_name = record.pod.clone();
+                            let idx = self.push_job(JobRt {
+                                record,
+                                phase: Phase::Pending,
+                                image,
+                                scheduler,
+                                touched: false,
+                                created_wall: Instant::now(),
+                                batsim_open: false,
+                                pod_gone: false,
+                                gang,
+                            });
+                            self.job_by_pod.insert(pod_name, idx);
+                        }
+                        self.job_by_id.insert(s.job_id.clone(), first);
                     }
                     Err(why) => {
-                        tracing::warn!(job = %s.job_id, %why, "job rejected: it cannot be a pod");
+                        tracing::warn!(job = %s.job_id, %why, "job rejected: it cannot be pods");
                         out.push(build::reject_job(&s.job_id));
                         record.outcome = format!("REJECTED: {why}");
                         let none = self.intern("");
@@ -777,6 +841,7 @@ impl Broker {
                             created_wall: Instant::now(),
                             batsim_open: false,
                             pod_gone: true,
+                            gang: None,
                         });
                         self.job_by_id.insert(s.job_id.clone(), idx);
                         self.retirable.push(idx);
@@ -784,29 +849,36 @@ impl Broker {
                 }
             }
             EventData::JobCompleted(c) => {
-                let Some(&i) = self.job_by_id.get(&c.job_id) else {
+                let Some(&first) = self.job_by_id.get(&c.job_id) else {
                     return self.fail(format!("JOB_COMPLETED for unknown job {:?}", c.job_id));
                 };
-                self.jobs[i].batsim_open = false;
-                self.retirable.push(i);
-                let node = match self.jobs[i].phase {
-                    Phase::Running { node } | Phase::Bound { node } => node,
-                    // Killed after the scheduler deleted its pod: already done.
-                    _ => return Ok(()),
+                // Every pod of a gang ends with its job.
+                let members: Vec<usize> = match self.jobs[first].gang {
+                    Some(g) => g.members().filter(|&k| self.jobs.contains(k)).collect(),
+                    None => vec![first],
                 };
-                self.set_phase(i, Phase::Completing { node });
-                self.jobs[i].record.outcome = c.job_state.as_str().to_string();
-                let delay = self.cfg.kubelet.report_delay();
-                if delay > 0.0 {
-                    self.add_timer(
-                        now + delay,
-                        Timer::Report {
-                            job: i,
-                            state: c.job_state,
-                        },
-                    );
-                } else {
-                    self.report_finished(i, &c.job_state)?;
+                for i in members {
+                    self.jobs[i].batsim_open = false;
+                    self.retirable.push(i);
+                    let node = match self.jobs[i].phase {
+                        Phase::Running { node } | Phase::Bound { node } => node,
+                        // Killed after the scheduler deleted its pod: already done.
+                        _ => continue,
+                    };
+                    self.set_phase(i, Phase::Completing { node });
+                    self.jobs[i].record.outcome = c.job_state.as_str().to_string();
+                    let delay = self.cfg.kubelet.report_delay();
+                    if delay > 0.0 {
+                        self.add_timer(
+                            now + delay,
+                            Timer::Report {
+                                job: i,
+                                state: c.job_state.clone(),
+                            },
+                        );
+                    } else {
+                        self.report_finished(i, &c.job_state)?;
+                    }
                 }
             }
             EventData::JobKilled(_)
@@ -1054,6 +1126,36 @@ fn decision_key(ev: &EventData) -> (u8, String) {
     }
 }
 
+/// A pod's status once its container runs.
+fn running_status(now: f64, image: &str) -> PodStatus {
+    PodStatus {
+        phase: Some("Running".into()),
+        start_time: Some(to_time(now)),
+        conditions: Some(vec![
+            condition("PodScheduled", "True", None, now),
+            condition("Initialized", "True", None, now),
+            condition("ContainersReady", "True", None, now),
+            condition("Ready", "True", None, now),
+        ]),
+        container_statuses: Some(vec![ContainerStatus {
+            name: "job".into(),
+            image: image.to_string(),
+            image_id: String::new(),
+            ready: true,
+            started: Some(true),
+            restart_count: 0,
+            state: Some(ContainerState {
+                running: Some(ContainerStateRunning {
+                    started_at: Some(to_time(now)),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    }
+}
+
 fn condition(kind: &str, status: &str, reason: Option<&str>, at: f64) -> PodCondition {
     PodCondition {
         type_: kind.into(),
@@ -1101,6 +1203,11 @@ impl Broker {
                 let r = &self.jobs[i].record;
                 self.gc.forget(&r.pod, SIM_EPOCH_SECS + r.created, false);
                 let job_id = self.jobs[i].record.job_id.clone();
+                let ends_gang = self.jobs[i].gang.is_some()
+                    && matches!(
+                        self.jobs[i].phase,
+                        Phase::Pending | Phase::Bound { .. } | Phase::Running { .. }
+                    );
                 match self.jobs[i].phase.clone() {
                     Phase::Pending => {
                         out.push(build::reject_job(&job_id));
@@ -1113,6 +1220,9 @@ impl Broker {
                             out.push(build::kill_jobs([job_id.as_str()]));
                         } else {
                             self.cancel_start(i);
+                            if let Some(b) = self.jobs[i].record.bound.filter(|_| self.jobs[i].gang.is_some()) {
+                                self.partial_gang_node_seconds += now - b;
+                            }
                             out.push(build::reject_job(&job_id));
                         }
                         self.set_phase(i, Phase::Done);
@@ -1126,6 +1236,9 @@ impl Broker {
                         self.release(i, node);
                     }
                     Phase::Done => {}
+                }
+                if ends_gang {
+                    self.end_gang_with(i, "was deleted");
                 }
                 self.last_decision_at = now;
                 self.last_decision_wall = Instant::now();
@@ -1214,13 +1327,168 @@ impl Broker {
                 return self.fail_because(EndReason::Overcommit, format!("{msg} (--strict)"));
             }
         }
-        let image = self.jobs[i].image.clone();
-        let delay = self.cfg.kubelet.start_delay(node_name, &image);
+        let Some(g) = self.jobs[i].gang else {
+            let image = self.jobs[i].image.clone();
+            let delay = self.cfg.kubelet.start_delay(node_name, &image);
+            return if delay > 0.0 {
+                self.add_timer(now + delay, Timer::Start { job: i });
+                Ok(())
+            } else {
+                self.start_job(i, out)
+            };
+        };
+        // Batsim runs a parallel job on distinct machines: two pods of a
+        // gang on one node cannot be executed (their pods carry a required
+        // anti-affinity; a scheduler that ignores it ends here).
+        let mut nodes = Vec::with_capacity(g.size as usize);
+        for k in g.members() {
+            match self.jobs.contains(k).then(|| self.jobs[k].phase.clone()) {
+                Some(Phase::Bound { node: other }) => {
+                    if k != i && other == node {
+                        return self.fail_because(
+                            EndReason::Invariant,
+                            format!(
+                                "the scheduler bound pods {} and {} of one gang to node {node_name}: \
+                                 a parallel job needs distinct machines (its pods carry a required \
+                                 pod anti-affinity on kubernetes.io/hostname, which this scheduler \
+                                 does not honour)",
+                                self.jobs[k].record.pod, self.jobs[i].record.pod
+                            ),
+                        );
+                    }
+                    nodes.push(other);
+                }
+                // Not all bound yet: the bound ones hold their nodes.
+                _ => return Ok(()),
+            }
+        }
+        // Every pod bound: the job starts when the slowest kubelet starts
+        // its container.
+        let delay = nodes
+            .iter()
+            .map(|&n| {
+                let name = self.nodes[n].name.clone();
+                self.cfg.kubelet.start_delay(&name, &self.jobs[i].image)
+            })
+            .fold(0.0, f64::max);
         if delay > 0.0 {
-            self.add_timer(now + delay, Timer::Start { job: i });
+            self.add_timer(now + delay, Timer::Start { job: g.first });
             Ok(())
         } else {
-            self.start_job(i, out)
+            self.start_job(g.first, out)
+        }
+    }
+
+    /// The group object of a gang, in the convention of `--gang`, created
+    /// before its pods.
+    fn create_group(
+        &mut self,
+        group: &str,
+        size: u32,
+        job: &batsim::protocol::Job,
+        profile: Option<&Value>,
+    ) -> anyhow::Result<()> {
+        let style = self.cfg.gang;
+        let queue = translate::job_queue(job, profile);
+        let (Some(resource), Some(obj)) = (
+            style.group_resource(),
+            translate::group_object(style, group, size, queue),
+        ) else {
+            return Ok(());
+        };
+        let kind = obj["kind"].as_str().unwrap_or_default().to_string();
+        if let Err(e) = self.store.create(resource, Some(translate::NAMESPACE), obj) {
+            return self.fail(format!(
+                "creating the {kind} of gang {group:?} ({resource}, --gang {}): {e}",
+                style.as_str()
+            ));
+        }
+        self.timeline.push(
+            self.clock.now(),
+            "broker",
+            "create",
+            &kind,
+            translate::NAMESPACE,
+            group.to_string(),
+            format!("gang of {size}"),
+        );
+        Ok(())
+    }
+
+    /// Node-seconds held until `until` by the bound pods of gangs not
+    /// started yet.
+    fn partial_holds(&self, until: f64) -> f64 {
+        self.jobs
+            .iter()
+            .filter(|(_, j)| j.gang.is_some() && matches!(j.phase, Phase::Bound { .. }))
+            .filter_map(|(_, j)| j.record.bound.map(|b| until - b))
+            .sum()
+    }
+
+    /// The live pods of `i`'s gang other than `i` (none for a plain job).
+    fn gang_mates(&self, i: usize) -> Vec<usize> {
+        match self.jobs[i].gang {
+            Some(g) => g
+                .members()
+                .filter(|&k| k != i && self.jobs.contains(k))
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// A gang whose pod `i` ended early (deleted, evicted) ends whole, as
+    /// a job controller with `restartPolicy: Never` ends a parallel job:
+    /// the other pods leave their nodes; if the job ran (Batsim kills it,
+    /// the caller sent KILL_JOB) they fail, killed; if it never started
+    /// (the caller sent REJECT_JOB) they leave the API.
+    fn end_gang_with(&mut self, i: usize, why: &str) {
+        let now = self.clock.now();
+        let pod = self.jobs[i].record.pod.clone();
+        for k in self.gang_mates(i) {
+            let was = self.jobs[k].phase.clone();
+            match was {
+                Phase::Done => continue,
+                Phase::Pending => {}
+                Phase::Bound { node } => {
+                    self.cancel_start(k);
+                    if let Some(b) = self.jobs[k].record.bound {
+                        self.partial_gang_node_seconds += now - b;
+                    }
+                    self.release(k, node);
+                }
+                Phase::Running { node } | Phase::Completing { node } => self.release(k, node),
+            }
+            self.set_phase(k, Phase::Done);
+            self.jobs[k].batsim_open = false;
+            let r = &mut self.jobs[k].record;
+            if matches!(was, Phase::Running { .. } | Phase::Completing { .. }) {
+                r.finished = Some(now);
+                r.outcome = format!("KILLED: pod {pod} of its gang {why}");
+                let status = PodStatus {
+                    phase: Some("Failed".into()),
+                    reason: Some("Killed".into()),
+                    message: Some(format!("pod {pod} of the gang {why}")),
+                    ..Default::default()
+                };
+                self.write_status(k, status, "killed");
+            } else {
+                if matches!(was, Phase::Bound { .. }) {
+                    r.finished = Some(now);
+                }
+                r.outcome = format!("REJECTED: pod {pod} of its gang {why} before the gang started");
+                let name = r.pod.clone();
+                if self.store.delete("pods", Some(translate::NAMESPACE), &name).is_ok() {
+                    self.timeline.push(
+                        now,
+                        "broker",
+                        "delete",
+                        "Pod",
+                        translate::NAMESPACE,
+                        name,
+                        format!("gang ended: pod {pod} {why}"),
+                    );
+                }
+            }
         }
     }
 
@@ -1229,8 +1497,12 @@ impl Broker {
             .retain(|_, t| !matches!(t, Timer::Start { job } if *job == i));
     }
 
-    /// The container starts: EXECUTE_JOB, and the pod shows Running.
+    /// The container starts: EXECUTE_JOB, and the pod shows Running; a
+    /// gang's pods all start together, once all are bound.
     fn start_job(&mut self, i: usize, out: &mut Vec<EventData>) -> anyhow::Result<()> {
+        if let Some(g) = self.jobs[i].gang {
+            return self.start_gang(g, out);
+        }
         let Phase::Bound { node } = self.jobs[i].phase else {
             return Ok(());
         };
@@ -1248,34 +1520,46 @@ impl Broker {
             &self.jobs[i].record.job_id,
             IntervalSet::single(rid),
         ));
-        let status = PodStatus {
-            phase: Some("Running".into()),
-            start_time: Some(to_time(now)),
-            conditions: Some(vec![
-                condition("PodScheduled", "True", None, now),
-                condition("Initialized", "True", None, now),
-                condition("ContainersReady", "True", None, now),
-                condition("Ready", "True", None, now),
-            ]),
-            container_statuses: Some(vec![ContainerStatus {
-                name: "job".into(),
-                image: self.jobs[i].image.to_string(),
-                image_id: String::new(),
-                ready: true,
-                started: Some(true),
-                restart_count: 0,
-                state: Some(ContainerState {
-                    running: Some(ContainerStateRunning {
-                        started_at: Some(to_time(now)),
-                    }),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        };
+        let status = running_status(now, &self.jobs[i].image);
         self.write_status(i, status, "running");
         Ok(())
+    }
+
+    /// EXECUTE_JOB on the machines of every pod of the gang, once all are
+    /// bound and available; every pod shows Running from this instant.
+    fn start_gang(&mut self, g: Gang, out: &mut Vec<EventData>) -> anyhow::Result<()> {
+        let mut nodes = Vec::with_capacity(g.size as usize);
+        for k in g.members() {
+            if !self.jobs.contains(k) {
+                return Ok(());
+            }
+            match self.jobs[k].phase {
+                Phase::Bound { node } if !self.node_unavailable(node) => nodes.push(node),
+                _ => return Ok(()),
+            }
+        }
+        let now = self.clock.now();
+        self.partial_gang_node_seconds += self.partial_holds_of(g, now);
+        self.gangs_started += 1;
+        let alloc = IntervalSet::from_ids(nodes.iter().map(|&n| self.nodes[n].resource_id));
+        out.push(build::execute_job(&self.jobs[g.first].record.job_id, alloc));
+        for (k, node) in g.members().zip(nodes) {
+            self.set_phase(k, Phase::Running { node });
+            self.jobs[k].record.started = Some(now);
+            self.jobs[k].batsim_open = true;
+            let status = running_status(now, &self.jobs[k].image);
+            self.write_status(k, status, "running");
+        }
+        Ok(())
+    }
+
+    /// Node-seconds the bound pods of gang `g` held until `until`.
+    fn partial_holds_of(&self, g: Gang, until: f64) -> f64 {
+        g.members()
+            .filter(|&k| self.jobs.contains(k))
+            .filter(|&k| matches!(self.jobs[k].phase, Phase::Bound { .. }))
+            .filter_map(|k| self.jobs[k].record.bound.map(|b| until - b))
+            .sum()
     }
 
     /// With nothing left to happen but pods the scheduler will not place,
@@ -1284,11 +1568,24 @@ impl Broker {
         if !self.no_more_static || !self.timers.is_empty() {
             return Ok(());
         }
-        if self.pending.is_empty()
-            || self.active > 0
-            || now - self.last_decision_at < self.cfg.give_up_after
-        {
+        if self.pending.is_empty() || now - self.last_decision_at < self.cfg.give_up_after {
             return Ok(());
+        }
+        // Pods bound and not started are gangs waiting for their other
+        // pods (or a kubelet's start): a deadlock once no job runs.
+        let mut partial = 0usize;
+        if self.active > 0 {
+            let mut started = false;
+            for (_, j) in self.jobs.iter() {
+                match j.phase {
+                    Phase::Running { .. } | Phase::Completing { .. } => started = true,
+                    Phase::Bound { .. } if j.gang.is_some() => partial += 1,
+                    _ => {}
+                }
+            }
+            if started || partial == 0 {
+                return Ok(());
+            }
         }
         // Unless quiescence is observed (exact mode), the scheduler reacts
         // on wall time (its backoff without the shim, its run time within a
@@ -1304,6 +1601,29 @@ impl Broker {
         if out.iter().any(|e| matches!(e, EventData::ExecuteJob(_))) {
             return Ok(());
         }
+        if partial > 0 {
+            let gangs: BTreeSet<&str> = self
+                .jobs
+                .iter()
+                .filter(|(_, j)| j.gang.is_some() && matches!(j.phase, Phase::Bound { .. }))
+                .filter_map(|(_, j)| j.record.group.as_deref())
+                .collect();
+            let mut names: Vec<&str> = gangs.iter().copied().take(5).collect();
+            if gangs.len() > 5 {
+                names.push("…");
+            }
+            return self.fail_because(
+                EndReason::Deadlock,
+                format!(
+                    "deadlock: {} gang(s) partly bound ({}) hold {partial} node(s) their other pods \
+                     wait for; no job runs and nothing more is to arrive (a gang scheduler places \
+                     a gang all or nothing: --gang and a scheduler that reads it)",
+                    gangs.len(),
+                    names.join(", ")
+                ),
+            );
+        }
+        let mut rejected = BTreeSet::new();
         for i in std::mem::take(&mut self.pending) {
             self.count_phase(i, &Phase::Done, 1);
             let j = &mut self.jobs[i];
@@ -1312,8 +1632,10 @@ impl Broker {
                 .last_unschedulable_reason
                 .clone()
                 .unwrap_or_else(|| "never scheduled".into());
-            tracing::warn!(job = %j.record.job_id, %why, "rejected: still pending with nothing else left to happen");
-            out.push(build::reject_job(&j.record.job_id));
+            if rejected.insert(j.record.job_id.clone()) {
+                tracing::warn!(job = %j.record.job_id, %why, "rejected: still pending with nothing else left to happen");
+                out.push(build::reject_job(&j.record.job_id));
+            }
             j.phase = Phase::Done;
             j.record.outcome =
                 format!("REJECTED: unschedulable at the end of the simulation: {why}");
@@ -1456,6 +1778,7 @@ impl Broker {
     /// handed over (not copied: on a long run they are the broker's largest
     /// record), so a second report has none.
     pub fn report(&mut self) -> (Vec<PodRecord>, Vec<NodeSample>, Summary) {
+        let partial_now = self.partial_holds(self.clock.now());
         // Every job still here joins the retired ones' records, in order.
         let here: Vec<usize> = self.jobs.keys().collect();
         for i in here {
@@ -1483,6 +1806,8 @@ impl Broker {
         s.pods_garbage_collected = self.gc.collected();
         s.windows_bound_hit = self.windows_bound_hit;
         s.partial_instants = self.partial_instants;
+        s.gangs_started = self.gangs_started;
+        s.partial_gang_node_seconds = self.partial_gang_node_seconds + partial_now;
         s.wake_ups_requested = self.wakeups;
         s.warnings = self.warnings.clone();
         self.life_summary(&mut s);

@@ -26,6 +26,10 @@ pub struct PodRecord {
     /// Batsim's final state, or why the job was rejected.
     pub outcome: String,
     pub requests: Amounts,
+    /// The gang the pod belongs to (its job's pod name), for a parallel job.
+    pub group: Option<std::sync::Arc<str>>,
+    /// The pod's rank in its gang (0 for a job's only pod).
+    pub rank: u32,
 }
 
 fn opt(x: Option<f64>) -> String {
@@ -115,13 +119,13 @@ impl<T: CsvRow> RowSink<T> {
 }
 
 impl CsvRow for PodRecord {
-    const HEADER: &'static str = "job_id,pod,node,created,bound,started,finished,attempts,last_unschedulable_reason,outcome,cpu_request_m,memory_request";
+    const HEADER: &'static str = "job_id,pod,node,created,bound,started,finished,attempts,last_unschedulable_reason,outcome,cpu_request_m,memory_request,group";
 
     fn write(&self, w: &mut impl Write) -> std::io::Result<()> {
         let p = self;
         writeln!(
             w,
-            "{},{},{},{:.6},{},{},{},{},{},{},{},{}",
+            "{},{},{},{:.6},{},{},{},{},{},{},{},{},{}",
             csv_field(&p.job_id),
             p.pod,
             p.node.as_deref().unwrap_or(""),
@@ -134,6 +138,7 @@ impl CsvRow for PodRecord {
             csv_field(&p.outcome),
             p.requests.get("cpu").copied().unwrap_or(0),
             p.requests.get("memory").copied().unwrap_or(0),
+            p.group.as_deref().unwrap_or(""),
         )
     }
 }
@@ -158,7 +163,16 @@ pub struct PodStats {
 }
 
 impl PodStats {
+    /// Job statistics count a job once (its first pod: a gang's pods are
+    /// created, started and ended together); the cpu it used counts every
+    /// pod.
     pub fn add(&mut self, p: &PodRecord) {
+        if p.rank > 0 {
+            if let (Some(start), Some(f)) = (p.started, p.finished) {
+                self.busy_cpu += (f - start) * p.requests.get("cpu").copied().unwrap_or(0) as f64;
+            }
+            return;
+        }
         self.jobs += 1;
         match p.outcome.as_str() {
             "COMPLETED_SUCCESSFULLY" => self.succeeded += 1,
@@ -394,6 +408,10 @@ pub enum EndReason {
     Stalled,
     /// The scheduler did not watch the API within `--window-bound`.
     WindowBound,
+    /// Nothing can ever progress: every pending gang is partly bound (its
+    /// bound pods hold nodes the others wait for), nothing runs, nothing
+    /// more is to arrive.
+    Deadlock,
     /// Another invariant failed (a binding to an unknown node, the API's
     /// own accounting).
     Invariant,
@@ -445,6 +463,11 @@ pub struct Summary {
     /// only case where simultaneity is up to the machine; see README).
     pub partial_instants: u64,
     pub windows_bound_hit: u64,
+    /// Gangs (jobs on several machines) started.
+    pub gangs_started: u64,
+    /// Node-seconds held by partly bound gangs: each pod of a gang, from
+    /// its binding until the whole gang started (or ended unstarted).
+    pub partial_gang_node_seconds: f64,
     pub batkube_version: String,
     /// How the scheduler got simulated time: linked, seccomp, preload or
     /// none (`--shim auto` resolved).
