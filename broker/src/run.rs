@@ -382,6 +382,19 @@ pub struct RunArgs {
     /// beyond it the oldest are deleted; 0 keeps every pod.
     #[arg(long = "terminated-pod-gc-threshold", default_value_t = crate::broker::podgc::DEFAULT_THRESHOLD)]
     pub terminated_pod_gc_threshold: usize,
+    /// How a parallel job's gang of pods is written for the scheduler:
+    /// coscheduling (a scheduling.x-k8s.io PodGroup, kubernetes-sigs/
+    /// scheduler-plugins), volcano (a scheduling.volcano.sh PodGroup),
+    /// kueue (Kueue's pod-group labels), none (plain pods). Every gang's
+    /// pods carry a required anti-affinity on kubernetes.io/hostname.
+    #[arg(long = "gang", value_enum, default_value_t = crate::translate::GangStyle::Coscheduling)]
+    pub gang: crate::translate::GangStyle,
+    /// CustomResourceDefinitions (and any other objects) to install in the
+    /// API before the scheduler starts: a file or a directory of YAML/JSON
+    /// manifests, multi-document (repeatable). The PodGroup of
+    /// `--gang coscheduling` is installed without it.
+    #[arg(long = "crds", value_name = "PATH")]
+    pub crds: Vec<PathBuf>,
     /// ZeroMQ endpoint for real Batsim (default: a free port on 127.0.0.1
     /// chosen when batkube starts Batsim, so that runs in parallel never
     /// collide).
@@ -419,6 +432,19 @@ pub struct ServeArgs {
     /// beyond it the oldest are deleted; 0 keeps every pod.
     #[arg(long = "terminated-pod-gc-threshold", default_value_t = crate::broker::podgc::DEFAULT_THRESHOLD)]
     pub terminated_pod_gc_threshold: usize,
+    /// How a parallel job's gang of pods is written for the scheduler:
+    /// coscheduling (a scheduling.x-k8s.io PodGroup, kubernetes-sigs/
+    /// scheduler-plugins), volcano (a scheduling.volcano.sh PodGroup),
+    /// kueue (Kueue's pod-group labels), none (plain pods). Every gang's
+    /// pods carry a required anti-affinity on kubernetes.io/hostname.
+    #[arg(long = "gang", value_enum, default_value_t = crate::translate::GangStyle::Coscheduling)]
+    pub gang: crate::translate::GangStyle,
+    /// CustomResourceDefinitions (and any other objects) to install in the
+    /// API before the scheduler starts: a file or a directory of YAML/JSON
+    /// manifests, multi-document (repeatable). The PodGroup of
+    /// `--gang coscheduling` is installed without it.
+    #[arg(long = "crds", value_name = "PATH")]
+    pub crds: Vec<PathBuf>,
     /// Record the whole conversation with Batsim in FILE (the shared
     /// transcript format: seq, dir, wall, raw, msg per message).
     #[arg(long = "record-protocol", value_name = "FILE")]
@@ -475,6 +501,59 @@ struct Api {
     kubeconfig: PathBuf,
 }
 
+/// The objects to install in the API before the run (`--crds`, and the
+/// group kind `--gang` writes), checked now: a bad manifest is refused with
+/// its file, document and reason, and a gang style whose group kind would
+/// not be served stops the run before it starts.
+fn api_objects(
+    crds: &[PathBuf],
+    gang: crate::translate::GangStyle,
+) -> anyhow::Result<Vec<fakeapi::Manifest>> {
+    let mut all = Vec::new();
+    for path in crds {
+        all.extend(fakeapi::load_manifests(path).map_err(|e| anyhow::anyhow!("--crds: {e}"))?);
+    }
+    let defines = |all: &[fakeapi::Manifest], resource: &str| {
+        all.iter().any(|m| {
+            let o = &m.object;
+            o["kind"] == "CustomResourceDefinition"
+                && format!(
+                    "{}.{}",
+                    o["spec"]["names"]["plural"].as_str().unwrap_or(""),
+                    o["spec"]["group"].as_str().unwrap_or("")
+                ) == resource
+        })
+    };
+    if let Some(resource) = gang.group_resource() {
+        if !defines(&all, resource) {
+            if gang == crate::translate::GangStyle::Coscheduling {
+                // batkube's own definition (fakeapi/crds), for the stand-in
+                // path to need nothing else.
+                let object: serde_json::Value =
+                    serde_yaml::from_str(fakeapi::COSCHEDULING_PODGROUP_CRD)
+                        .context("the shipped PodGroup CRD")?;
+                all.insert(
+                    0,
+                    fakeapi::Manifest {
+                        file: PathBuf::from("(batkube's PodGroup CRD)"),
+                        document: 1,
+                        object,
+                    },
+                );
+            } else {
+                bail!(
+                    "--gang {} writes {resource} objects, whose CustomResourceDefinition is not \
+                     installed: give it with --crds PATH (the project's CRD manifests), or choose \
+                     another --gang",
+                    gang.as_str()
+                );
+            }
+        }
+    }
+    fakeapi::check_manifests(&all).map_err(|e| anyhow::anyhow!("--crds: {e}"))?;
+    Ok(all)
+}
+
 /// `timers`: what the API's watch timers (timeoutSeconds, bookmarks) run
 /// on: the simulated clock under `run` (the broker fires them), the wall
 /// clock under `serve` (the user's scheduler runs on real time).
@@ -483,6 +562,7 @@ fn start_api(
     out: &Path,
     start: f64,
     timers: fakeapi::WatchTimers,
+    objects: &[fakeapi::Manifest],
 ) -> anyhow::Result<Api> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -499,6 +579,9 @@ fn start_api(
         watch_timers: timers,
         ..Default::default()
     });
+    store
+        .install_manifests(objects)
+        .map_err(|e| anyhow::anyhow!("--crds: {e}"))?;
     let server = rt
         .block_on(fakeapi::serve(store.clone(), addr))
         .with_context(|| format!("starting the API server on {addr}"))?;
@@ -565,6 +648,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     };
     let kubelet = args.kubelet.model()?;
     let lifecycle = args.dynamics.config(&platform, &workloads)?;
+    let objects = api_objects(&args.crds, args.gang)?;
     interrupt.check()?;
     let Api {
         rt,
@@ -578,6 +662,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         if shim { -args.warm_up } else { 0.0 },
         // Nothing of the API's may happen at a wall-clock instant.
         fakeapi::WatchTimers::Simulated(Default::default()),
+        &objects,
     )?;
     // Declared after the API and the controller: dropped (children stopped)
     // before them, on every path.
@@ -610,6 +695,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
             kubelet,
             give_up_after: args.give_up_after,
             terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
+            gang: args.gang,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             activity: Some(server.activity()),
             scheduler_name: args.scheduler_name.clone(),
@@ -1094,13 +1180,14 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
         .with_context(|| format!("creating the output directory {}", args.out.display()))?;
     let policy = args.clock.policy(false)?;
     let kubelet = args.kubelet.model()?;
+    let objects = api_objects(&args.crds, args.gang)?;
     let Api {
         rt,
         clock,
         store,
         server,
         kubeconfig,
-    } = start_api(args.api, &args.out, 0.0, fakeapi::WatchTimers::Wall)?;
+    } = start_api(args.api, &args.out, 0.0, fakeapi::WatchTimers::Wall, &objects)?;
     let mut link = BatsimLink::bind(&args.socket)?;
     if let Some(path) = &args.record_protocol {
         link.record_to(batsim::transcript::Recorder::create(path)?);
@@ -1122,6 +1209,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
             kubelet,
             give_up_after: args.give_up_after,
             terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
+            gang: args.gang,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             activity: None,
             scheduler_name: None,

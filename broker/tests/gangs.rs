@@ -1,0 +1,229 @@
+//! Parallel jobs as gangs, end to end through `batkube run` and the
+//! stand-in: a job on `res` machines is `res` pods, started by one
+//! EXECUTE_JOB once all are bound, ended together; a job larger than the
+//! platform is refused; a run where partly bound gangs wait for each other
+//! ends as a deadlock, with its outputs.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn workload(dir: &Path, jobs: &[(u32, f64, u32)]) -> PathBuf {
+    // (res, subtime, delay)
+    let js: Vec<serde_json::Value> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, &(res, at, delay))| {
+            serde_json::json!({"id": (i + 1).to_string(), "subtime": at, "res": res,
+                "profile": format!("d{delay}")})
+        })
+        .collect();
+    let mut profiles = serde_json::Map::new();
+    for &(_, _, d) in jobs {
+        profiles.insert(
+            format!("d{d}"),
+            serde_json::json!({"type": "delay", "delay": d, "cpu": "1"}),
+        );
+    }
+    let w = serde_json::json!({"nb_res": 4, "jobs": js, "profiles": profiles});
+    let path = dir.join("w.json");
+    std::fs::write(&path, w.to_string()).unwrap();
+    path
+}
+
+fn run(dir: &Path, name: &str, nodes: usize, w: &Path, scheduler: &str, extra: &[&str]) -> (Output, PathBuf) {
+    let p = common::platform(dir, nodes);
+    let out = dir.join(name);
+    let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
+        .args(["run", "--standin", "--platform"])
+        .arg(&p)
+        .arg("--workload")
+        .arg(w)
+        .arg("--scheduler")
+        .arg(scheduler)
+        .arg("--out")
+        .arg(&out)
+        .args(extra)
+        .output()
+        .unwrap();
+    (o, out)
+}
+
+fn csv(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
+    lines
+        .map(|l| {
+            // No quoted commas in the columns read here.
+            header.iter().cloned().zip(l.split(',').map(String::from)).collect()
+        })
+        .collect()
+}
+
+fn summary(out: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn parallel_jobs_run_as_gangs_of_pods_started_and_ended_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = [
+        (4, 0.0, 20),
+        (2, 0.0, 10),
+        (1, 0.0, 30),
+        (3, 5.0, 10),
+        (4, 5.0, 15),
+        (1, 12.0, 5),
+        (2, 12.0, 25),
+    ];
+    let w = workload(dir.path(), &jobs);
+    let sched = common::batkube_scheduler().display().to_string();
+    let (o, out) = run(dir.path(), "a", 8, &w, &sched, &["--gang", "none", "--strict"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&out);
+    assert_eq!(s["jobs"], 7, "a gang is one job");
+    assert_eq!(s["jobs_succeeded"], 7);
+    assert_eq!(s["gangs_started"], 5);
+    // Batsim's own record: each job on as many distinct machines as it asked.
+    for row in csv(&out.join("jobs.csv")) {
+        let res: usize = row["requested_number_of_resources"].parse().unwrap();
+        let alloc = batsim::IntervalSet::parse(&row["allocated_resources"]).unwrap();
+        assert_eq!(alloc.len() as usize, res, "job {}: {}", row["job_id"], row["allocated_resources"]);
+    }
+    // One pod per machine, named after the job, started and ended together.
+    let pods = csv(&out.join("pods.csv"));
+    assert_eq!(pods.len(), jobs.iter().map(|j| j.0 as usize).sum::<usize>());
+    let mut by_job: std::collections::BTreeMap<String, Vec<_>> = Default::default();
+    for p in &pods {
+        by_job.entry(p["job_id"].clone()).or_default().push(p);
+    }
+    for (job, ps) in &by_job {
+        let n = ps.len();
+        let base = ps[0]["pod"].rsplit_once('-').map(|(b, _)| b).unwrap_or("");
+        if n > 1 {
+            for (k, p) in ps.iter().enumerate() {
+                assert_eq!(p["pod"], format!("{base}-{k}"), "{job}");
+                assert_eq!(p["group"], base, "{job}");
+            }
+            let nodes: std::collections::BTreeSet<&str> = ps.iter().map(|p| p["node"].as_str()).collect();
+            assert_eq!(nodes.len(), n, "{job}: pods of a gang on distinct nodes");
+        }
+        for p in ps {
+            assert_eq!(p["started"], ps[0]["started"], "{job}: started together");
+            assert_eq!(p["finished"], ps[0]["finished"], "{job}: finished together");
+            assert_eq!(p["outcome"], "COMPLETED_SUCCESSFULLY");
+        }
+    }
+}
+
+#[test]
+fn a_job_larger_than_the_platform_is_rejected_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = workload(dir.path(), &[(5, 0.0, 10), (2, 0.0, 10)]);
+    let sched = common::batkube_scheduler().display().to_string();
+    let (o, out) = run(dir.path(), "r", 4, &w, &sched, &["--gang", "none"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let pods = csv(&out.join("pods.csv"));
+    let rejected: Vec<_> = pods.iter().filter(|p| p["job_id"] == "w0!1").collect();
+    assert_eq!(rejected.len(), 1);
+    assert!(
+        rejected[0]["outcome"].contains("asks for 5 machines; the platform has 4"),
+        "{}",
+        rejected[0]["outcome"]
+    );
+    let s = summary(&out);
+    assert_eq!(s["jobs_rejected"], 1);
+    assert_eq!(s["jobs_succeeded"], 1);
+}
+
+/// A "scheduler" that binds the first pod of each of two gangs of two on a
+/// two-node platform and nothing else: each gang holds a node the other
+/// needs. The run ends as a deadlock, with every output, and says so.
+#[test]
+fn partly_bound_gangs_waiting_for_each_other_end_the_run_as_a_deadlock() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = workload(dir.path(), &[(2, 0.0, 10), (2, 0.0, 10)]);
+    let script = dir.path().join("binder.sh");
+    std::fs::write(
+        &script,
+        r#"#!/bin/sh
+server=$(sed -n 's/^ *server: *//p' "$KUBECONFIG")
+# Watch pods, as a scheduler does (batkube waits for a watch to start).
+curl -sN -o /dev/null "$server/api/v1/pods?watch=true" &
+bind() {
+  until curl -sf -o /dev/null "$server/api/v1/namespaces/default/pods/$1"; do :; done
+  curl -sf -o /dev/null -X POST -H 'Content-Type: application/json' \
+    -d "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":\"$1\"},\"target\":{\"kind\":\"Node\",\"name\":\"$2\"}}" \
+    "$server/api/v1/namespaces/default/pods/$1/binding"
+}
+bind w0-1-0 node-0
+bind w0-2-0 node-1
+exec tail -f /dev/null
+"#,
+    )
+    .unwrap();
+    let sched = format!("sh {}", script.display());
+    let (o, out) = run(
+        dir.path(),
+        "d",
+        2,
+        &w,
+        &sched,
+        &["--gang", "none", "--shim", "none", "--sync", "timeout", "--timeout", "200ms", "--give-up-after", "30"],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a deadlock is not a completed run: {stderr}");
+    assert!(stderr.contains("deadlock"), "{stderr}");
+    let s = summary(&out);
+    assert_eq!(s["completed"], false);
+    assert_eq!(s["end_reason"], "deadlock");
+    assert!(s["partial_gang_node_seconds"].as_f64().unwrap() >= 2.0 * 30.0, "{s}");
+    for f in ["jobs.csv", "pods.csv", "nodes.csv", "timeline.csv"] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+}
+
+/// Deleting one pod of a running gang kills the job (one KILL_JOB), and
+/// its other pods fail with it, their nodes freed; under the default
+/// `--gang coscheduling` each gang's PodGroup is created before its pods.
+#[test]
+fn deleting_a_pod_of_a_running_gang_kills_the_whole_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = workload(dir.path(), &[(3, 0.0, 100), (1, 0.0, 100)]);
+    let scenario = dir.path().join("s.yaml");
+    std::fs::write(
+        &scenario,
+        "- at: 10\n  delete: {kind: Pod, name: w0-1-1, namespace: default}\n  gracePeriodSeconds: 0\n",
+    )
+    .unwrap();
+    let sched = common::batkube_scheduler().display().to_string();
+    let (o, out) = run(
+        dir.path(),
+        "k",
+        4,
+        &w,
+        &sched,
+        &["--scenario", scenario.to_str().unwrap()],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let jobs = csv(&out.join("jobs.csv"));
+    let killed = jobs.iter().find(|r| r["job_id"] == "1").unwrap();
+    assert_eq!(killed["final_state"], "COMPLETED_KILLED", "{killed:?}");
+    assert_eq!(killed["finish_time"], "10.000000");
+    let pods = csv(&out.join("pods.csv"));
+    for p in pods.iter().filter(|p| p["job_id"] == "w0!1") {
+        assert_eq!(p["finished"], "10.000000", "{p:?}");
+        if p["pod"] == "w0-1-1" {
+            assert!(p["outcome"].starts_with("EVICTED"), "{p:?}");
+        } else {
+            assert!(p["outcome"].starts_with("KILLED: pod w0-1-1"), "{p:?}");
+        }
+    }
+    let timeline = std::fs::read_to_string(out.join("timeline.csv")).unwrap();
+    let group = timeline.find("create,PodGroup,default,w0-1,gang of 3").expect("the PodGroup");
+    let first_pod = timeline.find("create,Pod,default,w0-1-0").unwrap();
+    assert!(group < first_pod, "the group object comes before its pods");
+    assert_eq!(timeline.matches("KILL_JOB").count(), 1, "{timeline}");
+}
