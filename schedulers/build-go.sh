@@ -1,23 +1,40 @@
 #!/usr/bin/env bash
 # Builds the Go schedulers from their modules (see schedulers/README.md):
-#   kube-scheduler              the upstream kube-scheduler (schedulers/kube-scheduler)
-#   kube-scheduler-with-plugin  the same plus NodeLabelPreference (schedulers/example-plugin)
+#   kube-scheduler               the upstream kube-scheduler (schedulers/kube-scheduler)
+#   kube-scheduler-with-plugin   the same plus NodeLabelPreference (schedulers/example-plugin)
+#   kube-scheduler-coscheduling  scheduler-plugins' kube-scheduler with Coscheduling
+#                                (schedulers/coscheduling); also copies its CRDs
+#                                (PodGroup, ElasticQuota) from the module cache
+#                                into OUT_DIR/crds/coscheduling/
 #
-# Usage: schedulers/build-go.sh [--check] [OUT_DIR]
+# Usage: schedulers/build-go.sh [--check] [OUT_DIR] [PROGRAM...]
+#   PROGRAM   one of the names above (default: all of them)
 #   OUT_DIR   where the binaries go (default: target/go at the repository root)
-#   --check   also run `go vet` and `go test` in both modules
+#   --check   also run `go vet` and `go test` in the modules built
 #
 # Static binaries (CGO_ENABLED=0), stripped unless DBG=1 (as Kubernetes'
 # own build), version stamped from go.mod. Modules come from the module
 # proxy into the module cache; GOMODCACHE, GOCACHE, GOFLAGS and GOPROXY
 # from the environment are respected. Nothing is rebuilt when nothing
-# changed (go's build cache): running it again takes seconds.
+# changed (go's build cache): running it again takes seconds. Runs that
+# share an OUT_DIR take turns (a lock on OUT_DIR/.build-go.lock), so that
+# two test processes never compile the same module at once.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
+
+# program -> module directory (under schedulers/)
+declare -A module=(
+	[kube-scheduler]=kube-scheduler
+	[kube-scheduler-with-plugin]=example-plugin
+	[kube-scheduler-coscheduling]=coscheduling
+)
+all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-coscheduling)
+
 check=0
 out=""
+wanted=()
 for arg in "$@"; do
 	case "$arg" in
 	--check) check=1 ;;
@@ -29,9 +46,25 @@ for arg in "$@"; do
 		echo "build-go.sh: unknown option $arg" >&2
 		exit 2
 		;;
-	*) out=$arg ;;
+	*)
+		if [[ -n "${module[$arg]+x}" ]]; then
+			wanted+=("$arg")
+		elif [[ $arg == kube-scheduler* ]]; then
+			# A misspelt program, not a directory to create.
+			echo "build-go.sh: unknown program $arg (${all[*]})" >&2
+			exit 2
+		elif [[ -z "$out" ]]; then
+			out=$arg
+		else
+			echo "build-go.sh: $arg is not a program (${all[*]}) and OUT_DIR is already $out" >&2
+			exit 2
+		fi
+		;;
 	esac
 done
+if [[ ${#wanted[@]} == 0 ]]; then
+	wanted=("${all[@]}")
+fi
 out=${out:-$root/target/go}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -42,18 +75,45 @@ command -v go >/dev/null || {
 }
 export CGO_ENABLED=0
 
-# module directory -> binary name
-builds=(
-	"kube-scheduler kube-scheduler"
-	"example-plugin kube-scheduler-with-plugin"
-)
+# One build at a time per OUT_DIR: a second run waits, then finds
+# everything up to date in go's build cache. The lock goes with the
+# process (fd 9), however it ends.
+if command -v flock >/dev/null; then
+	exec 9>"$out/.build-go.lock"
+	if ! flock -n 9; then
+		echo "build-go.sh: waiting for another build into $out" >&2
+		flock 9
+	fi
+fi
 
-for b in "${builds[@]}"; do
-	read -r dir bin <<<"$b"
-	cd "$here/$dir"
+# The version a module resolves for a path (its replacement's if replaced).
+modversion() {
+	go list -m -f '{{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}' "$1"
+}
+
+# Copies the CRDs scheduler-plugins publishes in its module (the generated
+# config/crd/bases/) into $out/crds/coscheduling/, for `batkube run --crds`.
+coscheduling_crds() {
+	local dir dest
+	dir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/scheduler-plugins)
+	dest="$out/crds/coscheduling"
+	mkdir -p "$dest"
+	for crd in scheduling.x-k8s.io_podgroups.yaml scheduling.x-k8s.io_elasticquotas.yaml; do
+		if [[ ! -f "$dir/config/crd/bases/$crd" ]]; then
+			echo "build-go.sh: $crd is not in $dir/config/crd/bases (has the module's layout changed?)" >&2
+			exit 1
+		fi
+		# install(1) replaces the module cache's read-only mode.
+		install -m 0644 "$dir/config/crd/bases/$crd" "$dest/$crd"
+	done
+	echo "build-go.sh: CRDs (sigs.k8s.io/scheduler-plugins $(modversion sigs.k8s.io/scheduler-plugins)) -> $dest" >&2
+}
+
+for bin in "${wanted[@]}"; do
+	cd "$here/${module[$bin]}"
 	# The Kubernetes version this module pins, for `--version` and the
 	# User-Agent (unstamped, upstream code says v0.0.0-master).
-	kver=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
+	kver=$(modversion k8s.io/kubernetes)
 	minor=${kver#v1.}
 	minor=${minor%%.*}
 	ldflags="-X k8s.io/component-base/version.gitVersion=$kver"
@@ -65,6 +125,9 @@ for b in "${builds[@]}"; do
 	fi
 	echo "build-go.sh: $bin (k8s.io/kubernetes $kver) -> $out/$bin" >&2
 	go build -trimpath -buildvcs=false -ldflags="$ldflags" -o "$out/$bin" .
+	if [[ $bin == kube-scheduler-coscheduling ]]; then
+		coscheduling_crds
+	fi
 	if [[ $check == 1 ]]; then
 		# The build's flags, so that the build cache is shared.
 		go vet -trimpath ./...

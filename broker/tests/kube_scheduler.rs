@@ -1,7 +1,8 @@
 //! The upstream kube-scheduler, unmodified, under the seccomp supervisor:
-//! built from Go modules (`schedulers/build-go.sh --check`, the machine's Go
-//! and the module proxy; it also vets both Go modules and runs the example
-//! plugin's Go tests; quick when up to date), then run by `batkube run
+//! built from Go modules (`schedulers/build-go.sh --check` once per test
+//! process, see `common/go.rs`: the machine's Go and the module proxy; it
+//! also vets both Go modules and runs the example plugin's Go tests; quick
+//! when up to date), then run by `batkube run
 //! --shim seccomp` on the 2020 study's burst workload. Its decisions must
 //! be those of a scheduler on exact simulated time: the makespan and mean
 //! wait of batkube-scheduler (same profile semantics), on every run.
@@ -24,20 +25,10 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-/// target/<profile>/go/kube-scheduler, built from schedulers/kube-scheduler.
+/// target/go/kube-scheduler, built (and vetted) from schedulers/kube-scheduler
+/// once for all the tests of this file.
 fn kube_scheduler() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let out = exe.parent().unwrap().parent().unwrap().join("go");
-    let st = Command::new("bash")
-        .arg(root().join("schedulers/build-go.sh"))
-        .arg("--check")
-        .arg(&out)
-        .status()
-        .expect("running schedulers/build-go.sh (needs bash and Go)");
-    assert!(st.success(), "schedulers/build-go.sh failed");
-    let bin = out.join("kube-scheduler");
-    assert!(bin.is_file(), "{} missing after the build", bin.display());
-    bin
+    common::go::go_program("kube-scheduler", true)
 }
 
 fn batkube_scheduler() -> PathBuf {
@@ -233,12 +224,7 @@ fn ssd_count(out: &Path, hosts: &std::collections::BTreeMap<String, Host>) -> us
 #[test]
 fn upstream_defaults_elect_a_leader_and_the_plugin_shows() {
     let sched = kube_scheduler();
-    let plugin = sched.with_file_name("kube-scheduler-with-plugin");
-    assert!(
-        plugin.is_file(),
-        "{} missing after the build",
-        plugin.display()
-    );
+    let plugin = common::go::go_program("kube-scheduler-with-plugin", true);
     let dir = tempfile::tempdir().unwrap();
     let platform = root().join("platforms/heterogeneous.xml");
     let hosts = hosts(&platform);

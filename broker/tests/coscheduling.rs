@@ -1,0 +1,156 @@
+//! scheduler-plugins' kube-scheduler with Coscheduling
+//! (`schedulers/coscheduling/`), built from its Go modules by
+//! `schedulers/build-go.sh kube-scheduler-coscheduling` (once per test
+//! process, see `common/go.rs`): the binary is stamped with the pinned
+//! Kubernetes release, the PodGroup and ElasticQuota CRDs come with it
+//! (copied from the module cache), and `config.yaml` gets through loading,
+//! validation and the plugin's construction without an API to talk to.
+//!
+//! The gang test under `batkube run` goes here too, once `--gang` and
+//! `--crds` exist: build with `common::go::go_program
+//! ("kube-scheduler-coscheduling", false)`, pass `--crds
+//! <common::go::go_dir()>/crds/coscheduling` and the scheduler command of
+//! `scheduler_command` below (schedulers/README.md has the same line).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The `--scheduler` of `batkube run` for this binary: with `--config`,
+/// kube-scheduler ignores `--kubeconfig`, so the API's address goes in
+/// `--master`, read from the kubeconfig batkube writes.
+#[allow(dead_code)] // for the gang test to come
+fn scheduler_command(bin: &Path) -> String {
+    format!(
+        "{} --config {} --secure-port=0 --master \"$(sed -n 's/^ *server: *//p' \"$KUBECONFIG\")\"",
+        bin.display(),
+        root().join("schedulers/coscheduling/config.yaml").display()
+    )
+}
+
+/// The Kubernetes release schedulers/coscheduling/go.mod pins (its replace).
+fn pinned_kubernetes() -> String {
+    let gomod = std::fs::read_to_string(root().join("schedulers/coscheduling/go.mod")).unwrap();
+    gomod
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("k8s.io/kubernetes => k8s.io/kubernetes ")
+        })
+        .expect("go.mod replaces k8s.io/kubernetes")
+        .trim()
+        .to_string()
+}
+
+fn yaml(path: &Path) -> serde_yaml::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Runs the scheduler on `config` with `--write-config-to`: it loads and
+/// validates the file, builds its profile (constructing Coscheduling, whose
+/// PodGroup client connects lazily), writes the completed configuration and
+/// exits. The API address is unreachable on purpose.
+fn write_config(bin: &Path, config: &Path, to: &Path) -> std::process::Output {
+    Command::new(bin)
+        .arg("--config")
+        .arg(config)
+        .args(["--master", "http://127.0.0.1:1", "--secure-port=0"])
+        .arg("--write-config-to")
+        .arg(to)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn coscheduling_scheduler_builds_with_its_crds_and_accepts_its_config() {
+    let bin = common::go::go_program("kube-scheduler-coscheduling", false);
+
+    let v = Command::new(&bin).arg("--version").output().unwrap();
+    assert!(v.status.success(), "{v:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&v.stdout).trim(),
+        format!("Kubernetes {}", pinned_kubernetes())
+    );
+
+    let crds = common::go::go_dir().join("crds/coscheduling");
+    for (file, kind) in [
+        ("scheduling.x-k8s.io_podgroups.yaml", "PodGroup"),
+        ("scheduling.x-k8s.io_elasticquotas.yaml", "ElasticQuota"),
+    ] {
+        let crd = yaml(&crds.join(file));
+        assert_eq!(crd["kind"], "CustomResourceDefinition", "{file}");
+        assert_eq!(crd["spec"]["group"], "scheduling.x-k8s.io", "{file}");
+        assert_eq!(crd["spec"]["names"]["kind"], kind, "{file}");
+        // The version the plugins read (sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1).
+        let versions = crd["spec"]["versions"].as_sequence().unwrap();
+        assert!(
+            versions
+                .iter()
+                .any(|v| v["name"] == "v1alpha1" && v["served"] == true && v["storage"] == true),
+            "{file}: no served v1alpha1"
+        );
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = root().join("schedulers/coscheduling/config.yaml");
+    let written = dir.path().join("written.yaml");
+    let o = write_config(&bin, &config, &written);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let c = yaml(&written);
+    assert_eq!(c["leaderElection"]["leaderElect"], false);
+    let profile = &c["profiles"][0];
+    let names = |list: &serde_yaml::Value| -> Vec<String> {
+        list.as_sequence()
+            .map(|s| {
+                s.iter()
+                    .map(|p| p["name"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert!(
+        names(&profile["plugins"]["multiPoint"]["enabled"]).contains(&"Coscheduling".to_string()),
+        "{profile:?}"
+    );
+    assert_eq!(
+        names(&profile["plugins"]["queueSort"]["enabled"]),
+        ["Coscheduling"]
+    );
+    let args = profile["pluginConfig"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "Coscheduling")
+        .map(|p| &p["args"])
+        .expect("Coscheduling's pluginConfig");
+    // Decoded as the plugin's typed args (apis/config/scheme registered) and defaulted.
+    assert_eq!(args["kind"], "CoschedulingArgs");
+    assert_eq!(args["permitWaitingTimeSeconds"], 60);
+    assert_eq!(args["podGroupRejectPercentage"], 10);
+
+    // The args reach the plugin, which rejects a negative wait.
+    let bad = dir.path().join("bad.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("permitWaitingTimeSeconds: 60"));
+    std::fs::write(
+        &bad,
+        text.replace(
+            "permitWaitingTimeSeconds: 60",
+            "permitWaitingTimeSeconds: -1",
+        ),
+    )
+    .unwrap();
+    let o = write_config(&bin, &bad, &dir.path().join("bad-written.yaml"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a negative wait was accepted: {err}");
+    assert!(err.contains("permitWaitingTimeSeconds"), "{err}");
+}
