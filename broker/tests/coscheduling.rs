@@ -6,11 +6,9 @@
 //! (copied from the module cache), and `config.yaml` gets through loading,
 //! validation and the plugin's construction without an API to talk to.
 //!
-//! The gang test under `batkube run` goes here too, once `--gang` and
-//! `--crds` exist: build with `common::go::go_program
-//! ("kube-scheduler-coscheduling", false)`, pass `--crds
-//! <common::go::go_dir()>/crds/coscheduling` and the scheduler command of
-//! `scheduler_command` below (schedulers/README.md has the same line).
+//! And under `batkube run`, unmodified, on simulated time: a workload of
+//! parallel jobs (gangs of pods, `--gang coscheduling`, its CRDs given with
+//! `--crds`) runs to completion, every gang's pods started together.
 
 mod common;
 
@@ -27,7 +25,6 @@ fn root() -> PathBuf {
 /// The `--scheduler` of `batkube run` for this binary: with `--config`,
 /// kube-scheduler ignores `--kubeconfig`, so the API's address goes in
 /// `--master`, read from the kubeconfig batkube writes.
-#[allow(dead_code)] // for the gang test to come
 fn scheduler_command(bin: &Path) -> String {
     format!(
         "{} --config {} --secure-port=0 --master \"$(sed -n 's/^ *server: *//p' \"$KUBECONFIG\")\"",
@@ -153,4 +150,62 @@ fn coscheduling_scheduler_builds_with_its_crds_and_accepts_its_config() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "a negative wait was accepted: {err}");
     assert!(err.contains("permitWaitingTimeSeconds"), "{err}");
+}
+
+/// A small parallel workload through the stand-in: 10 jobs on 1 to 4 of
+/// 6 machines, arriving in twos; every job completes, no node is
+/// overcommitted, and the pods of each gang start and end together.
+#[test]
+fn coscheduling_runs_a_parallel_workload_to_completion_on_simulated_time() {
+    let bin = common::go::go_program("kube-scheduler-coscheduling", false);
+    let dir = tempfile::tempdir().unwrap();
+    let p = common::platform(dir.path(), 6);
+    let res = [4, 2, 1, 3, 4, 2, 2, 1, 4, 3];
+    let jobs: Vec<serde_json::Value> = res
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            serde_json::json!({"id": (i + 1).to_string(), "subtime": (i / 2) as f64 * 5.0,
+                "res": r, "profile": "p"})
+        })
+        .collect();
+    let w = dir.path().join("w.json");
+    std::fs::write(
+        &w,
+        serde_json::json!({"nb_res": 6, "jobs": jobs,
+            "profiles": {"p": {"type": "delay", "delay": 20, "cpu": "1"}}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
+        .args(["run", "--standin", "--strict", "--platform"])
+        .arg(&p)
+        .arg("--workload")
+        .arg(&w)
+        .arg("--crds")
+        .arg(common::go::go_dir().join("crds/coscheduling"))
+        .arg("--scheduler")
+        .arg(scheduler_command(&bin))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["jobs_succeeded"], 10, "{s}");
+    assert_eq!(s["gangs_started"], 8, "{s}");
+    assert_eq!(s["overcommit_count"], 0);
+    let pods = std::fs::read_to_string(out.join("pods.csv")).unwrap();
+    let mut started: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for line in pods.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        started.entry(f[0].to_string()).or_default().insert(format!("{}/{}", f[5], f[6]));
+    }
+    assert_eq!(started.len(), 10);
+    for (job, times) in started {
+        assert_eq!(times.len(), 1, "{job}: its pods started or ended apart: {times:?}");
+    }
 }
