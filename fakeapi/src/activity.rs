@@ -147,20 +147,10 @@ impl Activity {
             .open
             .values()
             .filter_map(|c| {
-                // SAFETY: getsockopt into a zeroed tcp_info on a socket the
-                // registry keeps open (an entry leaves before its fd closes).
-                let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-                let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-                let r = unsafe {
-                    libc::getsockopt(
-                        c.fd,
-                        libc::IPPROTO_TCP,
-                        libc::TCP_INFO,
-                        &mut info as *mut libc::tcp_info as *mut libc::c_void,
-                        &mut len,
-                    )
-                };
-                (r == 0).then_some((
+                // The registry keeps the socket open (an entry leaves
+                // before its fd closes).
+                let info = tcp_info(c.fd)?;
+                Some((
                     Connection {
                         server: c.local,
                         client: c.peer,
@@ -229,20 +219,7 @@ impl Activity {
             if unsafe { libc::ioctl(c.fd, libc::SIOCOUTQNSD, &mut unsent) } != 0 || unsent <= 0 {
                 return false;
             }
-            // SAFETY: getsockopt into a zeroed tcp_info of the right size,
-            // on a socket the registry keeps open.
-            let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-            let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-            let r = unsafe {
-                libc::getsockopt(
-                    c.fd,
-                    libc::IPPROTO_TCP,
-                    libc::TCP_INFO,
-                    &mut info as *mut libc::tcp_info as *mut libc::c_void,
-                    &mut len,
-                )
-            };
-            r == 0 && info.tcpi_unacked == 0
+            tcp_info(c.fd).is_some_and(|info| info.tcpi_unacked == 0)
         })
     }
 
@@ -508,4 +485,22 @@ mod tests {
         // The counter stays at zero rather than wrapping around.
         assert!(a.is_idle());
     }
+}
+
+/// TCP_INFO of an open TCP socket.
+fn tcp_info(fd: std::os::fd::RawFd) -> Option<libc::tcp_info> {
+    // SAFETY: getsockopt into a zeroed tcp_info of the right size; the
+    // caller keeps `fd` open.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            &mut info as *mut libc::tcp_info as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (r == 0).then_some(info)
 }
