@@ -25,6 +25,8 @@ use crate::broker::record::{EndReason, Summary};
 #[derive(Default)]
 pub struct Children {
     pub scheduler: Option<Child>,
+    /// The programs of `--controller`, in flag order.
+    pub controllers: Vec<Child>,
     pub batsim: Option<Child>,
     /// Removed on a forced exit (a second signal) only; otherwise their
     /// owners remove them.
@@ -33,7 +35,10 @@ pub struct Children {
 
 impl Children {
     fn each(&mut self) -> impl Iterator<Item = &mut Child> {
-        self.scheduler.iter_mut().chain(self.batsim.iter_mut())
+        self.scheduler
+            .iter_mut()
+            .chain(self.controllers.iter_mut())
+            .chain(self.batsim.iter_mut())
     }
 
     /// SIGKILL to each child's process group (the child and whatever it

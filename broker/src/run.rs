@@ -340,6 +340,16 @@ pub struct RunArgs {
     /// --kubeconfig "$KUBECONFIG"); its output goes to --out/scheduler.log.
     #[arg(long)]
     pub scheduler: String,
+    /// Another program of the control plane beside the scheduler (a queue
+    /// or job controller, Volcano's controller manager), repeatable: run as
+    /// the scheduler is (`sh -c 'exec CMD'`, the same --shim, on the same
+    /// simulated clock), with its own kubeconfig in KUBECONFIG
+    /// (--out/kubeconfig-controller-N.yaml) and its output in
+    /// --out/controller-N.log (N from 1, in flag order). Quiescence and
+    /// timers cover every one of them; one that exits ends the run
+    /// (`controller-exited`), as the scheduler's exit does.
+    #[arg(long = "controller", value_name = "CMD")]
+    pub controllers: Vec<String>,
     /// Output directory (created if needed).
     #[arg(long)]
     pub out: PathBuf,
@@ -492,6 +502,49 @@ fn flags() -> std::collections::BTreeMap<String, String> {
     m
 }
 
+/// A program of the run on simulated time: the scheduler (index 0) or a
+/// `--controller` (index N from 1).
+struct Program {
+    index: usize,
+    /// `--shim` resolved for this program's command.
+    shim: ShimChoice,
+    /// How messages name it.
+    name: String,
+    command: String,
+    /// Its output, in --out.
+    log: String,
+}
+
+fn processes(args: &RunArgs) -> Vec<Program> {
+    let mut all = vec![Program {
+        index: 0,
+        shim: resolve_shim(args.shim, &args.scheduler),
+        name: "the scheduler".into(),
+        command: args.scheduler.clone(),
+        log: "scheduler.log".into(),
+    }];
+    for (i, c) in args.controllers.iter().enumerate() {
+        let n = i + 1;
+        all.push(Program {
+            index: n,
+            shim: resolve_shim(args.shim, c),
+            name: format!("controller {n} ({})", short_command(c)),
+            command: c.clone(),
+            log: format!("controller-{n}.log"),
+        });
+    }
+    all
+}
+
+/// A command line as messages quote it: its first 60 characters.
+fn short_command(c: &str) -> String {
+    let c = c.trim();
+    match c.char_indices().nth(60) {
+        Some((i, _)) => format!("{}…", &c[..i]),
+        None => c.to_string(),
+    }
+}
+
 /// The API server on simulated time, and the kubeconfig clients use.
 struct Api {
     rt: tokio::runtime::Runtime,
@@ -636,16 +689,25 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
             args.warm_up
         );
     }
-    let shim_mode = match shim_choice {
-        ShimChoice::Preload => Some(ShimMode::Preloaded(args.shim_lib.clone().ok_or_else(
-            || anyhow::anyhow!("--shim preload needs --shim-lib PATH/libtimeshim.so"),
-        )?)),
-        ShimChoice::Seccomp => Some(ShimMode::Seccomp {
-            seed: args.scheduler_seed,
-        }),
-        ShimChoice::None => None,
-        _ => Some(ShimMode::Linked),
+    // Each program's mode: `--shim auto` resolves per program (a Go
+    // controller beside a linked scheduler goes under seccomp).
+    let shim_mode = |choice: ShimChoice, index: usize| -> anyhow::Result<Option<ShimMode>> {
+        Ok(match choice {
+            ShimChoice::Preload => Some(ShimMode::Preloaded(args.shim_lib.clone().ok_or_else(
+                || anyhow::anyhow!("--shim preload needs --shim-lib PATH/libtimeshim.so"),
+            )?)),
+            // Another seed per process: two Go programs given the same
+            // AT_RANDOM would share their hash seeds.
+            ShimChoice::Seccomp => Some(ShimMode::Seccomp {
+                seed: args.scheduler_seed.map(|s| s.wrapping_add(index as u64)),
+            }),
+            ShimChoice::None => None,
+            _ => Some(ShimMode::Linked),
+        })
     };
+    for p in processes(&args) {
+        shim_mode(p.shim, p.index)?;
+    }
     let kubelet = args.kubelet.model()?;
     let lifecycle = args.dynamics.config(&platform, &workloads)?;
     let objects = api_objects(&args.crds, args.gang)?;
@@ -666,23 +728,38 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     )?;
     // Declared after the API and the controller: dropped (children stopped)
     // before them, on every path.
-    let controller = if shim {
-        let c = Controller::new(sim_time(-args.warm_up)).context("creating the shim clock page")?;
-        c.set_clock_mode(policy.clock);
-        children.0.lock().files.push(c.page_path().to_path_buf());
-        Some(Arc::new(c))
-    } else {
-        None
-    };
+    // One clock page per process (the scheduler, then each controller),
+    // all moved as one clock by the broker.
+    let programs = processes(&args);
+    let mut clocks: Vec<Arc<Controller>> = Vec::new();
+    if shim {
+        for _ in &programs {
+            let c = Controller::new(sim_time(-args.warm_up))
+                .context("creating the shim clock page")?;
+            c.set_clock_mode(policy.clock);
+            children.0.lock().files.push(c.page_path().to_path_buf());
+            clocks.push(Arc::new(c));
+        }
+    }
+    let controller = clocks.first().cloned();
     let reaper = Reaper(children.clone());
-    let side = match &controller {
-        Some(c) => SchedulerSide::Shim(ShimSide {
-            controller: c.clone(),
+    let side = if shim {
+        SchedulerSide::Shim(ShimSide {
+            procs: programs
+                .iter()
+                .zip(&clocks)
+                .map(|(p, c)| crate::broker::sync::SimProcess {
+                    name: p.name.clone(),
+                    controller: c.clone(),
+                    is_scheduler: p.index == 0,
+                })
+                .collect(),
             activity: server.activity(),
             api_port: server.addr().port(),
             diag: Default::default(),
-        }),
-        None => SchedulerSide::External,
+        })
+    } else {
+        SchedulerSide::External
     };
     let mut broker = Broker::new(
         store.clone(),
@@ -719,28 +796,47 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         standin: None,
     };
     let result = (|| -> anyhow::Result<()> {
-        // The scheduler, under the shim.
-        let log_path = out.join("scheduler.log");
-        let log = std::fs::File::create(&log_path)
-            .with_context(|| format!("creating {}", log_path.display()))?;
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c")
-            .arg(exec_line(&args.scheduler))
-            .env("KUBECONFIG", &kubeconfig)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
-        own_group_dying_with_parent(&mut cmd);
-        let child = match (&controller, &shim_mode) {
-            (Some(c), Some(mode)) => {
-                tracing::info!(shim = ?shim_choice, "starting the scheduler");
-                c.spawn(cmd, mode)
+        // The scheduler and the controllers, under the shim.
+        for p in &programs {
+            let log_path = out.join(&p.log);
+            let log = std::fs::File::create(&log_path)
+                .with_context(|| format!("creating {}", log_path.display()))?;
+            let own_kubeconfig = if p.index == 0 {
+                kubeconfig.clone()
+            } else {
+                let path = out.join(format!("kubeconfig-controller-{}.yaml", p.index));
+                let text = fakeapi::kubeconfig_yaml(server.addr())
+                    .replace("user: batkube", &format!("user: controller-{}", p.index))
+                    .replace("- name: batkube\n  user:", &format!("- name: controller-{}\n  user:", p.index));
+                std::fs::write(&path, text)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                path
+            };
+            let mut cmd = Command::new("sh");
+            cmd.arg("-c")
+                .arg(exec_line(&p.command))
+                .env("KUBECONFIG", &own_kubeconfig)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone()?)
+                .stderr(log);
+            own_group_dying_with_parent(&mut cmd);
+            let child = match (clocks.get(p.index), shim_mode(p.shim, p.index)?) {
+                (Some(c), Some(mode)) => {
+                    tracing::info!(shim = ?p.shim, "starting {}", p.name);
+                    c.spawn(cmd, &mode)
+                }
+                _ => cmd.spawn(),
             }
-            _ => cmd.spawn(),
+            .with_context(|| format!("starting {}: {}", p.name, p.command))?;
+            let mut ch = children.0.lock();
+            if p.index == 0 {
+                ch.scheduler = Some(child);
+            } else {
+                ch.controllers.push(child);
+            }
+            drop(ch);
+            interrupt.check()?;
         }
-        .with_context(|| format!("starting the scheduler: {}", args.scheduler))?;
-        children.0.lock().scheduler = Some(child);
-        interrupt.check()?;
 
         // Batsim: real when available, else the stand-in in-process.
         match find_batsim(&args) {
@@ -808,7 +904,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         if let Some(e) = batsim_exited(&children, &out) {
             return Err(e.into());
         }
-        check_attached(controller.as_deref(), shim_choice, &interrupt)?;
+        for (p, c) in programs.iter().zip(&clocks) {
+            check_attached(c, &p.name, p.shim, &interrupt)?;
+        }
         let link = started.link.as_mut().expect("set above");
         if let Some(path) = &args.record_protocol {
             link.record_to(batsim::transcript::Recorder::create(path)?);
@@ -827,11 +925,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     let (_, _, mut summary) = broker.report();
     summary.flags = flags();
     summary.shim = format!("{shim_choice:?}").to_lowercase();
-    summary.supervisor =
-        controller
-            .as_ref()
-            .and_then(|c| c.supervisor_counts())
-            .map(|(reads, waits, wakes)| {
+    summary.supervisor = clocks
+        .iter()
+        .filter_map(|c| c.supervisor_counts())
+        .reduce(|a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
+        .map(|(reads, waits, wakes)| {
                 [
                     ("clock_reads", reads),
                     ("timed_waits", waits),
@@ -842,6 +940,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
                 .collect()
             });
     let mut ending = result.err().map(|e| (end_reason(&e), error_text(&e)));
+    if let Some((EndReason::SchedulerExited | EndReason::ControllerExited, message)) = &mut ending
+    {
+        message.push_str(&exit_details(&children, &out));
+    }
     match &standin_result {
         Some(Ok(Err(e))) if ending.is_none() => {
             ending = Some((
@@ -903,6 +1005,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     rt.block_on(server.shutdown());
     drop(broker);
     drop(controller);
+    drop(clocks);
     written?;
     match ending {
         None => Ok(summary),
@@ -912,6 +1015,28 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         }
         .into()),
     }
+}
+
+/// For a scheduler or controller that exited during the run: the exit
+/// status of the first one found gone, and the end of its log.
+fn exit_details(children: &Shared, out: &Path) -> String {
+    let mut guard = children.0.lock();
+    let c = &mut *guard;
+    let logs = std::iter::once("scheduler.log".to_string())
+        .chain((1..=c.controllers.len()).map(|n| format!("controller-{n}.log")));
+    let kids = c.scheduler.iter_mut().chain(c.controllers.iter_mut());
+    for (child, log) in kids.zip(logs) {
+        if let Ok(Some(status)) = child.try_wait() {
+            let path = out.join(&log);
+            let tail = log_tail(&path, 10);
+            return format!(
+                " ({status}); the end of {}:\n{}",
+                path.display(),
+                if tail.is_empty() { "(empty)".into() } else { tail }
+            );
+        }
+    }
+    String::new()
 }
 
 /// Real Batsim's process ended before SIMULATION_ENDS.
@@ -978,6 +1103,11 @@ struct NeverWatched(String);
 #[error("{0}")]
 struct ExitedEarly(String);
 
+/// A `--controller` ended before the simulation started.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct ControllerExitedEarly(String);
+
 /// Which way an error ended the run.
 fn end_reason(e: &anyhow::Error) -> EndReason {
     if let Some(s) = e.downcast_ref::<Stopped>() {
@@ -990,6 +1120,8 @@ fn end_reason(e: &anyhow::Error) -> EndReason {
         EndReason::WindowBound
     } else if e.downcast_ref::<ExitedEarly>().is_some() {
         EndReason::SchedulerExited
+    } else if e.downcast_ref::<ControllerExitedEarly>().is_some() {
+        EndReason::ControllerExited
     } else if e.downcast_ref::<batsim::link::LinkError>().is_some() {
         EndReason::BatsimFailed
     } else {
@@ -1017,13 +1149,23 @@ fn wait_for_scheduler(
         }
         if let Some(c) = children.0.lock().scheduler.as_mut() {
             if let Ok(Some(status)) = c.try_wait() {
-                let log = std::fs::read_to_string(out.join("scheduler.log")).unwrap_or_default();
-                let tail: Vec<&str> = log.lines().rev().take(15).collect();
-                let tail: Vec<&str> = tail.into_iter().rev().collect();
                 return Err(ExitedEarly(format!(
                     "the scheduler exited ({status}) before watching the API; the end of its \
                      log:\n{}",
-                    tail.join("\n")
+                    log_tail(&out.join("scheduler.log"), 15)
+                ))
+                .into());
+            }
+        }
+        for (i, c) in children.0.lock().controllers.iter_mut().enumerate() {
+            if let Ok(Some(status)) = c.try_wait() {
+                let log = out.join(format!("controller-{}.log", i + 1));
+                return Err(ControllerExitedEarly(format!(
+                    "controller {} exited ({status}) before the simulation started; the end of \
+                     its log ({}):\n{}",
+                    i + 1,
+                    log.display(),
+                    log_tail(&log, 15)
                 ))
                 .into());
             }
@@ -1044,11 +1186,11 @@ fn wait_for_scheduler(
 /// linked or preloaded shim runs on real time: say so at once, with what to
 /// do, rather than letting the simulation crawl on wall-clock timeouts.
 fn check_attached(
-    controller: Option<&Controller>,
+    c: &Controller,
+    name: &str,
     shim: ShimChoice,
     interrupt: &Interrupt,
 ) -> anyhow::Result<()> {
-    let Some(c) = controller else { return Ok(()) };
     if !matches!(shim, ShimChoice::Linked | ShimChoice::Preload) {
         return Ok(());
     }
@@ -1065,8 +1207,8 @@ fn check_attached(
         _ => "the preloaded library did not take (a static or Go binary ignores LD_PRELOAD)",
     };
     bail!(
-        "the scheduler watches the API but never read the clock through the time shim ({what}), \
-         so it would run on real time; run it with --shim seccomp (any binary) or --shim auto"
+        "{name} never read the clock through the time shim ({what}), so it would run on real \
+         time; run it with --shim seccomp (any binary) or --shim auto"
     )
 }
 

@@ -283,6 +283,9 @@ pub struct Broker {
     /// runs on wall time).
     last_decision_wall: Instant,
     scheduler_wakeup: Option<f64>,
+    /// The earliest timer of the `--controller` processes at the last
+    /// quiescence: always woken for (fast-forward is about the scheduler).
+    controllers_wakeup: Option<f64>,
     windows: u64,
     windows_bound_hit: u64,
     /// Instants too large for the scheduler's receive windows (see
@@ -365,6 +368,7 @@ impl Broker {
             last_decision_at: 0.0,
             last_decision_wall: Instant::now(),
             scheduler_wakeup: None,
+            controllers_wakeup: None,
             windows: 0,
             windows_bound_hit: 0,
             partial_instants: 0,
@@ -404,6 +408,26 @@ impl Broker {
             },
         }
         .into())
+    }
+
+    /// Process `i` of the shim side (the scheduler, or a controller) ended
+    /// during the simulation: the run ends, naming it.
+    fn process_exited<T>(&self, i: usize) -> anyhow::Result<T> {
+        let SchedulerSide::Shim(s) = &self.side else {
+            unreachable!("only processes under the shim are watched")
+        };
+        let p = &s.procs[i];
+        if p.is_scheduler {
+            self.fail_because(
+                EndReason::SchedulerExited,
+                "the scheduler process exited during the simulation",
+            )
+        } else {
+            self.fail_because(
+                EndReason::ControllerExited,
+                format!("{} exited during the simulation", p.name),
+            )
+        }
     }
 
     /// Moves job `i` to `phase`, keeping the phase counts.
@@ -546,36 +570,30 @@ impl Broker {
                         .wait(Duration::from_millis(50), &|| false)
                         .map_err(|e| anyhow::anyhow!("watching the scheduler: {e}"))?;
                     let api = self.api_deadline();
+                    // The next timer of the scheduler, a controller or the API.
+                    let next = |earliest: Option<SimTime>, controllers: Option<SimTime>| {
+                        earliest
+                            .into_iter()
+                            .chain(controllers)
+                            .map(batsim_time)
+                            .chain(api)
+                            .reduce(f64::min)
+                    };
                     match q {
-                        Quiet::Yes { earliest_deadline }
-                            if earliest_deadline
-                                .map(batsim_time)
-                                .into_iter()
-                                .chain(api)
-                                .reduce(f64::min)
-                                .is_some_and(|d| d < until)
-                                && start.elapsed() < BOUND =>
+                        Quiet::Yes {
+                            earliest_deadline,
+                            controllers,
+                        } if next(earliest_deadline, controllers).is_some_and(|d| d < until)
+                            && start.elapsed() < BOUND =>
                         {
-                            // The scheduler's next timer or the API's, whichever
-                            // comes first.
-                            let d = earliest_deadline
-                                .map(batsim_time)
-                                .into_iter()
-                                .chain(api)
-                                .reduce(f64::min)
-                                .expect("checked above");
+                            let d = next(earliest_deadline, controllers).expect("checked above");
                             self.advance(d)?;
                         }
                         Quiet::Yes { .. } => {
                             tracing::debug!(waited = ?start.elapsed(), "scheduler settled after the nodes were created");
                             return Ok(());
                         }
-                        Quiet::Exited => {
-                            return self.fail_because(
-                                EndReason::SchedulerExited,
-                                "the scheduler process exited during the simulation",
-                            )
-                        }
+                        Quiet::Exited(i) => return self.process_exited(i),
                         Quiet::Busy if start.elapsed() >= BOUND => {
                             tracing::warn!("the scheduler was still busy {BOUND:?} after the nodes were created");
                             return Ok(());
@@ -652,9 +670,8 @@ impl Broker {
             // On a realtime clock the scheduler's time runs on by itself and
             // may already be past `t`: it never goes back.
             let target = sim_time(t);
-            if target > s.controller.now() {
-                s.controller
-                    .advance_to(target)
+            if target > s.now() {
+                s.advance_to(target)
                     .map_err(|e| anyhow::anyhow!("moving the scheduler's clock: {e}"))?;
             }
         }
@@ -1047,15 +1064,14 @@ impl Broker {
                                 .map_err(|e| anyhow::anyhow!("watching the scheduler: {e}"))?;
                             let decided = self.drain_changes(out)?;
                             match q {
-                                Quiet::Exited => {
-                                    return self.fail_because(
-                                        EndReason::SchedulerExited,
-                                        "the scheduler process exited during the simulation",
-                                    )
-                                }
+                                Quiet::Exited(i) => return self.process_exited(i),
                                 // Changes drained after the check may have
                                 // woken it again: look once more.
-                                Quiet::Yes { earliest_deadline } if decided == 0 => {
+                                Quiet::Yes {
+                                    earliest_deadline,
+                                    controllers,
+                                } if decided == 0 => {
+                                    self.controllers_wakeup = controllers.map(batsim_time);
                                     w.quiescent(earliest_deadline)
                                 }
                                 _ => {}
@@ -1652,6 +1668,11 @@ impl Broker {
             // Nothing to wake up for when nothing can change any more.
             let pending = self.done < self.jobs.len();
             if pending || !self.no_more_static {
+                want.push(t);
+            }
+        }
+        if let Some(t) = self.controllers_wakeup.take() {
+            if self.done < self.jobs.len() || !self.no_more_static {
                 want.push(t);
             }
         }

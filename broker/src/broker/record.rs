@@ -399,6 +399,9 @@ pub enum EndReason {
     Sigterm,
     /// The scheduler process ended before the simulation did.
     SchedulerExited,
+    /// A process of `--controller` ended before the simulation did (the
+    /// error names it).
+    ControllerExited,
     /// Batsim (or the stand-in) died or ended the exchange early.
     BatsimFailed,
     /// A binding overcommitted a node under `--strict`.

@@ -10,6 +10,10 @@
 //! (the process's CPU time and its count of wait events) bracket the API and
 //! socket checks: no scheduler thread ran in between, so nothing it could
 //! have been woken by escaped them. Exact by construction, no grace period.
+//!
+//! With `--controller`, several processes are on simulated time, each with
+//! its own clock page: all are quiescent, each one's two probes bracketing
+//! the same API and socket checks, or none is; they share one gate.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,17 +23,37 @@ use timeshim::{Controller, Quiescence, SimTime};
 /// What waiting for quiescence found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Quiet {
-    /// Idle; its next timer is at this simulated time (if any).
-    Yes { earliest_deadline: Option<SimTime> },
+    /// Idle. The scheduler's next timer is at `earliest_deadline`, the
+    /// controllers' (`--controller`) at `controllers` (the clock policy's
+    /// fast-forward skips the scheduler's timers while nothing is pending;
+    /// a controller's timer acts on its own, so it is always honoured).
+    Yes {
+        earliest_deadline: Option<SimTime>,
+        controllers: Option<SimTime>,
+    },
     /// Still busy after the wait.
     Busy,
-    /// The scheduler process is gone.
-    Exited,
+    /// A process on simulated time is gone (which one: an index into
+    /// [`ShimSide::procs`], 0 being the scheduler).
+    Exited(usize),
 }
 
-/// The scheduler under the shim, reached through its clock page.
-pub struct ShimSide {
+/// One program on simulated time: the scheduler, or a controller of
+/// `--controller` beside it, each with its own clock page (a page serves
+/// one process: its waiting threads, its owner), all moved as one clock.
+pub struct SimProcess {
+    /// How the run names it: `the scheduler`, `controller 1 (vc-controller-manager …)`.
+    pub name: String,
     pub controller: Arc<Controller>,
+    /// A `controller_exited` ending rather than `scheduler_exited` when it exits.
+    pub is_scheduler: bool,
+}
+
+/// The scheduler (and the controllers beside it) under the shim, reached
+/// through their clock pages; the API they all talk to.
+pub struct ShimSide {
+    /// The scheduler first, then the controllers in flag order.
+    pub procs: Vec<SimProcess>,
     pub activity: Arc<fakeapi::Activity>,
     pub api_port: u16,
     /// Opened at first use.
@@ -37,6 +61,37 @@ pub struct ShimSide {
 }
 
 impl ShimSide {
+    /// The scheduler alone.
+    pub fn scheduler(
+        controller: Arc<Controller>,
+        activity: Arc<fakeapi::Activity>,
+        api_port: u16,
+    ) -> ShimSide {
+        ShimSide {
+            procs: vec![SimProcess {
+                name: "the scheduler".into(),
+                controller,
+                is_scheduler: true,
+            }],
+            activity,
+            api_port,
+            diag: Default::default(),
+        }
+    }
+
+    /// Simulated time (every page reads the same).
+    pub fn now(&self) -> SimTime {
+        self.procs[0].controller.now()
+    }
+
+    /// Moves every process's clock to `t`.
+    pub fn advance_to(&self, t: SimTime) -> Result<(), timeshim::ControlError> {
+        for p in &self.procs {
+            p.controller.advance_to(t)?;
+        }
+        Ok(())
+    }
+
     /// The API is idle: no request in flight and no watch event pending.
     /// If fakeapi found its own counts inconsistent, quiescence cannot be
     /// trusted any more: the run fails, at this simulated time, naming the
@@ -45,7 +100,7 @@ impl ShimSide {
         if self.activity.violation_count() != 0 {
             if let Some(v) = self.activity.violation() {
                 return Err(super::BrokerError {
-                    time: super::batsim_time(self.controller.now()),
+                    time: super::batsim_time(self.now()),
                     message: format!("the API's activity accounting is inconsistent: {v}"),
                 }
                 .into());
@@ -60,7 +115,8 @@ impl ShimSide {
     fn verify_quiet(&self, stamp: timeshim::Stamp, before: &fakeapi::ActivitySnapshot) {
         let conns_before = self.activity.connections();
         // What the scheduler's threads block in, and what moves first.
-        let pid = self.controller.attached_pid().unwrap_or(0);
+        let main = &self.procs[0].controller;
+        let pid = main.attached_pid().unwrap_or(0);
         let syscalls: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
             .map(|d| {
                 d.flatten()
@@ -76,7 +132,7 @@ impl ShimSide {
         let t0 = Instant::now();
         let mut first = None;
         while t0.elapsed() < Duration::from_millis(5) {
-            let cpu = self.controller.cpu_time_ns().unwrap_or(0);
+            let cpu = main.cpu_time_ns().unwrap_or(0);
             let act = self.activity.snapshot();
             let bytes = tcp_backlog(&self.activity, &mut self.diag.lock(), self.api_port);
             if cpu != stamp.cpu_ns || act != *before || bytes != 0 {
@@ -101,7 +157,7 @@ impl ShimSide {
             .iter()
             .filter(|c| !conns_after.contains(c))
             .collect();
-        let probe = self.controller.probe();
+        let probe = main.probe();
         let after = self.activity.snapshot();
         let moved_stamp = probe.as_ref().map(|p| p.stamp != stamp).unwrap_or(true);
         if moved_stamp || after != *before {
@@ -148,31 +204,43 @@ impl ShimSide {
                 continue;
             }
             skipped = 0;
-            let left = bound.saturating_sub(start.elapsed());
-            let q = match self.controller.wait_quiescent_unconfirmed(left) {
-                Err(timeshim::ControlError::NotAttached) => {
-                    if start.elapsed() >= bound {
-                        return Ok(Quiet::Busy);
+            // Each process quiescent in turn, its stamp kept; the final
+            // probes below must find every stamp unchanged, so each
+            // process's quiet interval spans the API and socket checks.
+            let mut looks = Vec::with_capacity(self.procs.len());
+            let mut retry = false;
+            for (i, p) in self.procs.iter().enumerate() {
+                let left = bound.saturating_sub(start.elapsed());
+                let q = match p.controller.wait_quiescent_unconfirmed(left) {
+                    Err(timeshim::ControlError::NotAttached) => {
+                        retry = true;
+                        break;
                     }
-                    std::thread::sleep(Duration::from_millis(2));
-                    continue;
+                    other => other?,
+                };
+                match q {
+                    Quiescence::Exited => return Ok(Quiet::Exited(i)),
+                    Quiescence::TimedOut { .. } => return Ok(Quiet::Busy),
+                    Quiescence::Quiescent {
+                        earliest_deadline,
+                        stamp,
+                        ..
+                    } => looks.push((earliest_deadline, stamp)),
                 }
-                other => other?,
-            };
-            let (deadline, stamp) = match q {
-                Quiescence::Exited => return Ok(Quiet::Exited),
-                Quiescence::TimedOut { .. } => return Ok(Quiet::Busy),
-                Quiescence::Quiescent {
-                    earliest_deadline,
-                    stamp,
-                    ..
-                } => (earliest_deadline, stamp),
-            };
-            // Between two probes with the same stamp no thread of the
-            // scheduler ran and no wait of it moved; in between, nothing was
-            // on its way to it: no request or watch event in the API, no
-            // byte in a socket or in the kernel's packet backlog. Whatever
-            // could wake it would have had to come through one of those.
+            }
+            if retry {
+                if start.elapsed() >= bound {
+                    return Ok(Quiet::Busy);
+                }
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            }
+            // Between two probes with the same stamp no thread of a
+            // process ran and no wait of it moved; in between, nothing was
+            // on its way to any of them: no request or watch event in the
+            // API, no byte in a socket or in the kernel's packet backlog.
+            // Whatever could wake one would have had to come through one
+            // of those (they talk to each other only through the API).
             let before = self.activity.snapshot();
             if !self.idle_api(&before)? {
                 if start.elapsed() >= bound {
@@ -185,18 +253,32 @@ impl ShimSide {
             if net_before.backlog == 0
                 && tcp_backlog(&self.activity, &mut self.diag.lock(), self.api_port) == 0
             {
-                let probe = self.controller.probe()?;
-                if probe.quiescent()
-                    && probe.stamp == stamp
-                    && probe.earliest_deadline == deadline
-                    && self.activity.snapshot() == before
-                    && softnet() == net_before
-                {
-                    if *VERIFY_QUIET {
-                        self.verify_quiet(stamp, &before);
+                let mut unchanged = true;
+                for (p, (deadline, stamp)) in self.procs.iter().zip(&looks) {
+                    let probe = p.controller.probe()?;
+                    if !(probe.quiescent()
+                        && probe.stamp == *stamp
+                        && probe.earliest_deadline == *deadline)
+                    {
+                        unchanged = false;
+                        break;
                     }
+                }
+                if unchanged && self.activity.snapshot() == before && softnet() == net_before {
+                    if *VERIFY_QUIET {
+                        self.verify_quiet(looks[0].1, &before);
+                    }
+                    let earliest = |scheduler: bool| {
+                        self.procs
+                            .iter()
+                            .zip(&looks)
+                            .filter(|(p, _)| p.is_scheduler == scheduler)
+                            .filter_map(|(_, l)| l.0)
+                            .min()
+                    };
                     return Ok(Quiet::Yes {
-                        earliest_deadline: deadline,
+                        earliest_deadline: earliest(true),
+                        controllers: earliest(false),
                     });
                 }
             }
@@ -268,9 +350,11 @@ impl ShimSide {
     /// moves the clock and applies an instant meanwhile, then
     /// [`Gate::deliver`]s it.
     pub fn close_gate(&self) -> Gate {
-        self.controller.close_gate();
+        for p in &self.procs {
+            p.controller.close_gate();
+        }
         Gate {
-            controller: self.controller.clone(),
+            controllers: self.procs.iter().map(|p| p.controller.clone()).collect(),
             activity: self.activity.clone(),
             diag: self.diag.clone(),
             api_port: self.api_port,
@@ -283,7 +367,7 @@ impl ShimSide {
 /// first bytes of a frame or one watch's events before another's, however
 /// loaded the machine (the cause of results that changed under load).
 pub struct Gate {
-    controller: Arc<Controller>,
+    controllers: Vec<Arc<Controller>>,
     activity: Arc<fakeapi::Activity>,
     diag: Arc<parking_lot::Mutex<Option<SockDiag>>>,
     api_port: u16,
@@ -335,7 +419,9 @@ impl Gate {
 
 impl Drop for Gate {
     fn drop(&mut self) {
-        self.controller.open_gate();
+        for c in &self.controllers {
+            c.open_gate();
+        }
     }
 }
 
