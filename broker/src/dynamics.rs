@@ -44,6 +44,7 @@ impl DynamicsArgs {
         &self,
         platform: &Platform,
         workloads: &[Workload],
+        api: &[fakeapi::Manifest],
     ) -> anyhow::Result<LifecycleConfig> {
         let machines = platform
             .machines(None)
@@ -82,6 +83,7 @@ impl DynamicsArgs {
                             })
                         })
                         .collect(),
+                    api: api.to_vec(),
                 };
                 scenario::load(path, &known)?
             }

@@ -709,8 +709,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         shim_mode(p.shim, p.index)?;
     }
     let kubelet = args.kubelet.model()?;
-    let lifecycle = args.dynamics.config(&platform, &workloads)?;
     let objects = api_objects(&args.crds, args.gang)?;
+    let lifecycle = args.dynamics.config(&platform, &workloads, &objects)?;
     interrupt.check()?;
     let Api {
         rt,

@@ -26,10 +26,15 @@
 //!   removeNode: node-2
 //! ```
 //!
+//! Custom kinds are those of the CustomResourceDefinitions given with
+//! `--crds` (`Known::api`): their objects are checked against the CRD's
+//! schema in a scratch store, as the API will check them. The broker runs
+//! an instant's operations before Batsim's events of that instant.
+//!
 //! Refused before the simulation, with the item's line: a negative or
 //! missing time, an unknown operation or field, a kind the API does not
 //! serve, an object without `metadata.name` or that is not a valid Pod,
-//! Node or PriorityClass, a node that does not exist at that time (a
+//! Node or PriorityClass or that its CRD's schema refuses, a node that does not exist at that time (a
 //! platform node, or one added earlier and not removed since), a pod that
 //! is neither a job's nor created earlier by the scenario.
 
@@ -158,6 +163,10 @@ pub struct Known {
     pub nodes: BTreeSet<String>,
     /// Pod names of the workloads' jobs, with their submission times.
     pub pods: std::collections::BTreeMap<String, f64>,
+    /// What `--crds` installs: its CustomResourceDefinitions make their
+    /// kinds creatable, patchable and deletable by a scenario, checked
+    /// against their schemas.
+    pub api: Vec<fakeapi::Manifest>,
 }
 
 /// A bad scenario, with the line.
@@ -203,12 +212,18 @@ pub fn parse(text: &str, path: &str, known: &Known) -> Result<Vec<Op>, ScenarioE
         }
     };
     let lines = item_lines(text);
+    // The kinds the run's API will serve, custom ones included: a scratch
+    // store with --crds installed (already checked) resolves kinds and
+    // validates custom objects as the API will.
+    let api = fakeapi::Store::new();
+    api.install_manifests(&known.api)
+        .map_err(|e| err(1, format!("--crds: {e}")))?;
     let mut ops = Vec::new();
     for (k, item) in items.into_iter().enumerate() {
         let line = lines.get(k).copied().unwrap_or(1);
         let v: Value = serde_json::to_value(&item)
             .map_err(|e| err(line, format!("cannot read the operation: {e}")))?;
-        let op = parse_op(v, line).map_err(|m| err(line, m))?;
+        let op = parse_op(v, line, &api).map_err(|m| err(line, m))?;
         ops.push(op);
     }
     ops.sort_by(|a, b| a.at.total_cmp(&b.at));
@@ -247,7 +262,7 @@ const VERBS: &[&str] = &[
     "removeNode",
 ];
 
-fn parse_op(v: Value, line: usize) -> Result<Op, String> {
+fn parse_op(v: Value, line: usize, api: &fakeapi::Store) -> Result<Op, String> {
     let Value::Object(mut m) = v else {
         return Err("an operation is a mapping with `at` and one operation".into());
     };
@@ -325,7 +340,7 @@ fn parse_op(v: Value, line: usize) -> Result<Op, String> {
         },
         "removeNode" => Action::RemoveNode(node_name(&arg)?),
         "addNode" => add_node(&arg)?,
-        "create" => create(arg)?,
+        "create" => create(arg, api)?,
         "delete" | "patch" => {
             let Value::Object(r) = &arg else {
                 return Err(format!(
@@ -348,7 +363,7 @@ fn parse_op(v: Value, line: usize) -> Result<Op, String> {
             {
                 return Err(format!("unknown field {k:?} in `{verb}`"));
             }
-            let info = resource_for(kind, r.get("apiVersion").and_then(Value::as_str))?;
+            let info = resource_for(kind, r.get("apiVersion").and_then(Value::as_str), api)?;
             let namespace = info.namespaced.then(|| {
                 r.get("namespace")
                     .and_then(Value::as_str)
@@ -398,15 +413,27 @@ fn parse_op(v: Value, line: usize) -> Result<Op, String> {
 fn resource_for(
     kind: &str,
     api_version: Option<&str>,
+    api: &fakeapi::Store,
 ) -> Result<&'static fakeapi::ResourceInfo, String> {
-    fakeapi::resources::RESOURCES
+    if let Some(r) = fakeapi::resources::RESOURCES
         .iter()
         .filter(|r| r.kind == kind && r.plural != "bindings")
         .find(|r| api_version.is_none_or(|v| r.api_version() == v))
-        .ok_or_else(|| match api_version {
-            Some(v) => format!("the API does not serve kind {kind:?} in {v:?}"),
-            None => format!("the API does not serve kind {kind:?}"),
-        })
+    {
+        return Ok(r);
+    }
+    match api_version {
+        Some(v) => api.resource_for_kind(v, kind).ok_or_else(|| {
+            format!(
+                "the API does not serve kind {kind:?} in {v:?} (a custom kind is served once \
+                 its CustomResourceDefinition is given with --crds)"
+            )
+        }),
+        None => Err(format!(
+            "the API does not serve kind {kind:?} (a custom kind needs its `apiVersion`, and \
+             its CustomResourceDefinition given with --crds)"
+        )),
+    }
 }
 
 fn qualified(info: &fakeapi::ResourceInfo) -> String {
@@ -417,7 +444,7 @@ fn qualified(info: &fakeapi::ResourceInfo) -> String {
     }
 }
 
-fn create(arg: Value) -> Result<Action, String> {
+fn create(arg: Value, api: &fakeapi::Store) -> Result<Action, String> {
     let Value::Object(obj) = &arg else {
         return Err(format!("`create` takes a Kubernetes object, not {arg}"));
     };
@@ -429,7 +456,7 @@ fn create(arg: Value) -> Result<Action, String> {
         .get("apiVersion")
         .and_then(Value::as_str)
         .ok_or("the object has no `apiVersion`")?;
-    let info = resource_for(kind, Some(api_version))?;
+    let info = resource_for(kind, Some(api_version), api)?;
     let name = arg["metadata"]["name"].as_str().unwrap_or("");
     if name.is_empty() {
         return Err(format!("the {kind} has no `metadata.name`"));
@@ -445,6 +472,21 @@ fn create(arg: Value) -> Result<Action, String> {
         "PriorityClass" => {
             serde_json::from_value::<k8s_openapi::api::scheduling::v1::PriorityClass>(arg.clone())
                 .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+        // A custom object: created in the scratch store, which checks it
+        // against its CRD's schema as the API will (422, field path).
+        _ if fakeapi::resources::RESOURCES.iter().all(|r| !std::ptr::eq(r, info)) => {
+            let ns = info.namespaced.then(|| {
+                arg["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or(translate::NAMESPACE)
+            });
+            let resource = qualified(info);
+            api.create(&resource, ns, arg.clone())
+                .map(|_| {
+                    let _ = api.delete(&resource, ns, name);
+                })
                 .map_err(|e| e.to_string())
         }
         _ => Ok(()),
@@ -623,7 +665,42 @@ mod tests {
                 .iter()
                 .map(|(s, t)| (s.to_string(), *t))
                 .collect(),
+            api: Vec::new(),
         }
+    }
+
+    /// A cluster-scoped custom kind (a queue-like `Tenant` with a required
+    /// integer `spec.weight` >= 1), given as --crds would give it.
+    fn with_crd() -> Known {
+        let crd: Value = serde_yaml::from_str(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: tenants.example.org}\nspec:\n  group: example.org\n  scope: Cluster\n  names: {plural: tenants, singular: tenant, kind: Tenant, listKind: TenantList}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            required: [weight]\n            properties:\n              weight: {type: integer, minimum: 1}\n",
+        )
+        .unwrap();
+        Known {
+            api: vec![fakeapi::Manifest {
+                file: "crds.yaml".into(),
+                document: 1,
+                object: crd,
+            }],
+            ..known()
+        }
+    }
+
+    #[test]
+    fn custom_kinds_of_crds_are_created_patched_and_deleted_checked_against_their_schema() {
+        let text = "- at: 0\n  create: {apiVersion: example.org/v1, kind: Tenant, metadata: {name: a}, spec: {weight: 2}}\n- at: 10\n  patch: {apiVersion: example.org/v1, kind: Tenant, name: a}\n  merge: {spec: {weight: 3}}\n- at: 20\n  delete: {apiVersion: example.org/v1, kind: Tenant, name: a}\n";
+        let ops = parse(text, "s.yaml", &with_crd()).unwrap();
+        assert!(matches!(&ops[0].action,
+            Action::Create { resource, namespace: None, .. } if resource == "tenants.example.org"));
+        assert!(matches!(&ops[2].action,
+            Action::Delete { resource, name, .. } if resource == "tenants.example.org" && name == "a"));
+        // Against the schema, with the field path, at the item's line.
+        let bad = "- at: 0\n  create: {apiVersion: example.org/v1, kind: Tenant, metadata: {name: a}, spec: {weight: 0}}\n";
+        let e = parse(bad, "s.yaml", &with_crd()).unwrap_err().to_string();
+        assert!(e.starts_with("s.yaml:1:") && e.contains("spec.weight"), "{e}");
+        // Without its CRD, the kind is not served, and the message says what to give.
+        let e = parse(text, "s.yaml", &known()).unwrap_err().to_string();
+        assert!(e.contains("\"Tenant\"") && e.contains("--crds"), "{e}");
     }
 
     #[test]

@@ -391,3 +391,56 @@ fn the_standin_sends_external_events_as_batsim_does() {
     assert_eq!(last.1, vec!["SIMULATION_ENDS".to_string()]);
     assert!(last.0 > 50.0);
 }
+
+/// A scenario creates objects of a kind `--crds` defines; its operations
+/// of an instant come before the jobs of that instant (a queue exists when
+/// the first jobs arrive), and an object its schema refuses stops the run
+/// before it starts, with the scenario's line and the field.
+#[test]
+fn a_scenario_creates_custom_objects_before_the_jobs_of_the_same_instant() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = platform(dir.path(), 2);
+    let w = workload(dir.path(), &[0.0, 0.0, 30.0], 10.0);
+    let crd = dir.path().join("tenants.yaml");
+    std::fs::write(
+        &crd,
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n\
+         metadata: {name: tenants.example.org}\nspec:\n  group: example.org\n  scope: Cluster\n\
+         \x20 names: {plural: tenants, singular: tenant, kind: Tenant, listKind: TenantList}\n\
+         \x20 versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n\
+         \x20     openAPIV3Schema:\n        type: object\n        properties:\n\
+         \x20         spec:\n            type: object\n            properties:\n\
+         \x20             weight: {type: integer, minimum: 1}\n",
+    )
+    .unwrap();
+    let s = dir.path().join("s.yaml");
+    std::fs::write(
+        &s,
+        "- at: 30\n  create: {apiVersion: example.org/v1, kind: Tenant, metadata: {name: late}, spec: {weight: 1}}\n\
+         - at: 0\n  create: {apiVersion: example.org/v1, kind: Tenant, metadata: {name: a}, spec: {weight: 2}}\n",
+    )
+    .unwrap();
+    let crd_s = crd.to_str().unwrap();
+    let r = run(dir.path(), "ok", &p, &w, &["--crds", crd_s, "--scenario", s.to_str().unwrap()]);
+    assert!(r.ok, "{}", r.stderr);
+    let tl = r.timeline();
+    let pos = |pred: &dyn Fn(&std::collections::HashMap<String, String>) -> bool| {
+        tl.iter().position(|row| pred(row)).unwrap()
+    };
+    for (tenant, at) in [("a", "0.000000"), ("late", "30.000000")] {
+        let created = pos(&|row| row["kind"] == "Tenant" && row["name"] == tenant);
+        assert_eq!(tl[created]["time"], at);
+        assert_eq!(tl[created]["source"], "scenario");
+        let first_pod = pos(&|row| row["kind"] == "Pod" && row["verb"] == "create" && row["time"] == at);
+        assert!(created < first_pod, "the scenario's {tenant} comes before the jobs of {at}");
+    }
+    // Refused up front: the line and the field.
+    std::fs::write(
+        &s,
+        "- at: 0\n  create: {apiVersion: example.org/v1, kind: Tenant, metadata: {name: a}, spec: {weight: 0}}\n",
+    )
+    .unwrap();
+    let r = run(dir.path(), "bad", &p, &w, &["--crds", crd_s, "--scenario", s.to_str().unwrap()]);
+    assert!(!r.ok);
+    assert!(r.stderr.contains("s.yaml:1:") && r.stderr.contains("spec.weight"), "{}", r.stderr);
+}

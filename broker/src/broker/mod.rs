@@ -621,6 +621,10 @@ impl Broker {
         msg: Message,
         out: &mut Vec<EventData>,
     ) -> anyhow::Result<()> {
+        // The scenario's operations of this instant come before Batsim's
+        // events of it: queues, quotas or priority classes created at time
+        // 0 exist when the first jobs of time 0 are submitted.
+        self.fire_scenario(t, out)?;
         for ev in msg.events {
             self.apply(ev.data, out)?;
         }
@@ -922,6 +926,24 @@ impl Broker {
         self.timer_seq += 1;
         self.timers
             .insert(((ceil_us(at) * 1e6).round() as u64, self.timer_seq), timer);
+    }
+
+    /// The scenario's operations due by `t`, before anything else of the
+    /// instant (their timers, in file order among equal times).
+    fn fire_scenario(&mut self, t: f64, out: &mut Vec<EventData>) -> anyhow::Result<()> {
+        let due_key = ((t + 1e-9) * 1e6).floor() as u64;
+        let due: Vec<(u64, u64)> = self
+            .timers
+            .range(..(due_key + 1, 0))
+            .filter(|(_, timer)| matches!(timer, Timer::Life(lifecycle::LifeTimer::Scenario(_))))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in due {
+            if let Some(Timer::Life(l)) = self.timers.remove(&key) {
+                self.fire_life(l, out)?;
+            }
+        }
+        Ok(())
     }
 
     fn fire_timers(&mut self, t: f64, out: &mut Vec<EventData>) -> anyhow::Result<()> {
