@@ -404,6 +404,9 @@ pub struct RunArgs {
     /// transcript format: seq, dir, wall, raw, msg per message).
     #[arg(long = "record-protocol", value_name = "FILE")]
     pub record_protocol: Option<PathBuf>,
+    /// Write report.html in --out at the end (as `batkube report`), however the run ends.
+    #[arg(long = "report")]
+    pub write_report: bool,
     #[command(flatten)]
     pub clock: ClockArgs,
     #[command(flatten)]
@@ -449,6 +452,9 @@ pub struct ServeArgs {
     /// transcript format: seq, dir, wall, raw, msg per message).
     #[arg(long = "record-protocol", value_name = "FILE")]
     pub record_protocol: Option<PathBuf>,
+    /// Write report.html in --out at the end (as `batkube report`), however the run ends.
+    #[arg(long = "report")]
+    pub write_report: bool,
     #[command(flatten)]
     pub clock: ClockArgs,
     #[command(flatten)]
@@ -904,6 +910,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     drop(broker);
     drop(controller);
     written?;
+    if args.write_report {
+        crate::report::after_run(&out);
+    }
     match ending {
         None => Ok(summary),
         Some((_, message)) => Err(Incomplete {
@@ -1252,6 +1261,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
     });
     rt.block_on(server.shutdown());
     written?;
+    if args.write_report {
+        crate::report::after_run(&args.out);
+    }
     match ending {
         None => Ok(summary),
         Some((_, message)) => Err(Incomplete {
