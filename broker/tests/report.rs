@@ -91,8 +91,22 @@ fn runs() -> &'static Runs {
         // Parallel jobs on 1, 2 or 4 one-cpu machines.
         let gang_w = dir.join("gang.json");
         let o = batkube()
-            .args(["workload", "generate", "-n", "40", "--arrival", "poisson:20"])
-            .args(["--duration", "exp:200", "--res", "choice:1,2,4", "--seed", "3"])
+            .args([
+                "workload",
+                "generate",
+                "-n",
+                "40",
+                "--arrival",
+                "poisson:20",
+            ])
+            .args([
+                "--duration",
+                "exp:200",
+                "--res",
+                "choice:1,2,4",
+                "--seed",
+                "3",
+            ])
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -221,14 +235,19 @@ fn a_runs_page_has_a_bar_per_pod_that_ran_and_every_pod_in_its_table() {
         assert_eq!(rows.len(), pods.len(), "{}", dir.display());
         // Every pod that got a node is drawn, on its node, once.
         let bars = bar_pods(&doc);
-        let with_node: Vec<usize> = (0..pods.len()).filter(|&i| !pods[i]["node"].is_empty()).collect();
+        let with_node: Vec<usize> = (0..pods.len())
+            .filter(|&i| !pods[i]["node"].is_empty())
+            .collect();
         let mut sorted = bars.clone();
         sorted.sort();
         assert_eq!(sorted, with_node, "{}", dir.display());
         let machines = data["machines"].as_array().unwrap();
         for &i in &bars {
             assert_eq!(rows[i][1], pods[i]["pod"]);
-            assert_eq!(machines[rows[i][2].as_u64().unwrap() as usize], pods[i]["node"]);
+            assert_eq!(
+                machines[rows[i][2].as_u64().unwrap() as usize],
+                pods[i]["node"]
+            );
         }
         // Every job that started has a bar.
         let started: HashSet<&str> = pods
@@ -289,7 +308,12 @@ fn unavailable_machines_are_hatched_and_gangs_joined() {
     // experiments/dynamics/zone-a-outage.events: resources 0 3 6 9 from 2000 to 4000.
     assert_eq!(
         down,
-        ["node-0 2000-4000", "node-11 2000-4000", "node-4 2000-4000", "node-7 2000-4000"]
+        [
+            "node-0 2000-4000",
+            "node-11 2000-4000",
+            "node-4 2000-4000",
+            "node-7 2000-4000"
+        ]
     );
     let evicted = by_id(&doc, "gantt")
         .unwrap()
@@ -304,7 +328,10 @@ fn unavailable_machines_are_hatched_and_gangs_joined() {
     let mut machines_of: HashMap<&str, HashSet<&str>> = HashMap::new();
     for p in &pods {
         if !p["group"].is_empty() {
-            machines_of.entry(&p["group"]).or_default().insert(&p["node"]);
+            machines_of
+                .entry(&p["group"])
+                .or_default()
+                .insert(&p["node"]);
         }
     }
     let lines: HashSet<&str> = doc
@@ -331,9 +358,75 @@ fn unavailable_machines_are_hatched_and_gangs_joined() {
     assert_eq!(gang_class, in_gang_bars);
 }
 
+/// Each drawn pod's bar (x, y, w, h) as the page's rects or paths give it.
+fn geometry(doc: &roxmltree::Document) -> HashMap<usize, [String; 4]> {
+    let gantt = by_id(doc, "gantt").unwrap();
+    let mut out = HashMap::new();
+    for n in gantt.descendants().filter(|n| has_class(n, "b")) {
+        match n.tag_name().name() {
+            "rect" => {
+                let a = |k| n.attribute(k).unwrap().to_string();
+                out.insert(
+                    n.attribute("data-i").unwrap().parse().unwrap(),
+                    [a("x"), a("y"), a("width"), a("height")],
+                );
+            }
+            "path" => {
+                let ids: Vec<usize> = n
+                    .attribute("data-i")
+                    .unwrap()
+                    .split(' ')
+                    .map(|x| x.parse().unwrap())
+                    .collect();
+                let bars: Vec<&str> = n.attribute("d").unwrap().split(' ').collect();
+                assert_eq!(ids.len(), bars.len());
+                for (i, bar) in ids.into_iter().zip(bars) {
+                    // M{x},{y}h{w}v{h}h-{w}z
+                    let f: Vec<&str> = bar
+                        .trim_start_matches('M')
+                        .trim_end_matches('z')
+                        .split([',', 'h', 'v'])
+                        .collect();
+                    assert_eq!(f.len(), 5, "{bar}");
+                    assert_eq!(f[4], format!("-{}", f[2]), "{bar}");
+                    out.insert(i, [f[0], f[1], f[2], f[3]].map(str::to_string));
+                }
+            }
+            other => panic!("a bar drawn as {other}"),
+        }
+    }
+    out
+}
+
+#[test]
+fn a_large_runs_bars_are_paths_with_the_same_places() {
+    let r = runs();
+    let tmp = tempfile::tempdir().unwrap();
+    let page = tmp.path().join("paths.html");
+    let o = batkube()
+        .arg("report")
+        .arg(&r.gang)
+        .arg("-o")
+        .arg(&page)
+        .args(["--max-bar-elements", "10"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let paths = Page::read(&page);
+    let rects = Page::read(&r.gang.join("report.html"));
+    let (pd, rd) = (paths.doc(), rects.doc());
+    assert!(bar_pods(&pd).is_empty(), "no bar is a rect");
+    let (pg, rg) = (geometry(&pd), geometry(&rd));
+    assert_eq!(pg.len(), pods_csv(&r.gang).len());
+    assert_eq!(pg, rg);
+}
+
 fn report(dir: &Path) -> (bool, String) {
     let o = batkube().arg("report").arg(dir).output().unwrap();
-    (o.status.success(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 fn missing_lines(doc: &roxmltree::Document) -> Vec<String> {
@@ -357,12 +450,32 @@ fn bad_input_gives_a_page_of_what_is_there() {
     assert!(ok, "{stderr}");
     let page = Page::read(&empty.join("report.html"));
     let doc = page.doc();
-    let top: String = by_id(&doc, "ending").unwrap().descendants().filter_map(|n| n.text()).collect();
-    assert!(top.contains("not the output directory of a batkube run"), "{top}");
+    let top: String = by_id(&doc, "ending")
+        .unwrap()
+        .descendants()
+        .filter_map(|n| n.text())
+        .collect();
+    assert!(
+        top.contains("not the output directory of a batkube run"),
+        "{top}"
+    );
     let lines = missing_lines(&doc);
-    for f in ["summary.json", "pods.csv", "jobs.csv", "nodes.csv", "timeline.csv"] {
-        assert_eq!(lines.iter().filter(|l| l.starts_with(f)).count(), 1, "{f}: {lines:?}");
-        assert!(stderr.contains(&format!("batkube report: {f}: not found")), "{stderr}");
+    for f in [
+        "summary.json",
+        "pods.csv",
+        "jobs.csv",
+        "nodes.csv",
+        "timeline.csv",
+    ] {
+        assert_eq!(
+            lines.iter().filter(|l| l.starts_with(f)).count(),
+            1,
+            "{f}: {lines:?}"
+        );
+        assert!(
+            stderr.contains(&format!("batkube report: {f}: not found")),
+            "{stderr}"
+        );
     }
 
     // A run killed half-way: its summary says so, pods.csv ends mid-row,
@@ -389,13 +502,22 @@ fn bad_input_gives_a_page_of_what_is_there() {
     let top: String = ending.descendants().filter_map(|n| n.text()).collect();
     assert!(top.contains("end_reason: sigint"), "{top}");
     let lines = missing_lines(&doc);
-    assert!(lines.iter().any(|l| l.starts_with("nodes.csv: not found")), "{lines:?}");
-    assert!(lines.iter().any(|l| l.starts_with("jobs.csv: not found")), "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("nodes.csv: not found")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("jobs.csv: not found")),
+        "{lines:?}"
+    );
     // The last row, cut in the middle, is the only one left out, by its line.
     let complete_rows = half.lines().count() - 1 - usize::from(!half.ends_with('\n'));
     let data = page.data();
     let kept = data["pods"].as_array().unwrap().len();
-    assert!(kept == complete_rows || kept == complete_rows + 1, "{kept} of {complete_rows}");
+    assert!(
+        kept == complete_rows || kept == complete_rows + 1,
+        "{kept} of {complete_rows}"
+    );
     assert_eq!(bar_pods(&doc).len(), kept);
 
     // Batsim's own outputs only: bars from jobs.csv, machines by resource id.
@@ -407,7 +529,9 @@ fn bad_input_gives_a_page_of_what_is_there() {
     let page = Page::read(&batsim.join("report.html"));
     let doc = page.doc();
     assert_eq!(bar_pods(&doc).len(), pods_csv(&r.gang).len());
-    assert!(missing_lines(&doc).iter().any(|l| l.starts_with("pods.csv: not found; bars drawn from jobs.csv")));
+    assert!(missing_lines(&doc)
+        .iter()
+        .any(|l| l.starts_with("pods.csv: not found; bars drawn from jobs.csv")));
 
     // Nothing to write into: an error naming the path.
     let (ok, stderr) = report(&tmp.path().join("nowhere"));
@@ -427,7 +551,9 @@ fn a_sweeps_page_compares_the_runs_and_links_each_runs_page() {
     for id in ["b1", "g1"] {
         assert!(r.sweep.join("runs").join(id).join("report.html").is_file());
         let href = format!("runs/{id}/report.html");
-        assert!(doc.descendants().any(|n| n.tag_name().name() == "a" && n.attribute("href") == Some(&href)));
+        assert!(doc
+            .descendants()
+            .any(|n| n.tag_name().name() == "a" && n.attribute("href") == Some(&href)));
     }
     let rows = by_id(&doc, "runs-table")
         .unwrap()
@@ -457,7 +583,11 @@ fn the_pages_render_and_answer_in_chromium() {
     assert!(ok, "{stderr}");
     let shots = common::profile_dir().join("report-screenshots");
     let browser = webdriver::Browser::start();
-    for (name, dir) in [("burst", &r.burst), ("outage", &r.outage), ("gang", &r.gang)] {
+    for (name, dir) in [
+        ("burst", &r.burst),
+        ("outage", &r.outage),
+        ("gang", &r.gang),
+    ] {
         browser.open(&dir.join("report.html"));
         let pods = pods_csv(dir);
         let seen = browser.run(
@@ -476,9 +606,16 @@ fn the_pages_render_and_answer_in_chromium() {
         );
         let with_node = pods.iter().filter(|p| !p["node"].is_empty()).count();
         assert_eq!(seen["bars"], with_node, "{name}: {seen}");
-        assert_eq!(seen["missing"], json!([]), "{name}: a job that ran has no bar: {seen}");
+        assert_eq!(
+            seen["missing"],
+            json!([]),
+            "{name}: a job that ran has no bar: {seen}"
+        );
         assert_eq!(seen["rows"], pods.len(), "{name}: a row per pod: {seen}");
-        assert!(seen["gantt_width"].as_f64().unwrap() > 800.0, "{name}: {seen}");
+        assert!(
+            seen["gantt_width"].as_f64().unwrap() > 800.0,
+            "{name}: {seen}"
+        );
         assert!(seen["ticks"].as_u64().unwrap() >= 3, "{name}: {seen}");
 
         // A click on the widest bar shows its pod's details.
@@ -490,7 +627,7 @@ fn the_pages_render_and_answer_in_chromium() {
              best.id = 'test-target';
              var d = JSON.parse(document.getElementById('data').textContent);
              var p = d.pods[+best.getAttribute('data-i')];
-             return {pod: p[1], job: p[0], node: d.machines[p[2]]};",
+             return {i: best.getAttribute('data-i'), pod: p[1], job: p[0], node: d.machines[p[2]]};",
             json!([]),
         );
         let bar = browser.element("#test-target");
@@ -498,9 +635,9 @@ fn the_pages_render_and_answer_in_chromium() {
         let details = browser.run(
             "var el = document.getElementById('details');
              return {hidden: el.hidden, text: el.textContent,
-                     selected: document.getElementById('test-target').classList.contains('sel'),
+                     selected: !!document.querySelector('#overlay rect.sel[data-i=\"' + arguments[0] + '\"]'),
                      row: (document.querySelector('#pods tbody tr.sel') || {}).textContent || ''};",
-            json!([]),
+            json!([target["i"]]),
         );
         assert_eq!(details["hidden"], false, "{name}: {details}");
         let text = details["text"].as_str().unwrap();
@@ -510,7 +647,10 @@ fn the_pages_render_and_answer_in_chromium() {
         }
         assert_eq!(details["selected"], true);
         assert!(
-            details["row"].as_str().unwrap().contains(target["pod"].as_str().unwrap()),
+            details["row"]
+                .as_str()
+                .unwrap()
+                .contains(target["pod"].as_str().unwrap()),
             "{name}: the table row is not marked: {details}"
         );
         browser.screenshot(&shots.join(format!("{name}.png")));
@@ -554,13 +694,71 @@ fn the_pages_render_and_answer_in_chromium() {
         let expect = pods
             .iter()
             .filter(|p| {
-                ["job_id", "pod", "node", "last_unschedulable_reason", "outcome", "group"]
-                    .iter()
-                    .any(|k| p[*k].to_lowercase().contains(&q))
+                [
+                    "job_id",
+                    "pod",
+                    "node",
+                    "last_unschedulable_reason",
+                    "outcome",
+                    "group",
+                ]
+                .iter()
+                .any(|k| p[*k].to_lowercase().contains(&q))
             })
             .count();
         assert_eq!(filtered, json!(expect), "{name}: filtering on {q}");
     }
+
+    // A large run's bars are paths: every pod still drawn, and a click at a
+    // bar's place shows its pod.
+    let paths_page = r.outage.join("report-paths.html");
+    let o = batkube()
+        .arg("report")
+        .arg(&r.outage)
+        .arg("-o")
+        .arg(&paths_page)
+        .args(["--max-bar-elements", "0"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    browser.open(&paths_page);
+    let pods = pods_csv(&r.outage);
+    let target = browser.run(
+        "var d = JSON.parse(document.getElementById('data').textContent);
+         var n = 0, best = null, bw = -1, gantt = document.getElementById('gantt');
+         document.getElementById('gantt-scroll').scrollIntoView();
+         document.querySelectorAll('#gantt path.b').forEach(function (p) {
+           var ids = p.getAttribute('data-i').split(' '), v = p.getAttribute('d').match(/-?\\d+(?:\\.\\d+)?/g);
+           n += ids.length;
+           for (var k = 0; k < ids.length; k++) {
+             if (+v[5 * k + 1] < 60 && +v[5 * k + 2] > bw) { bw = +v[5 * k + 2]; best = [+ids[k], +v[5*k], +v[5*k+1], +v[5*k+2], +v[5*k+3]]; }
+           }
+         });
+         var pt = gantt.createSVGPoint();
+         pt.x = best[1] + best[3] / 2; pt.y = best[2] + best[4] / 2;
+         var c = pt.matrixTransform(gantt.getScreenCTM());
+         return {bars: n, rects: document.querySelectorAll('#gantt rect.b').length, i: best[0],
+                 pod: d.pods[best[0]][1], x: c.x, y: c.y};",
+        json!([]),
+    );
+    let with_node = pods.iter().filter(|p| !p["node"].is_empty()).count();
+    assert_eq!(target["bars"], with_node, "{target}");
+    assert_eq!(target["rects"], 0, "{target}");
+    browser.click_at(target["x"].as_f64().unwrap(), target["y"].as_f64().unwrap());
+    let details = browser.run(
+        "return {text: document.getElementById('details').textContent,
+                 sel: (document.querySelector('#overlay rect.sel') || {getAttribute: function () { return null; }}).getAttribute('data-i')};",
+        json!([]),
+    );
+    assert!(
+        details["text"]
+            .as_str()
+            .unwrap()
+            .contains(target["pod"].as_str().unwrap()),
+        "{target} {details}"
+    );
+    assert_eq!(details["sel"], json!(target["i"].to_string()));
+    browser.screenshot(&shots.join("outage-paths.png"));
 
     // The sweep: a dot per run and metric, a click on one opens its run's page.
     browser.open(&r.sweep.join("report.html"));
@@ -578,8 +776,17 @@ fn the_pages_render_and_answer_in_chromium() {
                  bars: document.querySelectorAll('#gantt rect.b').length};",
         json!([]),
     );
-    assert!(now["url"].as_str().unwrap().ends_with("runs/g1/report.html"), "{now}");
-    assert!(now["title"].as_str().unwrap().starts_with("batkube report"), "{now}");
+    assert!(
+        now["url"]
+            .as_str()
+            .unwrap()
+            .ends_with("runs/g1/report.html"),
+        "{now}"
+    );
+    assert!(
+        now["title"].as_str().unwrap().starts_with("batkube report"),
+        "{now}"
+    );
     assert_eq!(now["bars"], pods_csv(&r.gang).len(), "{now}");
     eprintln!("screenshots in {}", shots.display());
 }

@@ -376,7 +376,11 @@ impl RunData {
                 finished,
                 attempts: 0,
                 outcome: get(3).to_string(),
-                group: if gang { job.replace('!', "-") } else { String::new() },
+                group: if gang {
+                    job.replace('!', "-")
+                } else {
+                    String::new()
+                },
                 ..Default::default()
             };
             if resources.is_empty() {
@@ -427,7 +431,8 @@ impl RunData {
                     continue;
                 }
             }
-            let text = |i: usize| std::str::from_utf8(rec.get(cols[i]).unwrap_or(b"")).unwrap_or("");
+            let text =
+                |i: usize| std::str::from_utf8(rec.get(cols[i]).unwrap_or(b"")).unwrap_or("");
             let (Ok(t), Ok(used), Ok(alloc)) = (
                 text(0).parse::<f64>(),
                 text(2).parse::<i64>(),
@@ -500,7 +505,8 @@ impl RunData {
                 b"machine-available" => false,
                 _ => continue,
             };
-            let text = |i: usize| std::str::from_utf8(rec.get(cols[i]).unwrap_or(b"")).unwrap_or("");
+            let text =
+                |i: usize| std::str::from_utf8(rec.get(cols[i]).unwrap_or(b"")).unwrap_or("");
             if text(1) != "batsim" {
                 continue;
             }
@@ -594,7 +600,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = RunData::read(dir.path());
         assert!(d.pods.is_empty() && d.summary.is_none());
-        for f in ["summary.json", "pods.csv", "jobs.csv", "nodes.csv", "timeline.csv"] {
+        for f in [
+            "summary.json",
+            "pods.csv",
+            "jobs.csv",
+            "nodes.csv",
+            "timeline.csv",
+        ] {
             assert_eq!(
                 d.missing.iter().filter(|l| l.starts_with(f)).count(),
                 1,
@@ -618,7 +630,11 @@ mod tests {
         let d = RunData::read(dir.path());
         assert_eq!(d.pods.len(), 2);
         assert_eq!(d.problems.len(), 1, "{:?}", d.problems);
-        assert!(d.problems[0].starts_with("pods.csv line 3: started"), "{:?}", d.problems);
+        assert!(
+            d.problems[0].starts_with("pods.csv line 3: started"),
+            "{:?}",
+            d.problems
+        );
         // Natural order: node-2 is row 0.
         assert_eq!(d.machines[0].name, "node-2");
         assert_eq!(d.pods[0].node, Some(1));

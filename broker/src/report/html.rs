@@ -123,12 +123,16 @@ pub fn percent(x: f64) -> String {
 
 /// "1 job", "2 jobs".
 pub fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{} {}", thousands(n as f64), if n == 1 { one } else { many })
+    format!(
+        "{} {}",
+        thousands(n as f64),
+        if n == 1 { one } else { many }
+    )
 }
 
 /// Ticks for an axis over `[a, b]`: about `want` round values (1, 2, 5 × 10^k).
 pub fn ticks(a: f64, b: f64, want: usize) -> Vec<f64> {
-    if !(b > a) || !a.is_finite() || !b.is_finite() {
+    if b.partial_cmp(&a) != Some(std::cmp::Ordering::Greater) || !a.is_finite() || !b.is_finite() {
         return vec![a];
     }
     let raw = (b - a) / want.max(1) as f64;

@@ -37,6 +37,11 @@ pub struct ReportArgs {
     /// Where to write the page (default: DIR/report.html).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// A run's Gantt chart draws its bars one SVG element each up to this
+    /// many, beyond as one path per colour (lighter to open; hover and
+    /// click work the same).
+    #[arg(long = "max-bar-elements", value_name = "N", default_value_t = run_page::MAX_BAR_ELEMENTS)]
+    pub max_bar_elements: usize,
 }
 
 /// What was a directory's page of.
@@ -73,24 +78,32 @@ pub enum ReportError {
 
 /// Writes `DIR/report.html` (or `output`): a sweep's page when `dir` holds
 /// a `results.csv`, else a run's.
-pub fn write_report(dir: &Path, output: Option<&Path>) -> Result<Written, ReportError> {
+pub fn write_report(
+    dir: &Path,
+    output: Option<&Path>,
+    opts: &run_page::Options,
+) -> Result<Written, ReportError> {
     if !dir.is_dir() {
         return Err(ReportError::NotADirectory(dir.to_path_buf()));
     }
     if dir.join("results.csv").is_file() {
-        write_sweep_report(dir, output)
+        write_sweep_report(dir, output, opts)
     } else {
-        write_run_report(dir, output)
+        write_run_report(dir, output, opts)
     }
 }
 
 /// A run's page, from whatever of its outputs `dir` holds.
-pub fn write_run_report(dir: &Path, output: Option<&Path>) -> Result<Written, ReportError> {
+pub fn write_run_report(
+    dir: &Path,
+    output: Option<&Path>,
+    opts: &run_page::Options,
+) -> Result<Written, ReportError> {
     if !dir.is_dir() {
         return Err(ReportError::NotADirectory(dir.to_path_buf()));
     }
     let d = data::RunData::read(dir);
-    let page = run_page::render(&d);
+    let page = run_page::render(&d, opts);
     let mut notes = d.missing.clone();
     notes.extend(d.problems.iter().cloned());
     let path = output.map_or_else(|| dir.join("report.html"), Path::to_path_buf);
@@ -105,13 +118,20 @@ pub fn write_run_report(dir: &Path, output: Option<&Path>) -> Result<Written, Re
 
 /// A sweep's page; the page of each of its runs is written first when it
 /// is missing or older than the run's summary.json.
-pub fn write_sweep_report(dir: &Path, output: Option<&Path>) -> Result<Written, ReportError> {
+pub fn write_sweep_report(
+    dir: &Path,
+    output: Option<&Path>,
+    opts: &run_page::Options,
+) -> Result<Written, ReportError> {
     let mut runs = sweep::read_results(dir).map_err(ReportError::Sweep)?;
     let mut notes = Vec::new();
     for r in &mut runs {
         let run_dir = dir.join("runs").join(&r.id);
         if r.id.is_empty() || r.id.contains(['/', '\\']) || r.id == ".." || !run_dir.is_dir() {
-            notes.push(format!("run {:?}: no directory runs/{} (not run yet?)", r.id, r.id));
+            notes.push(format!(
+                "run {:?}: no directory runs/{} (not run yet?)",
+                r.id, r.id
+            ));
             continue;
         }
         let page = run_dir.join("report.html");
@@ -127,7 +147,7 @@ pub fn write_sweep_report(dir: &Path, output: Option<&Path>) -> Result<Written, 
             (Err(_), _) => true,
         };
         if stale {
-            if let Err(e) = write_run_report(&run_dir, None) {
+            if let Err(e) = write_run_report(&run_dir, None, opts) {
                 notes.push(format!("run {}: {e}", r.id));
                 continue;
             }
@@ -165,7 +185,10 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
 
 /// `batkube report DIR`: the page, and what it lacks on stderr.
 pub fn run(args: ReportArgs) -> anyhow::Result<()> {
-    let w = write_report(&args.dir, args.output.as_deref())
+    let opts = run_page::Options {
+        max_bar_elements: args.max_bar_elements,
+    };
+    let w = write_report(&args.dir, args.output.as_deref(), &opts)
         .with_context(|| format!("reporting on {}", args.dir.display()))?;
     for n in &w.notes {
         eprintln!("batkube report: {n}");
@@ -186,7 +209,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
 /// written, whatever ended it. A page that cannot be written is a warning:
 /// the run's own result stands.
 pub fn after_run(out: &Path) {
-    match write_run_report(out, None) {
+    match write_run_report(out, None, &run_page::Options::default()) {
         Ok(w) => eprintln!("batkube: report {}", w.path.display()),
         Err(e) => eprintln!("batkube: warning: no report: {e}"),
     }

@@ -135,13 +135,65 @@
     gantt.addEventListener('dblclick', function (e) { zoomAt(xAt(gantt, e.clientX), 0.5); });
   }
 
-  // ---- a pod's details.
-  var barOf = {};
+  // ---- where each pod's bar is: read from the rects, or from the paths a
+  // large run is drawn with (subpath k of a path is the bar of the k-th pod
+  // in its data-i); the bars under the pointer are then found by row.
+  var SVGNS = 'http://www.w3.org/2000/svg';
+  var barX = new Float64Array(pods.length).fill(NaN), barY = new Float64Array(pods.length),
+      barW = new Float64Array(pods.length), barH = new Float64Array(pods.length);
+  var rowsOfBars = [], pathMode = false, overlay = null;
+  var rh = gantt ? +gantt.getAttribute('data-rh') : 1;
+  function place(i, x, y, w, h) {
+    barX[i] = x; barY[i] = y; barW[i] = w; barH[i] = h;
+    var row = Math.floor(y / rh);
+    (rowsOfBars[row] = rowsOfBars[row] || []).push(i);
+  }
   if (gantt) {
     Array.prototype.forEach.call(gantt.querySelectorAll('rect.b'), function (r) {
-      barOf[r.getAttribute('data-i')] = r;
+      place(+r.getAttribute('data-i'), +r.getAttribute('x'), +r.getAttribute('y'),
+            +r.getAttribute('width'), +r.getAttribute('height'));
     });
+    Array.prototype.forEach.call(gantt.querySelectorAll('path.b'), function (path) {
+      pathMode = true;
+      var ids = path.getAttribute('data-i').split(' ');
+      var v = path.getAttribute('d').match(/-?\d+(?:\.\d+)?/g); // x, y, w, h, -w per bar
+      for (var k = 0; k < ids.length; k++) place(+ids[k], +v[5 * k], +v[5 * k + 1], +v[5 * k + 2], +v[5 * k + 3]);
+    });
+    overlay = document.createElementNS(SVGNS, 'g');
+    overlay.setAttribute('id', 'overlay');
+    gantt.appendChild(overlay);
   }
+  function hasBar(i) { return !isNaN(barX[i]); }
+  // The pod whose bar is under the pointer (within 3 pixels across), or null.
+  function barAt(clientX, clientY) {
+    var r = gantt.getBoundingClientRect();
+    var ux = xAt(gantt, clientX), uy = (clientY - r.top) * (gantt.viewBox.baseVal.height / r.height);
+    var row = rowsOfBars[Math.floor(uy / rh)];
+    if (!row) return null;
+    var slack = 3 * (range[1] - range[0]) / r.width, best = null, bestD = Infinity;
+    row.forEach(function (i) {
+      if (uy < barY[i] - 0.5 || uy > barY[i] + barH[i] + 0.5) return;
+      var d = ux < barX[i] ? barX[i] - ux : Math.max(0, ux - barX[i] - barW[i]);
+      if (d < bestD) { bestD = d; best = i; }
+    });
+    return bestD <= slack ? best : null;
+  }
+  function podAt(e) {
+    var t = e.target;
+    if (t.tagName === 'rect' && t.classList.contains('b')) return +t.getAttribute('data-i');
+    if (pathMode) return barAt(e.clientX, e.clientY);
+    return null;
+  }
+  function highlight(i, cls) {
+    if (!overlay || !hasBar(i)) return;
+    var r = document.createElementNS(SVGNS, 'rect');
+    r.setAttribute('class', cls);
+    r.setAttribute('data-i', i);
+    r.setAttribute('x', barX[i]); r.setAttribute('y', barY[i]);
+    r.setAttribute('width', barW[i]); r.setAttribute('height', barH[i]);
+    overlay.appendChild(r);
+  }
+
   var members = null;
   function gangOf(i) {
     var g = pods[i][P.group];
@@ -158,17 +210,11 @@
     return p[1] + ' on ' + (nodeName(p) || '(no node)') + ': ' + fmt(p[P.started] !== null ? p[P.started] : p[P.bound]) +
       ' s to ' + (p[P.finished] === null ? 'the end' : fmt(p[P.finished]) + ' s') + ', ' + data.classes[p[P.cls]];
   }
-  var selected = [];
   function select(i, reveal) {
-    selected.forEach(function (r) { r.classList.remove('sel', 'gsel'); });
-    selected = [];
+    if (overlay) overlay.textContent = '';
     var p = pods[i];
-    gangOf(i).forEach(function (k) {
-      var r = barOf[k];
-      if (r && k !== i) { r.classList.add('gsel'); selected.push(r); }
-    });
-    var bar = barOf[i];
-    if (bar) { bar.classList.add('sel'); selected.push(bar); }
+    gangOf(i).forEach(function (k) { if (k !== i) highlight(k, 'gsel'); });
+    highlight(i, 'sel');
     var rows = [
       ['pod', p[P.name]], ['job', p[P.job]], ['node', nodeName(p) || '(never bound)'],
       ['created', fmt(p[P.created])], ['bound', fmt(p[P.bound])], ['started', fmt(p[P.started])],
@@ -205,10 +251,10 @@
     }
     document.getElementById('details').hidden = false;
     markRow(i);
-    if (reveal && bar) revealBar(bar);
+    if (reveal && hasBar(i)) revealBar(i);
   }
-  function revealBar(bar) {
-    var x = bar.x.baseVal.value, w = bar.width.baseVal.value;
+  function revealBar(i) {
+    var x = barX[i], w = barW[i];
     if (x + w < range[0] || x > range[1]) {
       var span = range[1] - range[0];
       var a = Math.min(Math.max(x + w / 2 - span / 2, 0), W - span);
@@ -216,30 +262,30 @@
       apply();
     }
     var scroll = document.getElementById('gantt-scroll');
-    var y = bar.y.baseVal.value;
+    var y = barY[i];
     if (y < scroll.scrollTop || y > scroll.scrollTop + scroll.clientHeight - 20) {
       scroll.scrollTop = Math.max(0, y - scroll.clientHeight / 2);
     }
   }
   button('details-close', function () {
     document.getElementById('details').hidden = true;
-    selected.forEach(function (r) { r.classList.remove('sel', 'gsel'); });
-    selected = [];
+    if (overlay) overlay.textContent = '';
   });
 
   var tip = document.getElementById('tip');
   if (gantt) {
     gantt.addEventListener('click', function (e) {
       if (moved) return;
-      var i = e.target.getAttribute && e.target.getAttribute('data-i');
-      if (i !== null && i !== undefined) select(+i, false);
+      var i = e.target.classList.contains('agg') ? +e.target.getAttribute('data-i') : podAt(e);
+      if (i !== null) select(i, false);
     });
     gantt.addEventListener('mousemove', function (e) {
-      var r = e.target, i = r.getAttribute && r.getAttribute('data-i');
-      if (i === null || i === undefined || drag) { tip.hidden = true; return; }
-      tip.textContent = r.classList.contains('agg')
-        ? r.getAttribute('data-n') + ' pods too short to draw at this size (a click shows the first)'
-        : brief(+i);
+      if (drag) { tip.hidden = true; return; }
+      var agg = e.target.classList.contains('agg'), i = agg ? null : podAt(e);
+      if (!agg && i === null) { tip.hidden = true; return; }
+      tip.textContent = agg
+        ? e.target.getAttribute('data-n') + ' pods too short to draw at this size (a click shows the first)'
+        : brief(i);
       tip.style.left = (e.clientX + 12) + 'px';
       tip.style.top = (e.clientY + 12) + 'px';
       tip.hidden = false;

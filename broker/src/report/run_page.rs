@@ -16,6 +16,26 @@ use super::html::{self, esc, num, num_into, percent, plural, secs, thousands};
 
 /// Width of the time axis in SVG user units.
 pub const W: f64 = 10_000.0;
+/// Above this many bars, a run's Gantt chart draws its bars as one path per
+/// colour instead of one element each: a browser opens a page of 100,000
+/// elements in seconds, of a few paths at once (the script finds a bar
+/// under the pointer from the paths).
+pub const MAX_BAR_ELEMENTS: usize = 20_000;
+
+/// How a run's page is drawn.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Bars drawn one SVG element each up to this many, as paths beyond.
+    pub max_bar_elements: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            max_bar_elements: MAX_BAR_ELEMENTS,
+        }
+    }
+}
 /// Runs with more bars than this draw the ones no screen can show (narrower
 /// than [`AGG_FRACTION`] of the run) as grey aggregates.
 pub const MAX_BARS: usize = 150_000;
@@ -94,7 +114,7 @@ pub fn job_stats(pods: &[Pod]) -> JobStats {
     s
 }
 
-pub fn render(d: &RunData) -> String {
+pub fn render(d: &RunData, opts: &Options) -> String {
     let span = Span {
         t0: 0.0,
         t1: if d.end > 0.0 { d.end } else { 1.0 },
@@ -102,7 +122,7 @@ pub fn render(d: &RunData) -> String {
     let mut body = String::with_capacity(d.pods.len() * 90 + 100_000);
     header(&mut body, d);
     summary_section(&mut body, d);
-    let bars = gantt_section(&mut body, d, &span);
+    let bars = gantt_section(&mut body, d, &span, opts);
     distributions_section(&mut body, d);
     pods_section(&mut body, d);
     inputs_section(&mut body, d);
@@ -132,7 +152,10 @@ fn header(out: &mut String, d: &RunData) {
     let is_run = !(d.summary.is_none() && d.pods.is_empty() && d.utilisation.is_empty());
     match &d.summary {
         Some(s) => {
-            let completed = s.get("completed").and_then(|v| v.as_bool()).unwrap_or(false);
+            let completed = s
+                .get("completed")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false);
             let reason = str_field(s, "end_reason").unwrap_or("unknown");
             let at = f64_field(s, "end_time").map(|t| format!(" at simulated time {}", secs(t)));
             let _ = write!(
@@ -190,7 +213,10 @@ pub fn summary_words(s: &serde_json::Value) -> Vec<String> {
     let f = |k: &str| f64_field(s, k).unwrap_or(0.0);
     let u = |k: &str| s.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
     let mut p = Vec::new();
-    let completed = s.get("completed").and_then(|v| v.as_bool()).unwrap_or(false);
+    let completed = s
+        .get("completed")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
     let reason = str_field(s, "end_reason").unwrap_or("unknown");
     if completed {
         p.push(format!(
@@ -266,7 +292,9 @@ pub fn summary_words(s: &serde_json::Value) -> Vec<String> {
     let mut run = format!(
         "The scheduler got simulated time through the {} shim. The run took {} of wall time \
          ({}x faster than real time): {} with Batsim in {}, {} asked",
-        str_field(s, "shim").filter(|x| !x.is_empty()).unwrap_or("(unknown)"),
+        str_field(s, "shim")
+            .filter(|x| !x.is_empty())
+            .unwrap_or("(unknown)"),
         secs(f("wall_seconds")),
         thousands(f("simulated_to_wall_ratio")),
         plural(u("messages_exchanged"), "message", "messages"),
@@ -324,7 +352,9 @@ fn summary_section(out: &mut String, d: &RunData) {
             for line in summary_words(s) {
                 let _ = write!(out, "<p>{}</p>", esc(&line));
             }
-            out.push_str("<details><summary>summary.json, every field</summary><table class=\"kv\">");
+            out.push_str(
+                "<details><summary>summary.json, every field</summary><table class=\"kv\">",
+            );
             let mut rows = Vec::new();
             flatten("", s, &mut rows);
             for (k, v) in rows {
@@ -346,13 +376,20 @@ fn inputs_section(out: &mut String, d: &RunData) {
     match flags {
         Some(f) if !f.is_empty() => {
             if let Some(cl) = f.get("command_line").and_then(|v| v.as_str()) {
-                let _ = write!(out, "<p>Command line:</p><pre id=\"command-line\">{}</pre>", esc(cl));
+                let _ = write!(
+                    out,
+                    "<p>Command line:</p><pre id=\"command-line\">{}</pre>",
+                    esc(cl)
+                );
             }
             let others: Vec<_> = f.iter().filter(|(k, _)| *k != "command_line").collect();
             if !others.is_empty() {
                 out.push_str("<table class=\"kv\">");
                 for (k, v) in others {
-                    let v = v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
+                    let v = v
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string());
                     let _ = write!(out, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(&v));
                 }
                 out.push_str("</table>");
@@ -427,7 +464,7 @@ fn row_height(n: usize) -> f64 {
 }
 
 /// Draws the Gantt chart section; returns how many bars were drawn one by one.
-fn gantt_section(out: &mut String, d: &RunData, span: &Span) -> usize {
+fn gantt_section(out: &mut String, d: &RunData, span: &Span, opts: &Options) -> usize {
     out.push_str("<section id=\"machines\"><h2>Machines over simulated time</h2>");
     let n = d.machines.len();
     let mut counts = [0usize; 6];
@@ -476,17 +513,20 @@ fn gantt_section(out: &mut String, d: &RunData, span: &Span) -> usize {
     let aggregate = all.len() > MAX_BARS;
     let min_w = (span.t1 - span.t0) * AGG_FRACTION;
     let mut svg = String::with_capacity(all.len() * 80 + 4096);
-    let mut drawn = 0usize;
+    let mut drawn: Vec<(BarLook, u32, f64, f64, f64, f64)> = Vec::with_capacity(all.len());
     let mut aggregates = 0usize;
     let mut gang_rows: HashMap<&str, (f64, f64, f64)> = HashMap::new();
     let _ = write!(
         svg,
-        "<svg id=\"gantt\" class=\"timeview\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {W} {h}\" \
-         preserveAspectRatio=\"none\" width=\"100%\" height=\"{h}\" data-rows=\"{n}\">\
+        "<svg id=\"gantt\" class=\"timeview{thin}\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {W} {h}\" \
+         preserveAspectRatio=\"none\" width=\"100%\" height=\"{h}\" data-rows=\"{n}\" data-rh=\"{rh}\">\
          <defs><pattern id=\"hatch\" patternUnits=\"userSpaceOnUse\" width=\"{pw}\" height=\"8\">\
          <path d=\"M0,8 L{pw},0\" class=\"hatchline\"/></pattern></defs><g class=\"rows\">",
         h = num(height, 2),
         pw = num(W / 150.0, 2),
+        rh = num(rh, 2),
+        // Rows a few pixels high: bars without their separating outline.
+        thin = if rh < 10.0 { " thin" } else { "" },
     );
     for r in (1..n).step_by(2) {
         let _ = write!(
@@ -540,8 +580,10 @@ fn gantt_section(out: &mut String, d: &RunData, span: &Span) -> usize {
             top = top.max(off + h);
             placed.push((k, off, h));
         }
-        let y0 = m as f64 * rh + 1.0;
-        let inner = rh - 2.0;
+        // Thin rows (many machines) keep one pixel between them, not two.
+        let margin = if rh < 10.0 { 0.5 } else { 1.0 };
+        let y0 = m as f64 * rh + margin;
+        let inner = rh - 2.0 * margin;
         let scale = inner / top;
         for (k, off, h) in placed {
             let b = &all[k];
@@ -549,27 +591,20 @@ fn gantt_section(out: &mut String, d: &RunData, span: &Span) -> usize {
             let x = span.x(b.start);
             let w = (span.x(b.end) - x).max(MIN_BAR);
             let y = y0 + off * scale;
-            let _ = write!(
-                svg,
-                "<rect class=\"b o{}{}{}{}\" x=\"",
-                outcome_class(&p.outcome),
-                if p.started.is_none() { " nb" } else { "" },
-                if p.group.is_empty() { "" } else { " g" },
-                if off + h > 1.0 + 1e-9 { " over" } else { "" },
-            );
-            num_into(&mut svg, x, 2);
-            svg.push_str("\" y=\"");
-            num_into(&mut svg, y, 2);
-            svg.push_str("\" width=\"");
-            num_into(&mut svg, w, 2);
-            svg.push_str("\" height=\"");
-            num_into(&mut svg, (h * scale).max(0.5), 2);
-            let _ = write!(svg, "\" data-i=\"{}\"/>", b.pod);
-            drawn += 1;
+            let look = BarLook {
+                outcome: outcome_class(&p.outcome) as u8,
+                not_started: p.started.is_none(),
+                gang: !p.group.is_empty(),
+                over: off + h > 1.0 + 1e-9,
+            };
+            // At least a pixel high, so that a small pod on a large machine shows.
+            drawn.push((look, b.pod, x, y, w, (h * scale).max(1.0_f64.min(inner))));
             if !p.group.is_empty() {
-                let e = gang_rows
-                    .entry(p.group.as_str())
-                    .or_insert((f64::INFINITY, f64::INFINITY, f64::NEG_INFINITY));
+                let e = gang_rows.entry(p.group.as_str()).or_insert((
+                    f64::INFINITY,
+                    f64::INFINITY,
+                    f64::NEG_INFINITY,
+                ));
                 e.0 = e.0.min(x);
                 e.1 = e.1.min(y);
                 e.2 = e.2.max(y + h * scale);
@@ -608,6 +643,8 @@ fn gantt_section(out: &mut String, d: &RunData, span: &Span) -> usize {
             flush(&mut svg, s, &mut aggregates);
         }
     }
+    let as_paths = drawn.len() > opts.max_bar_elements;
+    draw_bars(&mut svg, &mut drawn, as_paths);
     svg.push_str("</g><g class=\"gangs\">");
     let mut gangs: Vec<_> = gang_rows
         .into_iter()
@@ -652,7 +689,7 @@ fn gantt_section(out: &mut String, d: &RunData, span: &Span) -> usize {
     // Machine names, in a column that does not zoom.
     let mut labels = String::new();
     let every = (11.0 / rh).ceil().max(1.0) as usize;
-    let font = rh.clamp(6.0, 12.0) - 1.0;
+    let font = (every as f64 * rh - 2.0).clamp(6.0, 11.0);
     let _ = write!(
         labels,
         "<svg class=\"labels\" xmlns=\"http://www.w3.org/2000/svg\" width=\"170\" height=\"{}\">",
@@ -669,7 +706,7 @@ fn gantt_section(out: &mut String, d: &RunData, span: &Span) -> usize {
         let _ = write!(
             labels,
             "<text x=\"166\" y=\"{}\" font-size=\"{}\">{}</text>",
-            num(m as f64 * rh + rh / 2.0 + font * 0.35, 2),
+            num((m as f64 * rh + rh / 2.0 + font * 0.35).max(font * 0.8), 2),
             num(font, 1),
             esc(&name)
         );
@@ -684,7 +721,14 @@ fn gantt_section(out: &mut String, d: &RunData, span: &Span) -> usize {
     // The cluster's totals on the same time axis.
     let util = bucketize(&d.utilisation, span, BUCKETS);
     if !d.utilisation.is_empty() {
-        series_lane(out, "utilisation", "cpu allocated / allocatable", &util, 1.0, true);
+        series_lane(
+            out,
+            "utilisation",
+            "cpu allocated / allocatable",
+            &util,
+            1.0,
+            true,
+        );
     }
     let (running, pending) = pod_counts(&d.pods);
     let running = bucketize(&running, span, BUCKETS);
@@ -693,11 +737,87 @@ fn gantt_section(out: &mut String, d: &RunData, span: &Span) -> usize {
         let max_r = running.iter().map(|b| b.2).fold(0.0, f64::max);
         let max_p = pending.iter().map(|b| b.2).fold(0.0, f64::max);
         series_lane(out, "running", "pods running", &running, max_r, false);
-        series_lane(out, "pending", "pods waiting to be bound", &pending, max_p, false);
+        series_lane(
+            out,
+            "pending",
+            "pods waiting to be bound",
+            &pending,
+            max_p,
+            false,
+        );
     }
     axis_lane(out, span, "axis-bottom");
     out.push_str("</section>\n");
-    drawn
+    drawn.len()
+}
+
+/// How a bar looks: its CSS classes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct BarLook {
+    outcome: u8,
+    not_started: bool,
+    gang: bool,
+    over: bool,
+}
+
+impl BarLook {
+    fn class(&self) -> String {
+        format!(
+            "b o{}{}{}{}",
+            self.outcome,
+            if self.not_started { " nb" } else { "" },
+            if self.gang { " g" } else { "" },
+            if self.over { " over" } else { "" }
+        )
+    }
+}
+
+/// The bars, each a `rect` (its pod in `data-i`), or, as `paths`, one
+/// `path` per look whose subpaths are its bars, in the order of the pods
+/// listed in its `data-i`.
+fn draw_bars(svg: &mut String, bars: &mut [(BarLook, u32, f64, f64, f64, f64)], paths: bool) {
+    if !paths {
+        for &(look, pod, x, y, w, h) in bars.iter() {
+            let _ = write!(svg, "<rect class=\"{}\" x=\"", look.class());
+            num_into(svg, x, 2);
+            svg.push_str("\" y=\"");
+            num_into(svg, y, 2);
+            svg.push_str("\" width=\"");
+            num_into(svg, w, 2);
+            svg.push_str("\" height=\"");
+            num_into(svg, h, 2);
+            let _ = write!(svg, "\" data-i=\"{pod}\"/>");
+        }
+        return;
+    }
+    bars.sort_by_key(|b| b.0); // stable: pods keep their order within a look
+    for group in bars.chunk_by(|a, b| a.0 == b.0) {
+        let _ = write!(svg, "<path class=\"{}\" d=\"", group[0].0.class());
+        for (k, &(_, _, x, y, w, h)) in group.iter().enumerate() {
+            if k > 0 {
+                svg.push(' ');
+            }
+            svg.push('M');
+            num_into(svg, x, 2);
+            svg.push(',');
+            num_into(svg, y, 2);
+            svg.push('h');
+            num_into(svg, w, 2);
+            svg.push('v');
+            num_into(svg, h, 2);
+            svg.push('h');
+            num_into(svg, -w, 2);
+            svg.push('z');
+        }
+        svg.push_str("\" data-i=\"");
+        for (k, b) in group.iter().enumerate() {
+            if k > 0 {
+                svg.push(' ');
+            }
+            let _ = write!(svg, "{}", b.1);
+        }
+        svg.push_str("\"/>");
+    }
 }
 
 /// A time axis in percent of the plot's width (the script redraws it on zoom).
@@ -807,7 +927,11 @@ fn series_lane(
     let mean: Vec<f64> = b.iter().map(|v| y(v.0)).collect();
     let lo: Vec<f64> = b.iter().map(|v| y(v.1)).collect();
     let line = steps_path(&mean, dx, false);
-    let band = format!("{} {}", steps_path(&hi, dx, false), steps_path(&lo, dx, true));
+    let band = format!(
+        "{} {}",
+        steps_path(&hi, dx, false),
+        steps_path(&lo, dx, true)
+    );
     let label = if fraction {
         format!("{what}<br/><small>band: min to max; line: mean</small>")
     } else {
@@ -822,7 +946,7 @@ fn series_lane(
         if fraction {
             percent(top)
         } else {
-            thousands(top)
+            thousands(max)
         },
         band, line
     );
@@ -869,8 +993,10 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 fn distributions_section(out: &mut String, d: &RunData) {
     out.push_str("<section id=\"distributions\"><h2>Distributions over jobs</h2>");
     let mut s = job_stats(&d.pods);
-    s.waits.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    s.bslds.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    s.waits
+        .sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    s.bslds
+        .sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     if s.jobs == 0 {
         out.push_str("<p class=\"note\">No job to count.</p></section>\n");
         return;
@@ -885,9 +1011,9 @@ fn distributions_section(out: &mut String, d: &RunData) {
         BSLD_TAU,
         BSLD_TAU
     );
-    ecdf(out, "ecdf-wait", "wait (s)", &s.waits, false);
+    ecdf(out, "ecdf-wait", "wait (s)", &s.waits, 0.0, false);
     let log = s.bslds.last().copied().unwrap_or(1.0) > 50.0;
-    ecdf(out, "ecdf-bsld", "bounded slowdown", &s.bslds, log);
+    ecdf(out, "ecdf-bsld", "bounded slowdown", &s.bslds, 1.0, log);
     out.push_str("</div><table class=\"quantiles\"><tr><th></th><th>jobs</th><th>mean</th><th>median</th><th>90%</th><th>99%</th><th>max</th></tr>");
     for (name, v) in [("wait (s)", &s.waits), ("bounded slowdown", &s.bslds)] {
         let mean = if v.is_empty() {
@@ -910,7 +1036,8 @@ fn distributions_section(out: &mut String, d: &RunData) {
 }
 
 /// The empirical distribution function of `sorted`, drawn at most 2,000 points.
-fn ecdf(out: &mut String, id: &str, xlabel: &str, sorted: &[f64], log: bool) {
+/// `floor`: where the x axis starts (the values' least possible value).
+fn ecdf(out: &mut String, id: &str, xlabel: &str, sorted: &[f64], floor: f64, log: bool) {
     const WD: f64 = 460.0;
     const HT: f64 = 220.0;
     const L: f64 = 46.0;
@@ -925,7 +1052,10 @@ fn ecdf(out: &mut String, id: &str, xlabel: &str, sorted: &[f64], log: bool) {
     }
     let (lo, hi) = (sorted[0], *sorted.last().expect("not empty"));
     let tx = |v: f64| if log { v.max(1e-9).log10() } else { v };
-    let (a, mut b) = (if log { tx(lo.max(1.0)) } else { 0.0f64.min(lo) }, tx(hi));
+    let (a, mut b) = (
+        tx(floor.min(lo).max(if log { 1e-9 } else { f64::MIN })),
+        tx(hi),
+    );
     if b <= a {
         b = a + 1.0;
     }
@@ -983,15 +1113,21 @@ fn ecdf(out: &mut String, id: &str, xlabel: &str, sorted: &[f64], log: bool) {
         let j = (i + step).min(n);
         let x = px(sorted[j - 1]);
         let q = j as f64 / n as f64;
-        let _ = write!(pts, "{},{} {},{} ", num(x, 2), num(py(prev_q), 2), num(x, 2), num(py(q), 2));
+        let _ = write!(
+            pts,
+            "{},{} {},{} ",
+            num(x, 2),
+            num(py(prev_q), 2),
+            num(x, 2),
+            num(py(q), 2)
+        );
         prev_q = q;
         i = j;
     }
     let _ = write!(
         out,
-        "<polyline class=\"ecdf\" points=\"{}\"/></svg><figcaption>{} of jobs at or below x</figcaption></figure>",
-        pts.trim_end(),
-        "share"
+        "<polyline class=\"ecdf\" points=\"{}\"/></svg><figcaption>share of jobs at or below x</figcaption></figure>",
+        pts.trim_end()
     );
 }
 
@@ -1091,7 +1227,13 @@ fn data_json(d: &RunData, span: &Span, bars: usize) -> String {
             });
             let _ = write!(out, ",{id}");
         }
-        let _ = write!(out, ",{},{},{}]", outcome_class(&p.outcome), p.cpu_m, p.memory);
+        let _ = write!(
+            out,
+            ",{},{},{}]",
+            outcome_class(&p.outcome),
+            p.cpu_m,
+            p.memory
+        );
     }
     out.push_str("],\"texts\":[");
     for (k, t) in texts.iter().enumerate() {
@@ -1124,8 +1266,14 @@ mod tests {
         assert_eq!(outcome_class("PREEMPTED"), 2);
         assert_eq!(outcome_class("KILLED: pod w0-1-1 of its gang evicted"), 2);
         assert_eq!(outcome_class("EVICTED: drain of node-10"), 3);
-        assert_eq!(outcome_class("EVICTED before it started: node node-0 unreachable"), 3);
-        assert_eq!(outcome_class("REJECTED: unschedulable at the end of the simulation: x"), 4);
+        assert_eq!(
+            outcome_class("EVICTED before it started: node node-0 unreachable"),
+            3
+        );
+        assert_eq!(
+            outcome_class("REJECTED: unschedulable at the end of the simulation: x"),
+            4
+        );
         assert_eq!(outcome_class(""), 5);
     }
 

@@ -95,9 +95,11 @@ pub fn render(dir: &Path, runs: &[SweepRun], notes: &[String]) -> String {
         }
         body.push_str("</ul>");
     }
-    body.push_str("</header>\n<section id=\"compare\"><h2>The axes against the results</h2>\
+    body.push_str(
+        "</header>\n<section id=\"compare\"><h2>The axes against the results</h2>\
                    <p class=\"hint\">One dot per run (hollow: failed); a bar marks the mean of the \
-                   runs that succeeded; a click on a dot opens the run's page.</p>");
+                   runs that succeeded; a click on a dot opens the run's page.</p>",
+    );
     let mut axes: Vec<&str> = AXES
         .iter()
         .copied()
@@ -117,7 +119,18 @@ pub fn render(dir: &Path, runs: &[SweepRun], notes: &[String]) -> String {
     let cols: Vec<&str> = AXES
         .iter()
         .copied()
-        .chain(["repeat", "status", "makespan", "mean_wait", "utilisation", "jobs", "jobs_succeeded", "end_reason", "wall_s", "error"])
+        .chain([
+            "repeat",
+            "status",
+            "makespan",
+            "mean_wait",
+            "utilisation",
+            "jobs",
+            "jobs_succeeded",
+            "end_reason",
+            "wall_s",
+            "error",
+        ])
         .collect();
     for c in &cols {
         let _ = write!(body, "<th>{}</th>", esc(c));
@@ -175,7 +188,11 @@ fn strip_plot(out: &mut String, runs: &[SweepRun], axis: &str, metric: &str, lab
     let lo = values.iter().copied().fold(0.0, f64::min);
     // The axis ends on the first round value at or above the highest run.
     let ticks = html::ticks(lo, if hi > lo { hi } else { lo + 1.0 }, 4);
-    let step = if ticks.len() > 1 { ticks[1] - ticks[0] } else { 1.0 };
+    let step = if ticks.len() > 1 {
+        ticks[1] - ticks[0]
+    } else {
+        1.0
+    };
     let mut top = ticks.last().copied().unwrap_or(lo + 1.0);
     if top < hi - step * 1e-9 {
         top += step;

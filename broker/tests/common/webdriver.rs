@@ -21,7 +21,10 @@ fn find(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/lib/chromium")])
+        .chain([
+            PathBuf::from("/usr/bin"),
+            PathBuf::from("/usr/lib/chromium"),
+        ])
         .map(|d| d.join(program))
         .find(|p| p.is_file())
 }
@@ -117,7 +120,11 @@ impl Browser {
             )))
             .unwrap();
         let (status, bytes) = self.rt.block_on(async {
-            let resp = self.client.request(req).await.expect("chromedriver answers");
+            let resp = self
+                .client
+                .request(req)
+                .await
+                .expect("chromedriver answers");
             let status = resp.status();
             (status, resp.into_body().collect().await.unwrap().to_bytes())
         });
@@ -166,6 +173,20 @@ impl Browser {
             "POST",
             &self.s(&format!("/element/{element}/click")),
             Some(json!({})),
+        );
+    }
+
+    /// A real click at a point of the viewport (CSS pixels).
+    pub fn click_at(&self, x: f64, y: f64) {
+        self.call(
+            "POST",
+            &self.s("/actions"),
+            Some(json!({"actions": [{"type": "pointer", "id": "mouse",
+                "parameters": {"pointerType": "mouse"},
+                "actions": [{"type": "pointerMove", "x": x.round() as i64, "y": y.round() as i64,
+                             "origin": "viewport"},
+                            {"type": "pointerDown", "button": 0},
+                            {"type": "pointerUp", "button": 0}]}]})),
         );
     }
 
