@@ -23,6 +23,9 @@ SPEC.yaml (paths are relative to the spec file's directory):
 
 Outputs: DIR/results.csv (one row per run of the grid: id, one column per
 axis, repeat, status, every summary.json field, host, worker, wall_s, error),
+with --report DIR/report.html (`batkube report DIR`: the axes against
+makespan, mean wait and utilisation, linking each run's page, written in
+runs/<id>/report.html where missing),
 DIR/results.parquet when pandas and pyarrow are importable, DIR/runs/<id>/
 (the run's whole --out, sweep.log, result.json). A run's id is a hash of its
 inputs' content (workload, platform, binaries, every file its command names)
@@ -615,6 +618,9 @@ def main(argv=None):
     ap.add_argument("--progress-interval", type=float, default=30.0,
                     help="seconds between progress lines when stderr is not a terminal")
     ap.add_argument("--list", action="store_true", help="print the runs and exit")
+    ap.add_argument("--report", action="store_true",
+                    help="at the end, write DIR/report.html comparing the runs and each run's "
+                         "page (batkube report DIR)")
     args = ap.parse_args(argv)
     if args.dask and args.workers:
         ap.error("--workers has no meaning with --dask (the scheduler has its workers)")
@@ -665,7 +671,7 @@ def _sweep(args):
         header, ordered = write_results(out_dir, runs, rows)
         write_parquet(out_dir, header, ordered)
         print(f"[sweep] results: {out_dir / 'results.csv'}", file=sys.stderr)
-        return 0
+        return _report(args, settings, out_dir, 0)
 
     token = uuid.uuid4().hex
     (runs_dir / ".token").write_text(token)
@@ -745,8 +751,24 @@ def _sweep(args):
     if failed:
         print(f"[sweep] {len(failed)} run(s) failed; their rows say why, their logs are in "
               f"runs/<id>/sweep.log; run the same command again to retry them", file=sys.stderr)
-        return 1
-    return 0
+    return _report(args, settings, out_dir, 1 if failed else 0)
+
+
+def _report(args, settings, out_dir, rc):
+    """With --report, `batkube report DIR` (the sweep's page, and the page of
+    each run that has none or an older one); a page that cannot be written
+    makes the sweep fail."""
+    if not args.report:
+        return rc
+    import subprocess
+    p = subprocess.run([settings["batkube"], "report", str(out_dir)], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True)
+    for line in p.stderr.strip().splitlines():
+        print(f"[sweep] {line}", file=sys.stderr)
+    if p.returncode != 0:
+        print(f"[sweep] error: batkube report {out_dir} exited with {p.returncode}", file=sys.stderr)
+        return rc or 1
+    return rc
 
 
 def _describe(r):

@@ -48,6 +48,10 @@ enum Command {
     /// Replay a workload on a real cluster in real time (one pod per job) and
     /// record it in Batsim's jobs.csv layout.
     Replay(batkube::tools::replay::ReplayArgs),
+    /// Write DIR/report.html: one self-contained page of a run (Gantt chart,
+    /// totals over time, distributions, pod table, summary in words) or of a
+    /// sweep (the axes against the results, linking each run's page).
+    Report(batkube::report::ReportArgs),
 }
 
 #[derive(Args)]
@@ -140,6 +144,7 @@ fn main() -> ExitCode {
         Command::Workload(cmd) => batkube::tools::workload::run(cmd),
         Command::Platform(cmd) => batkube::tools::platform::run(cmd),
         Command::Replay(args) => batkube::tools::replay::run(args),
+        Command::Report(args) => batkube::report::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -414,6 +414,9 @@ pub struct RunArgs {
     /// transcript format: seq, dir, wall, raw, msg per message).
     #[arg(long = "record-protocol", value_name = "FILE")]
     pub record_protocol: Option<PathBuf>,
+    /// Write report.html in --out at the end (as `batkube report`), however the run ends.
+    #[arg(long = "report")]
+    pub write_report: bool,
     #[command(flatten)]
     pub clock: ClockArgs,
     #[command(flatten)]
@@ -459,6 +462,9 @@ pub struct ServeArgs {
     /// transcript format: seq, dir, wall, raw, msg per message).
     #[arg(long = "record-protocol", value_name = "FILE")]
     pub record_protocol: Option<PathBuf>,
+    /// Write report.html in --out at the end (as `batkube report`), however the run ends.
+    #[arg(long = "report")]
+    pub write_report: bool,
     #[command(flatten)]
     pub clock: ClockArgs,
     #[command(flatten)]
@@ -1007,6 +1013,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     drop(controller);
     drop(clocks);
     written?;
+    if args.write_report {
+        crate::report::after_run(&out);
+    }
     match ending {
         None => Ok(summary),
         Some((_, message)) => Err(Incomplete {
@@ -1394,6 +1403,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
     });
     rt.block_on(server.shutdown());
     written?;
+    if args.write_report {
+        crate::report::after_run(&args.out);
+    }
     match ending {
         None => Ok(summary),
         Some((_, message)) => Err(Incomplete {
