@@ -142,11 +142,7 @@ impl Selector {
         if let Selector::All(reqs) = self {
             reqs.push(Requirement {
                 key: key.to_string(),
-                operator: if equal {
-                    Operator::In
-                } else {
-                    Operator::NotIn
-                },
+                operator: if equal { Operator::In } else { Operator::NotIn },
                 values: BTreeSet::from([value.to_string()]),
             });
         }
@@ -177,7 +173,10 @@ impl AffinityTerm {
         let mut selector = Selector::parse(term.label_selector.as_ref())
             .map_err(|e| format!("labelSelector: {e}"))?;
         let labels = pod.metadata.labels.as_ref();
-        for (keys, equal) in [(&term.match_label_keys, true), (&term.mismatch_label_keys, false)] {
+        for (keys, equal) in [
+            (&term.match_label_keys, true),
+            (&term.mismatch_label_keys, false),
+        ] {
             for k in keys.iter().flatten() {
                 if let Some(v) = labels.and_then(|l| l.get(k)) {
                     selector.restrict(k, v, equal);
@@ -222,7 +221,10 @@ impl RequiredTerms {
         let mut out = RequiredTerms::default();
         let aff = affinity
             .and_then(|a| a.pod_affinity.as_ref())
-            .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref());
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            });
         for (i, t) in aff.iter().copied().flatten().enumerate() {
             out.affinity.push(AffinityTerm::new(pod, t).map_err(|e| {
                 format!("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}].{e}")
@@ -230,7 +232,10 @@ impl RequiredTerms {
         }
         let anti = affinity
             .and_then(|a| a.pod_anti_affinity.as_ref())
-            .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref());
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            });
         for (i, t) in anti.iter().copied().flatten().enumerate() {
             out.anti_affinity.push(AffinityTerm::new(pod, t).map_err(|e| {
                 format!("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}].{e}")
@@ -245,16 +250,35 @@ fn matches_all(terms: &[AffinityTerm], pod: &PodInfo) -> bool {
     !terms.is_empty() && terms.iter().all(|t| t.matches(pod))
 }
 
-type TopologyPair = (String, String);
+/// Pods counted per topology pair: topology key, then the node label's
+/// value. Nested so that a lookup borrows the node's strings instead of
+/// building a pair per node and term.
+#[derive(Debug, Clone, Default)]
+struct TopologyCounts(HashMap<String, HashMap<String, i64>>);
 
-fn bump(counts: &mut HashMap<TopologyPair, i64>, key: &str, value: &str, by: i64) {
-    let pair = (key.to_string(), value.to_string());
-    let c = counts.entry(pair.clone()).or_insert(0);
-    *c += by;
-    // An absent pair and a pair counted to zero must look the same: the
-    // affinity check asks whether any pair is counted at all.
-    if *c == 0 {
-        counts.remove(&pair);
+impl TopologyCounts {
+    fn bump(&mut self, key: &str, value: &str, by: i64) {
+        let values = self.0.entry(key.to_string()).or_default();
+        let c = values.entry(value.to_string()).or_insert(0);
+        *c += by;
+        // An absent pair and a pair counted to zero must look the same: the
+        // affinity check asks whether any pair is counted at all.
+        if *c == 0 {
+            values.remove(value);
+            if values.is_empty() {
+                self.0.remove(key);
+            }
+        }
+    }
+
+    fn has(&self, key: &str, value: &str) -> bool {
+        self.0
+            .get(key)
+            .is_some_and(|v| v.get(value).is_some_and(|c| *c > 0))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
@@ -263,11 +287,11 @@ fn bump(counts: &mut HashMap<TopologyPair, i64>, key: &str, value: &str, by: i64
 #[derive(Debug, Clone, Default)]
 pub struct InterPodState {
     /// Placed pods whose required anti-affinity terms match the incoming pod.
-    existing_anti: HashMap<TopologyPair, i64>,
+    existing_anti: TopologyCounts,
     /// Placed pods matching all the incoming pod's affinity terms.
-    affinity: HashMap<TopologyPair, i64>,
+    affinity: TopologyCounts,
     /// Placed pods matching one of the incoming pod's anti-affinity terms.
-    anti: HashMap<TopologyPair, i64>,
+    anti: TopologyCounts,
 }
 
 impl InterPodState {
@@ -296,7 +320,7 @@ impl InterPodState {
         for t in &existing.terms.anti_affinity {
             if let Some(v) = node.labels.get(&t.topology_key) {
                 if t.matches(pod) {
-                    bump(&mut self.existing_anti, &t.topology_key, v, by);
+                    self.existing_anti.bump(&t.topology_key, v, by);
                 }
             }
         }
@@ -306,14 +330,14 @@ impl InterPodState {
         if matches_all(&pod.terms.affinity, existing) {
             for t in &pod.terms.affinity {
                 if let Some(v) = node.labels.get(&t.topology_key) {
-                    bump(&mut self.affinity, &t.topology_key, v, by);
+                    self.affinity.bump(&t.topology_key, v, by);
                 }
             }
         }
         for t in &pod.terms.anti_affinity {
             if let Some(v) = node.labels.get(&t.topology_key) {
                 if t.matches(existing) {
-                    bump(&mut self.anti, &t.topology_key, v, by);
+                    self.anti.bump(&t.topology_key, v, by);
                 }
             }
         }
@@ -329,25 +353,30 @@ impl InterPodState {
 
 /// Why `node` is refused to `pod`, with whether preemption cannot help
 /// (upstream: affinity is unresolvable, anti-affinity is not).
-pub fn filter(state: &InterPodState, pod: &PodInfo, node: &NodeInfo) -> Option<(&'static str, bool)> {
+pub fn filter(
+    state: &InterPodState,
+    pod: &PodInfo,
+    node: &NodeInfo,
+) -> Option<(&'static str, bool)> {
     if !satisfies_affinity(state, pod, node) {
         return Some((ERR_AFFINITY, true));
     }
     if !state.anti.is_empty() {
         for t in &pod.terms.anti_affinity {
             if let Some(v) = node.labels.get(&t.topology_key) {
-                if state.anti.contains_key(&(t.topology_key.clone(), v.clone())) {
+                if state.anti.has(&t.topology_key, v) {
                     return Some((ERR_ANTI_AFFINITY, false));
                 }
             }
         }
     }
-    if !state.existing_anti.is_empty()
-        && node
-            .labels
-            .iter()
-            .any(|(k, v)| state.existing_anti.contains_key(&(k.clone(), v.clone())))
-    {
+    // Upstream walks the node's labels; walking the few counted topology
+    // keys instead gives the same answer.
+    if state.existing_anti.0.keys().any(|k| {
+        node.labels
+            .get(k)
+            .is_some_and(|v| state.existing_anti.has(k, v))
+    }) {
         return Some((ERR_EXISTING_ANTI_AFFINITY, false));
     }
     None
@@ -360,7 +389,7 @@ fn satisfies_affinity(state: &InterPodState, pod: &PodInfo, node: &NodeInfo) -> 
             // Every topology key of the terms must be a label of the node.
             None => return false,
             Some(v) => {
-                if !state.affinity.contains_key(&(t.topology_key.clone(), v.clone())) {
+                if !state.affinity.has(&t.topology_key, v) {
                     pods_exist = false;
                 }
             }
@@ -386,7 +415,12 @@ mod tests {
         .unwrap()
     }
 
-    fn pod(name: &str, ns: &str, labels: serde_json::Value, affinity: serde_json::Value) -> PodInfo {
+    fn pod(
+        name: &str,
+        ns: &str,
+        labels: serde_json::Value,
+        affinity: serde_json::Value,
+    ) -> PodInfo {
         PodInfo::new(
             serde_json::from_value(serde_json::json!({
                 "metadata": {"name": name, "namespace": ns, "labels": labels},
@@ -429,21 +463,33 @@ mod tests {
 
     #[test]
     fn selectors_follow_upstream_rules() {
-        let l = |v: serde_json::Value| -> BTreeMap<String, String> { serde_json::from_value(v).unwrap() };
+        let l = |v: serde_json::Value| -> BTreeMap<String, String> {
+            serde_json::from_value(v).unwrap()
+        };
         let sel = |v: serde_json::Value| Selector::parse(Some(&serde_json::from_value(v).unwrap()));
-        assert!(!Selector::parse(None).unwrap().matches(&l(serde_json::json!({}))));
-        assert!(sel(serde_json::json!({})).unwrap().matches(&l(serde_json::json!({"a": "1"}))));
-        let s = sel(serde_json::json!({"matchLabels": {"app": "x"}, "matchExpressions": [
+        assert!(!Selector::parse(None)
+            .unwrap()
+            .matches(&l(serde_json::json!({}))));
+        assert!(sel(serde_json::json!({}))
+            .unwrap()
+            .matches(&l(serde_json::json!({"a": "1"}))));
+        let s = sel(
+            serde_json::json!({"matchLabels": {"app": "x"}, "matchExpressions": [
             {"key": "tier", "operator": "NotIn", "values": ["db"]},
-            {"key": "gone", "operator": "DoesNotExist"}]}))
+            {"key": "gone", "operator": "DoesNotExist"}]}),
+        )
         .unwrap();
         assert!(s.matches(&l(serde_json::json!({"app": "x"}))));
         assert!(s.matches(&l(serde_json::json!({"app": "x", "tier": "web"}))));
         assert!(!s.matches(&l(serde_json::json!({"app": "x", "tier": "db"}))));
         assert!(!s.matches(&l(serde_json::json!({"app": "x", "gone": ""}))));
         assert!(!s.matches(&l(serde_json::json!({"app": "y"}))));
-        let e = sel(serde_json::json!({"matchExpressions": [{"key": "k", "operator": "In"}]})).unwrap_err();
-        assert!(e.contains("\"k\"") && e.contains("needs at least one value"), "{e}");
+        let e = sel(serde_json::json!({"matchExpressions": [{"key": "k", "operator": "In"}]}))
+            .unwrap_err();
+        assert!(
+            e.contains("\"k\"") && e.contains("needs at least one value"),
+            "{e}"
+        );
         let e = sel(serde_json::json!({"matchExpressions": [{"key": "k", "operator": "Gt", "values": ["1"]}]}))
             .unwrap_err();
         assert!(e.contains("\"Gt\""), "{e}");
@@ -469,13 +515,31 @@ mod tests {
     #[test]
     fn anti_affinity_keeps_a_pod_off_nodes_with_matching_pods() {
         let sel = serde_json::json!({"matchLabels": {"gang": "g"}});
-        let a = pod("a", "default", serde_json::json!({"gang": "g"}), anti(sel.clone(), "kubernetes.io/hostname"));
-        let b = pod("b", "default", serde_json::json!({"gang": "g"}), anti(sel.clone(), "kubernetes.io/hostname"));
+        let a = pod(
+            "a",
+            "default",
+            serde_json::json!({"gang": "g"}),
+            anti(sel.clone(), "kubernetes.io/hostname"),
+        );
+        let b = pod(
+            "b",
+            "default",
+            serde_json::json!({"gang": "g"}),
+            anti(sel.clone(), "kubernetes.io/hostname"),
+        );
         let c = cache_with(&[(&a, "n0")]);
         assert_eq!(verdicts(&c, &b), vec![Some(ERR_ANTI_AFFINITY), None, None]);
         // Zone as the topology: both nodes of zone a are out.
-        let z = pod("z", "default", serde_json::json!({}), anti(sel.clone(), "zone"));
-        assert_eq!(verdicts(&c, &z), vec![Some(ERR_ANTI_AFFINITY), Some(ERR_ANTI_AFFINITY), None]);
+        let z = pod(
+            "z",
+            "default",
+            serde_json::json!({}),
+            anti(sel.clone(), "zone"),
+        );
+        assert_eq!(
+            verdicts(&c, &z),
+            vec![Some(ERR_ANTI_AFFINITY), Some(ERR_ANTI_AFFINITY), None]
+        );
         // Another namespace is not selected by a term without namespaces.
         let other = pod("o", "other", serde_json::json!({}), anti(sel, "zone"));
         assert_eq!(verdicts(&c, &other), vec![None, None, None]);
@@ -492,12 +556,26 @@ mod tests {
             anti(serde_json::json!({"matchLabels": {"app": "web"}}), "zone"),
         );
         let c = cache_with(&[(&guard, "n1")]);
-        let web = pod("web", "default", serde_json::json!({"app": "web"}), serde_json::json!(null));
+        let web = pod(
+            "web",
+            "default",
+            serde_json::json!({"app": "web"}),
+            serde_json::json!(null),
+        );
         assert_eq!(
             verdicts(&c, &web),
-            vec![Some(ERR_EXISTING_ANTI_AFFINITY), Some(ERR_EXISTING_ANTI_AFFINITY), None]
+            vec![
+                Some(ERR_EXISTING_ANTI_AFFINITY),
+                Some(ERR_EXISTING_ANTI_AFFINITY),
+                None
+            ]
         );
-        let db = pod("db", "default", serde_json::json!({"app": "db"}), serde_json::json!(null));
+        let db = pod(
+            "db",
+            "default",
+            serde_json::json!({"app": "db"}),
+            serde_json::json!(null),
+        );
         assert_eq!(verdicts(&c, &db), vec![None, None, None]);
         // A namespaceSelector on the metadata.name label reaches other namespaces.
         let guard_all = pod(
@@ -509,35 +587,81 @@ mod tests {
                  "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "prod"}}}]}}),
         );
         let c = cache_with(&[(&guard_all, "n2")]);
-        let prod_web = pod("w", "prod", serde_json::json!({"app": "web"}), serde_json::json!(null));
-        assert_eq!(verdicts(&c, &prod_web), vec![None, None, Some(ERR_EXISTING_ANTI_AFFINITY)]);
-        let dev_web = pod("w", "dev", serde_json::json!({"app": "web"}), serde_json::json!(null));
+        let prod_web = pod(
+            "w",
+            "prod",
+            serde_json::json!({"app": "web"}),
+            serde_json::json!(null),
+        );
+        assert_eq!(
+            verdicts(&c, &prod_web),
+            vec![None, None, Some(ERR_EXISTING_ANTI_AFFINITY)]
+        );
+        let dev_web = pod(
+            "w",
+            "dev",
+            serde_json::json!({"app": "web"}),
+            serde_json::json!(null),
+        );
         assert_eq!(verdicts(&c, &dev_web), vec![None, None, None]);
     }
 
     #[test]
     fn affinity_needs_a_matching_pod_in_the_domain_except_for_the_first() {
         let sel = serde_json::json!({"matchLabels": {"app": "cache"}});
-        let cache_pod = pod("c0", "default", serde_json::json!({"app": "cache"}), serde_json::json!(null));
+        let cache_pod = pod(
+            "c0",
+            "default",
+            serde_json::json!({"app": "cache"}),
+            serde_json::json!(null),
+        );
         let c = cache_with(&[(&cache_pod, "n2")]);
-        let follower = pod("f", "default", serde_json::json!({}), aff(sel.clone(), "zone"));
-        assert_eq!(verdicts(&c, &follower), vec![Some(ERR_AFFINITY), Some(ERR_AFFINITY), None]);
+        let follower = pod(
+            "f",
+            "default",
+            serde_json::json!({}),
+            aff(sel.clone(), "zone"),
+        );
+        assert_eq!(
+            verdicts(&c, &follower),
+            vec![Some(ERR_AFFINITY), Some(ERR_AFFINITY), None]
+        );
         // Nobody matches yet: a pod that does not match its own terms waits...
         let empty = cache_with(&[]);
         assert_eq!(verdicts(&empty, &follower), vec![Some(ERR_AFFINITY); 3]);
         // ...one that matches them starts the series anywhere.
-        let first = pod("c1", "default", serde_json::json!({"app": "cache"}), aff(sel, "zone"));
+        let first = pod(
+            "c1",
+            "default",
+            serde_json::json!({"app": "cache"}),
+            aff(sel, "zone"),
+        );
         assert_eq!(verdicts(&empty, &first), vec![None, None, None]);
         // A node without the topology label never satisfies affinity.
-        let nolabel = pod("x", "default", serde_json::json!({"app": "cache"}), aff(serde_json::json!({}), "rack"));
+        let nolabel = pod(
+            "x",
+            "default",
+            serde_json::json!({"app": "cache"}),
+            aff(serde_json::json!({}), "rack"),
+        );
         assert_eq!(verdicts(&c, &nolabel), vec![Some(ERR_AFFINITY); 3]);
     }
 
     #[test]
     fn removing_a_pod_updates_the_counts_as_preemption_needs() {
         let sel = serde_json::json!({"matchLabels": {"gang": "g"}});
-        let a = pod("a", "default", serde_json::json!({"gang": "g"}), anti(sel.clone(), "kubernetes.io/hostname"));
-        let b = pod("b", "default", serde_json::json!({"gang": "g"}), anti(sel, "kubernetes.io/hostname"));
+        let a = pod(
+            "a",
+            "default",
+            serde_json::json!({"gang": "g"}),
+            anti(sel.clone(), "kubernetes.io/hostname"),
+        );
+        let b = pod(
+            "b",
+            "default",
+            serde_json::json!({"gang": "g"}),
+            anti(sel, "kubernetes.io/hostname"),
+        );
         let c = cache_with(&[(&a, "n0")]);
         let mut s = InterPodState::compute(&c, &b);
         let n0 = c.node("n0").unwrap();

@@ -130,7 +130,12 @@ impl Cache {
         self.nominated.remove(&pod.key);
         self.pods
             .insert(pod.key.clone(), (node.to_string(), PodState::Assumed));
-        Self::index(&mut self.with_anti_affinity, &mut self.group_placed, &pod, true);
+        Self::index(
+            &mut self.with_anti_affinity,
+            &mut self.group_placed,
+            &pod,
+            true,
+        );
         info.add_pod(pod);
         Ok(())
     }
@@ -164,11 +169,21 @@ impl Cache {
                     n.pods.get(&pod.key).cloned()
                 };
                 if let Some(old) = old {
-                    Self::index(&mut self.with_anti_affinity, &mut self.group_placed, &old, false);
+                    Self::index(
+                        &mut self.with_anti_affinity,
+                        &mut self.group_placed,
+                        &old,
+                        false,
+                    );
                 }
             }
         }
-        Self::index(&mut self.with_anti_affinity, &mut self.group_placed, &pod, true);
+        Self::index(
+            &mut self.with_anti_affinity,
+            &mut self.group_placed,
+            &pod,
+            true,
+        );
         self.pods
             .insert(pod.key.clone(), (node.clone(), PodState::Bound));
         self.nodes
@@ -187,7 +202,12 @@ impl Cache {
         self.generation += 1;
         if let Some(n) = self.nodes.get_mut(&node) {
             if let Some(old) = n.remove_pod(key) {
-                Self::index(&mut self.with_anti_affinity, &mut self.group_placed, &old, false);
+                Self::index(
+                    &mut self.with_anti_affinity,
+                    &mut self.group_placed,
+                    &old,
+                    false,
+                );
             }
             if n.node.is_none() && n.pods.is_empty() {
                 self.nodes.remove(&node);

@@ -241,7 +241,8 @@ pub fn run_filters(
                 }
             }
             FilterPlugin::InterPodAffinity => {
-                if let Some((reason, unresolvable)) = crate::affinity::filter(inter_pod, pod, node) {
+                if let Some((reason, unresolvable)) = crate::affinity::filter(inter_pod, pod, node)
+                {
                     return Err(fail(f, reason, unresolvable));
                 }
             }

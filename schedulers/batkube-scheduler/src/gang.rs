@@ -118,10 +118,14 @@ impl Scheduler {
 
         let min = self.groups.as_ref().and_then(|g| g.get(group)).copied();
         let Some(min) = min else {
-            let message = format!(
-                "pod group {group} not found: its pods wait for their PodGroup"
+            let message = format!("pod group {group} not found: its pods wait for their PodGroup");
+            return self.park(
+                members,
+                &popped_key,
+                message,
+                [PLUGIN.to_string()].into(),
+                now,
             );
-            return self.park(members, &popped_key, message, [PLUGIN.to_string()].into(), now);
         };
         let placed = self.cache.group_placed(group);
         let total = placed + members.len();
@@ -129,7 +133,13 @@ impl Scheduler {
             let message = format!(
                 "pod group {group}: {total} of its {min} pods (minMember) exist; waiting for the others"
             );
-            return self.park(members, &popped_key, message, [PLUGIN.to_string()].into(), now);
+            return self.park(
+                members,
+                &popped_key,
+                message,
+                [PLUGIN.to_string()].into(),
+                now,
+            );
         }
 
         // Tentative placements, each assumed before the next member is tried.
@@ -170,7 +180,9 @@ impl Scheduler {
         let mut first_refusal = None;
         for (m, d) in members.iter().zip(&decisions) {
             if let Decision::Unschedulable {
-                message, plugins: p, ..
+                message,
+                plugins: p,
+                ..
             } = d
             {
                 plugins.extend(p.iter().cloned());
@@ -178,7 +190,10 @@ impl Scheduler {
             }
         }
         let counted = if placed > 0 {
-            format!("{fit} of {} pending pods fit, {placed} already placed", members.len())
+            format!(
+                "{fit} of {} pending pods fit, {placed} already placed",
+                members.len()
+            )
         } else {
             format!("{fit} of {} pods fit", members.len())
         };
@@ -239,7 +254,10 @@ mod tests {
 
     #[test]
     fn min_member_is_read_or_refused() {
-        assert_eq!(min_member(&serde_json::json!({"spec": {"minMember": 4}})), Ok(4));
+        assert_eq!(
+            min_member(&serde_json::json!({"spec": {"minMember": 4}})),
+            Ok(4)
+        );
         assert_eq!(min_member(&serde_json::json!({"spec": {}})), Ok(0));
         let e = min_member(&serde_json::json!({"spec": {"minMember": -1}})).unwrap_err();
         assert!(e.contains("spec.minMember: -1"), "{e}");

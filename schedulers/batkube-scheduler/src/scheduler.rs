@@ -241,7 +241,14 @@ impl Scheduler {
                 failures.values().map(|f| f.plugin.to_string()).collect();
             let mut preemption = None;
             if profile.preemption && allow_preemption {
-                match preempt(&profile, &self.cache, pod, &failures, &self.deleting, &inter_pod) {
+                match preempt(
+                    &profile,
+                    &self.cache,
+                    pod,
+                    &failures,
+                    &self.deleting,
+                    &inter_pod,
+                ) {
                     Ok(c) => preemption = Some(c),
                     Err(msg) => {
                         message.push_str(" preemption: ");

@@ -142,11 +142,7 @@ fn a_gang_that_does_not_fit_assumes_nothing_and_waits_for_room() {
     for k in 0..4 {
         s.queue.add_or_update(member("g", k, "1"), t0);
     }
-    let generation_cpu: Vec<i64> = s
-        .cache
-        .nodes()
-        .map(|n| n.requested.milli_cpu)
-        .collect();
+    let generation_cpu: Vec<i64> = s.cache.nodes().map(|n| n.requested.milli_cpu).collect();
     let ds = drain(&mut s, t0);
     assert_eq!(ds.len(), 4, "every member decided once: {ds:?}");
     for (p, d) in &ds {
@@ -160,12 +156,18 @@ fn a_gang_that_does_not_fit_assumes_nothing_and_waits_for_room() {
                     message.starts_with("pod group default/g: 3 of 4 pods fit (minMember 4); g-3: 0/4 nodes are available: "),
                     "{p}: {message}"
                 );
-                assert!(message.contains("3 node(s) didn't match pod anti-affinity rules"), "{message}");
+                assert!(
+                    message.contains("3 node(s) didn't match pod anti-affinity rules"),
+                    "{message}"
+                );
                 assert!(message.contains("1 Insufficient cpu"), "{message}");
                 assert!(preemption.is_none(), "gang members do not preempt");
                 assert_eq!(
                     plugins,
-                    &BTreeSet::from(["InterPodAffinity".to_string(), "NodeResourcesFit".to_string()])
+                    &BTreeSet::from([
+                        "InterPodAffinity".to_string(),
+                        "NodeResourcesFit".to_string()
+                    ])
                 );
             }
             other => panic!("{p}: {other:?}"),
@@ -261,7 +263,8 @@ fn without_pod_groups_a_gang_spreads_but_is_placed_pod_by_pod() {
     // (on distinct nodes) and one left waiting, as the default scheduler does.
     let mut s = cluster(3, "1", false);
     let t0 = Instant::now();
-    s.cache.add_or_update_bound(bound(&single("busy", "1"), "n2"));
+    s.cache
+        .add_or_update_bound(bound(&single("busy", "1"), "n2"));
     for k in 0..3 {
         s.queue.add_or_update(member("g", k, "500m"), t0);
     }
