@@ -2,7 +2,11 @@
 //! stand-in: a job on `res` machines is `res` pods, started by one
 //! EXECUTE_JOB once all are bound, ended together; a job larger than the
 //! platform is refused; a run where partly bound gangs wait for each other
-//! ends as a deadlock, with its outputs.
+//! ends as a deadlock, with its outputs. And batkube-scheduler on a
+//! generated parallel workload: under `--gang coscheduling` every gang
+//! starts whole, none ever holds a node half bound, and two runs agree;
+//! under `--gang none` a gang's pods still get distinct nodes (its
+//! anti-affinity), placed one by one.
 
 mod common;
 
@@ -50,15 +54,32 @@ fn run(dir: &Path, name: &str, nodes: usize, w: &Path, scheduler: &str, extra: &
     (o, out)
 }
 
+/// The fields of one CSV line, `"…"` quoting (with `""`) undone: reasons
+/// in pods.csv hold commas.
+fn fields(line: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                chars.next();
+                out.last_mut().unwrap().push('"');
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => out.push(String::new()),
+            (c, _) => out.last_mut().unwrap().push(c),
+        }
+    }
+    out
+}
+
 fn csv(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
     let text = std::fs::read_to_string(path).unwrap();
     let mut lines = text.lines();
-    let header: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
+    let header = fields(lines.next().unwrap());
     lines
-        .map(|l| {
-            // No quoted commas in the columns read here.
-            header.iter().cloned().zip(l.split(',').map(String::from)).collect()
-        })
+        .map(|l| header.iter().cloned().zip(fields(l)).collect())
         .collect()
 }
 
@@ -226,4 +247,135 @@ fn deleting_a_pod_of_a_running_gang_kills_the_whole_job() {
     let first_pod = timeline.find("create,Pod,default,w0-1-0").unwrap();
     assert!(group < first_pod, "the group object comes before its pods");
     assert_eq!(timeline.matches("KILL_JOB").count(), 1, "{timeline}");
+}
+
+/// 60 jobs on 1, 2, 4 or 8 machines (weights 0.4, 0.3, 0.2, 0.1), half a
+/// cpu per pod, arriving every 2 s on average, on the 16 one-cpu nodes of
+/// platforms/16-node.xml: two pods fit a node, so only anti-affinity keeps
+/// a gang's pods apart, and gangs of 8 have to wait for room. Returns the
+/// workload and its number of gangs.
+fn parallel_workload(dir: &Path) -> (PathBuf, usize) {
+    let w = dir.join("parallel.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
+        .args(["workload", "generate", "-n", "60", "--res", "choice:1:0.4,2:0.3,4:0.2,8:0.1"])
+        .args(["--cpu", "500m", "--duration", "choice:20,40,60", "--arrival", "poisson:2"])
+        .args(["--seed", "25", "-o"])
+        .arg(&w)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&w).unwrap()).unwrap();
+    let gangs = v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["res"].as_u64().unwrap() > 1)
+        .count();
+    (w, gangs)
+}
+
+fn sixteen_nodes() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../platforms/16-node.xml")
+}
+
+fn run_on(dir: &Path, name: &str, platform: &Path, w: &Path, gang: &str) -> PathBuf {
+    let out = dir.join(name);
+    let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
+        .args(["run", "--standin", "--strict", "--platform"])
+        .arg(platform)
+        .arg("--workload")
+        .arg(w)
+        .arg("--scheduler")
+        .arg(common::batkube_scheduler())
+        .args(["--gang", gang, "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+/// Pods by job, and a check that every gang's pods ran on distinct nodes,
+/// started together, in Batsim's record as in batkube's.
+fn gangs_on_distinct_nodes(out: &Path) -> std::collections::BTreeMap<String, Vec<std::collections::HashMap<String, String>>> {
+    let mut by_job: std::collections::BTreeMap<String, Vec<_>> = Default::default();
+    for p in csv(&out.join("pods.csv")) {
+        by_job.entry(p["job_id"].clone()).or_default().push(p);
+    }
+    for (job, ps) in &by_job {
+        let nodes: std::collections::BTreeSet<&str> = ps.iter().map(|p| p["node"].as_str()).collect();
+        assert_eq!(nodes.len(), ps.len(), "{job}: pods of a gang share a node: {nodes:?}");
+        for p in ps {
+            assert_eq!(p["started"], ps[0]["started"], "{job}: started apart");
+            assert_eq!(p["outcome"], "COMPLETED_SUCCESSFULLY", "{job}");
+        }
+    }
+    for row in csv(&out.join("jobs.csv")) {
+        let res: usize = row["requested_number_of_resources"].parse().unwrap();
+        let alloc = batsim::IntervalSet::parse(&row["allocated_resources"]).unwrap();
+        assert_eq!(alloc.len() as usize, res, "job {}: {}", row["job_id"], row["allocated_resources"]);
+    }
+    by_job
+}
+
+/// batkube-scheduler with `--gang coscheduling`: it watches the PodGroups
+/// and places each gang whole or not at all, so every job completes,
+/// every gang starts, no node is ever held by a half-bound gang (while
+/// gangs did have to wait: some were refused with their group's reason),
+/// the run is not a deadlock, and a second run gives the same jobs.csv.
+#[test]
+fn batkube_scheduler_starts_every_gang_whole_under_coscheduling() {
+    let dir = tempfile::tempdir().unwrap();
+    let (w, gangs) = parallel_workload(dir.path());
+    assert!(gangs >= 20, "the workload has {gangs} gangs");
+    let platform = sixteen_nodes();
+    let out = run_on(dir.path(), "cos-1", &platform, &w, "coscheduling");
+    let s = summary(&out);
+    assert_eq!(s["completed"], true, "{s}");
+    assert_eq!(s["end_reason"], "done", "{s}");
+    assert_eq!(s["jobs_succeeded"], 60, "{s}");
+    assert_eq!(s["gangs_started"], gangs, "{s}");
+    assert_eq!(s["partial_gang_node_seconds"], 0.0, "{s}");
+    assert_eq!(s["overcommit_count"], 0, "{s}");
+    let by_job = gangs_on_distinct_nodes(&out);
+    let refused: Vec<&String> = by_job
+        .values()
+        .flatten()
+        .map(|p| &p["last_unschedulable_reason"])
+        .filter(|r| r.starts_with("pod group default/"))
+        .collect();
+    assert!(!refused.is_empty(), "no gang had to wait: the workload does not test waiting");
+    for r in &refused {
+        assert!(r.contains(" pods fit (minMember "), "{r}");
+    }
+
+    let again = run_on(dir.path(), "cos-2", &platform, &w, "coscheduling");
+    assert_eq!(
+        std::fs::read_to_string(out.join("jobs.csv")).unwrap(),
+        std::fs::read_to_string(again.join("jobs.csv")).unwrap(),
+        "two runs of the same inputs differ"
+    );
+}
+
+/// The same workload with `--gang none`: no PodGroups, plain pods with
+/// their anti-affinity. InterPodAffinity still puts each gang's pods on
+/// distinct nodes (two would fit a node by cpu), and every job completes;
+/// but pods are placed one by one, as the default kube-scheduler does, so
+/// partly bound gangs hold nodes while they wait.
+#[test]
+fn batkube_scheduler_spreads_a_gang_over_distinct_nodes_without_pod_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let (w, gangs) = parallel_workload(dir.path());
+    let out = run_on(dir.path(), "none", &sixteen_nodes(), &w, "none");
+    let s = summary(&out);
+    assert_eq!(s["completed"], true, "{s}");
+    assert_eq!(s["jobs_succeeded"], 60, "{s}");
+    assert_eq!(s["gangs_started"], gangs, "{s}");
+    gangs_on_distinct_nodes(&out);
+    assert!(
+        s["partial_gang_node_seconds"].as_f64().unwrap() > 0.0,
+        "pods placed one by one leave gangs partly bound for a while: {s}"
+    );
+    let timeline = std::fs::read_to_string(out.join("timeline.csv")).unwrap();
+    assert!(!timeline.contains(",PodGroup,"), "--gang none writes no PodGroup");
 }

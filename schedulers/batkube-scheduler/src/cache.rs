@@ -9,7 +9,7 @@
 //! by a late binding response: over-allocation cannot happen through the
 //! cache.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
@@ -42,6 +42,12 @@ pub struct Cache {
     /// Pods that preempted others and wait for the room on this node.
     nominated: HashMap<PodKey, (String, Arc<PodInfo>)>,
     generation: u64,
+    /// Placed pods with required anti-affinity terms: the only ones the
+    /// symmetric anti-affinity check has to look at (upstream keeps the
+    /// same list per node).
+    with_anti_affinity: BTreeSet<PodKey>,
+    /// Placed (bound or assumed) pods per pod group `namespace/name`.
+    group_placed: HashMap<String, usize>,
 }
 
 impl Cache {
@@ -124,6 +130,12 @@ impl Cache {
         self.nominated.remove(&pod.key);
         self.pods
             .insert(pod.key.clone(), (node.to_string(), PodState::Assumed));
+        Self::index(
+            &mut self.with_anti_affinity,
+            &mut self.group_placed,
+            &pod,
+            true,
+        );
         info.add_pod(pod);
         Ok(())
     }
@@ -138,26 +150,47 @@ impl Cache {
         true
     }
 
-    /// A bound, unfinished pod seen on the watch: confirms an assumed pod or adds it.
-    pub fn add_or_update_bound(&mut self, pod: Arc<PodInfo>) {
+    /// A bound, unfinished pod seen on the watch: confirms an assumed pod or
+    /// adds it. Returns whether it was not seen bound before (upstream's
+    /// `AssignedPodAdd`).
+    pub fn add_or_update_bound(&mut self, pod: Arc<PodInfo>) -> bool {
         let Some(node) = pod.node_name().map(str::to_string) else {
-            return;
+            return false;
         };
         self.generation += 1;
         self.nominated.remove(&pod.key);
-        if let Some((old_node, _)) = self.pods.get(&pod.key).cloned() {
-            if old_node != node {
-                if let Some(n) = self.nodes.get_mut(&old_node) {
-                    n.remove_pod(&pod.key);
+        let previous = self.pods.get(&pod.key).cloned();
+        if let Some((old_node, _)) = previous.clone() {
+            if let Some(n) = self.nodes.get_mut(&old_node) {
+                // Labels and terms may have changed: unindex the old version.
+                let old = if old_node != node {
+                    n.remove_pod(&pod.key)
+                } else {
+                    n.pods.get(&pod.key).cloned()
+                };
+                if let Some(old) = old {
+                    Self::index(
+                        &mut self.with_anti_affinity,
+                        &mut self.group_placed,
+                        &old,
+                        false,
+                    );
                 }
             }
         }
+        Self::index(
+            &mut self.with_anti_affinity,
+            &mut self.group_placed,
+            &pod,
+            true,
+        );
         self.pods
             .insert(pod.key.clone(), (node.clone(), PodState::Bound));
         self.nodes
             .entry(node.clone())
             .or_insert_with(|| NodeInfo::empty(&node))
             .add_pod(pod);
+        !matches!(previous, Some((_, PodState::Bound)))
     }
 
     /// A pod deleted or finished: frees its resources. Returns whether it held any.
@@ -168,12 +201,61 @@ impl Cache {
         };
         self.generation += 1;
         if let Some(n) = self.nodes.get_mut(&node) {
-            n.remove_pod(key);
+            if let Some(old) = n.remove_pod(key) {
+                Self::index(
+                    &mut self.with_anti_affinity,
+                    &mut self.group_placed,
+                    &old,
+                    false,
+                );
+            }
             if n.node.is_none() && n.pods.is_empty() {
                 self.nodes.remove(&node);
             }
         }
         true
+    }
+
+    fn index(
+        with_anti: &mut BTreeSet<PodKey>,
+        groups: &mut HashMap<String, usize>,
+        pod: &PodInfo,
+        add: bool,
+    ) {
+        if !pod.terms.anti_affinity.is_empty() {
+            if add {
+                with_anti.insert(pod.key.clone());
+            } else {
+                with_anti.remove(&pod.key);
+            }
+        }
+        if let Some(g) = &pod.group {
+            if add {
+                *groups.entry(g.clone()).or_insert(0) += 1;
+            } else if let Some(c) = groups.get_mut(g) {
+                *c -= 1;
+                if *c == 0 {
+                    groups.remove(g);
+                }
+            }
+        }
+    }
+
+    /// Placed pods with required anti-affinity terms, and their nodes (that
+    /// exist: a pod on a node not yet seen has no topology).
+    pub fn pods_with_required_anti_affinity(
+        &self,
+    ) -> impl Iterator<Item = (&Arc<PodInfo>, &NodeInfo)> + '_ {
+        self.with_anti_affinity.iter().filter_map(|k| {
+            let (node, _) = self.pods.get(k)?;
+            let n = self.node(node)?;
+            Some((n.pods.get(k)?, n))
+        })
+    }
+
+    /// How many pods of the group `namespace/name` are placed (bound or assumed).
+    pub fn group_placed(&self, group: &str) -> usize {
+        self.group_placed.get(group).copied().unwrap_or(0)
     }
 
     /// Records that `pod` waits for room on `node` (after preemption).

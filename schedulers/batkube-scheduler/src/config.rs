@@ -232,6 +232,7 @@ pub enum FilterPlugin {
     TaintToleration,
     NodeAffinity,
     NodeResourcesFit,
+    InterPodAffinity,
 }
 
 impl FilterPlugin {
@@ -242,6 +243,7 @@ impl FilterPlugin {
             FilterPlugin::TaintToleration => "TaintToleration",
             FilterPlugin::NodeAffinity => "NodeAffinity",
             FilterPlugin::NodeResourcesFit => "NodeResourcesFit",
+            FilterPlugin::InterPodAffinity => "InterPodAffinity",
         }
     }
 }
@@ -366,6 +368,9 @@ const IMPLEMENTED: &[(&str, i64)] = &[
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodeResourcesFit", 1),
+    // Filter only (required terms); its score (preferred terms) is not
+    // implemented, so it has no score weight here.
+    ("InterPodAffinity", 0),
     ("DefaultPreemption", 0),
     ("NodeResourcesBalancedAllocation", 1),
     ("DefaultBinder", 0),
@@ -385,7 +390,6 @@ const NOT_IMPLEMENTED: &[&str] = &[
     "VolumeBinding",
     "VolumeZone",
     "PodTopologySpread",
-    "InterPodAffinity",
     "ImageLocality",
     "SelectorSpread",
     "DynamicResources",
@@ -448,6 +452,7 @@ fn implements(name: &str, point: Point) -> bool {
                 | "TaintToleration"
                 | "NodeAffinity"
                 | "NodeResourcesFit"
+                | "InterPodAffinity"
         ),
         Point::Score => matches!(
             name,
@@ -656,6 +661,7 @@ fn build_profile(file: &ProfileFile) -> Result<Profile, ConfigError> {
             "NodeName" => FilterPlugin::NodeName,
             "TaintToleration" => FilterPlugin::TaintToleration,
             "NodeAffinity" => FilterPlugin::NodeAffinity,
+            "InterPodAffinity" => FilterPlugin::InterPodAffinity,
             _ => FilterPlugin::NodeResourcesFit,
         })
         .collect();
@@ -897,7 +903,8 @@ mod tests {
                 FilterPlugin::NodeName,
                 FilterPlugin::TaintToleration,
                 FilterPlugin::NodeAffinity,
-                FilterPlugin::NodeResourcesFit
+                FilterPlugin::NodeResourcesFit,
+                FilterPlugin::InterPodAffinity
             ]
         );
         assert_eq!(

@@ -5,6 +5,7 @@ use k8s_openapi::api::core::v1::{
     NodeSelectorRequirement, NodeSelectorTerm, Pod, Taint, Toleration,
 };
 
+use crate::affinity::InterPodState;
 use crate::config::{
     FilterPlugin, FitArgs, Profile, ResourceWeight, ScorePlugin, ScoringStrategy, ShapePoint,
 };
@@ -175,13 +176,16 @@ pub fn fit_reasons(
 }
 
 /// Runs the profile's filters in order; `extra` holds the requests of pods
-/// nominated on this node that the incoming pod must leave room for.
+/// nominated on this node that the incoming pod must leave room for;
+/// `inter_pod` what `InterPodAffinity` counted for this pod over the
+/// cluster (empty when the plugin is off).
 pub fn run_filters(
     profile: &Profile,
     pod: &PodInfo,
     node: &NodeInfo,
     extra: Option<&Resources>,
     extra_pods: i64,
+    inter_pod: &InterPodState,
 ) -> Result<(), FilterFailure> {
     for &f in &profile.filters {
         match f {
@@ -234,6 +238,12 @@ pub fn run_filters(
                         reasons,
                         unresolvable: false,
                     });
+                }
+            }
+            FilterPlugin::InterPodAffinity => {
+                if let Some((reason, unresolvable)) = crate::affinity::filter(inter_pod, pod, node)
+                {
+                    return Err(fail(f, reason, unresolvable));
                 }
             }
         }

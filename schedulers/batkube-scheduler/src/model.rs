@@ -7,6 +7,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use crate::affinity::RequiredTerms;
+use crate::gang::POD_GROUP_LABEL;
 use crate::resources::{node_allocatable, pod_requests, QuantityError, Resources};
 
 /// `namespace/name`, the queue's and the cache's key.
@@ -30,6 +32,13 @@ pub struct PodInfo {
     /// Requests with the upstream non-zero defaults, for scoring.
     pub non_zero_requests: Resources,
     pub priority: i32,
+    /// Required pod (anti-)affinity terms, for `InterPodAffinity`.
+    pub terms: RequiredTerms,
+    /// Why the terms could not be read (the pod waits with this reason).
+    pub terms_error: Option<String>,
+    /// `namespace/name` of the pod group it belongs to (label
+    /// `scheduling.x-k8s.io/pod-group`), whether or not gangs are served.
+    pub group: Option<String>,
 }
 
 impl PodInfo {
@@ -37,12 +46,31 @@ impl PodInfo {
         let requests = pod_requests(&pod, false)?;
         let non_zero_requests = pod_requests(&pod, true)?;
         let priority = pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
+        let (terms, terms_error) = match RequiredTerms::of(&pod) {
+            Ok(t) => (t, None),
+            Err(e) => (RequiredTerms::default(), Some(e)),
+        };
+        let group = pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(POD_GROUP_LABEL))
+            .filter(|g| !g.is_empty())
+            .map(|g| {
+                format!(
+                    "{}/{g}",
+                    pod.metadata.namespace.as_deref().unwrap_or("default")
+                )
+            });
         Ok(PodInfo {
             key: pod_key(&pod),
             pod: Arc::new(pod),
             requests,
             non_zero_requests,
             priority,
+            terms,
+            terms_error,
+            group,
         })
     }
 
@@ -52,6 +80,15 @@ impl PodInfo {
 
     pub fn name(&self) -> &str {
         self.pod.metadata.name.as_deref().unwrap_or("")
+    }
+
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(key))
+            .map(String::as_str)
     }
 
     pub fn uid(&self) -> &str {

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
+use crate::affinity::InterPodState;
 use crate::cache::Cache;
 use crate::config::Profile;
 use crate::framework::{run_filters, FilterFailure};
@@ -62,6 +63,7 @@ fn select_victims_on_node(
     cache: &Cache,
     pod: &PodInfo,
     node: &NodeInfo,
+    inter_pod: &InterPodState,
 ) -> Result<Vec<Arc<PodInfo>>, FilterFailure> {
     let mut potential: Vec<Arc<PodInfo>> = node
         .pods
@@ -77,17 +79,22 @@ fn select_victims_on_node(
         });
     }
     let mut trial = node.clone();
+    // Upstream's PreFilter extensions: the counts follow the trial node.
+    let mut state = inter_pod.clone();
     for p in &potential {
         trial.remove_pod(&p.key);
+        state.update_with_pod(pod, p, node, -1);
     }
     let (extra, extra_pods) = nominated_extra(cache, pod, &node.name);
-    run_filters(profile, pod, &trial, Some(&extra), extra_pods)?;
+    run_filters(profile, pod, &trial, Some(&extra), extra_pods, &state)?;
     potential.sort_by(more_important_first);
     let mut victims = Vec::new();
     for p in potential {
         trial.add_pod(p.clone());
-        if run_filters(profile, pod, &trial, Some(&extra), extra_pods).is_err() {
+        state.update_with_pod(pod, &p, node, 1);
+        if run_filters(profile, pod, &trial, Some(&extra), extra_pods, &state).is_err() {
             trial.remove_pod(&p.key);
+            state.update_with_pod(pod, &p, node, -1);
             victims.push(p);
         }
     }
@@ -104,6 +111,7 @@ pub fn preempt(
     pod: &PodInfo,
     failures: &BTreeMap<String, FilterFailure>,
     deleting: &HashSet<PodKey>,
+    inter_pod: &InterPodState,
 ) -> Result<Candidate, String> {
     if pod.preemption_policy_never() {
         return Err("not eligible due to preemptionPolicy=Never.".to_string());
@@ -134,7 +142,7 @@ pub fn preempt(
             None => continue,
             Some(_) => {}
         }
-        match select_victims_on_node(profile, cache, pod, node) {
+        match select_victims_on_node(profile, cache, pod, node, inter_pod) {
             Ok(victims) => candidates.push(Candidate {
                 node: name.clone(),
                 victims,

@@ -24,6 +24,10 @@ pub enum ClusterEvent {
     NodeUpdate,
     /// A bound pod was deleted or finished: its resources are free.
     AssignedPodDelete,
+    /// A pod was seen bound: it may be what a pod's required affinity waits for.
+    AssignedPodAdd,
+    /// A pod group was added, changed or deleted.
+    PodGroupChange,
     /// The 5-minute flush.
     UnschedulableTimeout,
 }
@@ -33,10 +37,17 @@ pub enum ClusterEvent {
 fn plugin_interested(plugin: &str, event: ClusterEvent) -> bool {
     match event {
         ClusterEvent::UnschedulableTimeout | ClusterEvent::NodeAdd => true,
-        ClusterEvent::NodeUpdate => plugin != "NodeName",
+        ClusterEvent::NodeUpdate => !matches!(plugin, "NodeName" | "Coscheduling"),
         ClusterEvent::AssignedPodDelete => {
-            matches!(plugin, "NodeResourcesFit" | "DefaultPreemption")
+            matches!(
+                plugin,
+                "NodeResourcesFit" | "DefaultPreemption" | "InterPodAffinity"
+            )
         }
+        // Only for pods with required affinity terms (see `move_all`): a
+        // new pod never lifts an anti-affinity refusal.
+        ClusterEvent::AssignedPodAdd => plugin == "InterPodAffinity",
+        ClusterEvent::PodGroupChange => plugin == "Coscheduling",
     }
 }
 
@@ -76,6 +87,8 @@ pub struct SchedulingQueue {
     active: BTreeSet<(ActiveKey, PodKey)>,
     backoff: BTreeSet<(TimedKey, PodKey)>,
     unschedulable: BTreeSet<(TimedKey, PodKey)>,
+    /// Pods of each pod group (`namespace/name`), wherever they are in the queue.
+    groups: HashMap<String, BTreeSet<PodKey>>,
     next_seq: u64,
     scheduling_cycle: u64,
     move_request_cycle: u64,
@@ -97,6 +110,7 @@ impl SchedulingQueue {
             active: BTreeSet::new(),
             backoff: BTreeSet::new(),
             unschedulable: BTreeSet::new(),
+            groups: HashMap::new(),
             next_seq: 0,
             scheduling_cycle: 0,
             move_request_cycle: 0,
@@ -187,6 +201,26 @@ impl SchedulingQueue {
         }
     }
 
+    fn index_group(&mut self, info: &PodInfo, add: bool) {
+        let Some(g) = &info.group else { return };
+        if add {
+            self.groups
+                .entry(g.clone())
+                .or_default()
+                .insert(info.key.clone());
+        } else if let Some(members) = self.groups.get_mut(g) {
+            members.remove(&info.key);
+            if members.is_empty() {
+                self.groups.remove(g);
+            }
+        }
+    }
+
+    /// Pending pods of the pod group `namespace/name`, in no particular order.
+    pub fn group_members(&self, group: &str) -> impl Iterator<Item = &PodKey> {
+        self.groups.get(group).into_iter().flatten()
+    }
+
     /// A new pending pod, or an update of one already queued (upstream `Add`/`Update`).
     pub fn add_or_update(&mut self, info: PodInfo, now: Instant) {
         let key = info.key.clone();
@@ -195,6 +229,12 @@ impl SchedulingQueue {
                 || existing.info.pod.metadata.labels != info.pod.metadata.labels
                 || existing.info.pod.metadata.annotations != info.pod.metadata.annotations;
             let loc = existing.location;
+            let old_group = existing.info.group.clone();
+            if old_group != info.group {
+                let old = existing.info.clone();
+                self.index_group(&old, false);
+                self.index_group(&info, true);
+            }
             self.unlink(&key);
             let p = self.pods.get_mut(&key).expect("present");
             p.info = info;
@@ -214,6 +254,7 @@ impl SchedulingQueue {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
+        self.index_group(&info, true);
         self.pods.insert(
             key.clone(),
             QueuedPod {
@@ -234,7 +275,9 @@ impl SchedulingQueue {
     /// Removes a pod (deleted, bound by someone else, finished).
     pub fn delete(&mut self, key: &str) -> Option<QueuedPod> {
         self.unlink(key);
-        self.pods.remove(key)
+        let p = self.pods.remove(key)?;
+        self.index_group(&p.info, false);
+        Some(p)
     }
 
     /// Pops the highest-priority, longest-waiting active pod. The pod stays
@@ -251,10 +294,30 @@ impl SchedulingQueue {
         Some(p.clone())
     }
 
+    /// Takes one given pod out of wherever it waits, as [`Self::pop`] does,
+    /// in the current scheduling cycle: the other members of a pod group
+    /// scheduled together with the popped one. `None` if it is not queued
+    /// or already in flight.
+    pub fn take(&mut self, key: &str, now: Instant) -> Option<QueuedPod> {
+        if self.location(key)? == Location::InFlight {
+            return None;
+        }
+        self.unlink(key);
+        let cycle = self.scheduling_cycle;
+        let p = self.pods.get_mut(key)?;
+        p.location = Location::InFlight;
+        p.attempts += 1;
+        p.cycle = cycle;
+        p.initial_attempt.get_or_insert(now);
+        Some(p.clone())
+    }
+
     /// The popped pod was bound (or assumed): forget it.
     pub fn done(&mut self, key: &str) {
         if self.location(key) == Some(Location::InFlight) {
-            self.pods.remove(key);
+            if let Some(p) = self.pods.remove(key) {
+                self.index_group(&p.info, false);
+            }
         }
     }
 
@@ -298,6 +361,7 @@ impl SchedulingQueue {
         }
         pod.timestamp = now;
         pod.location = Location::InFlight;
+        self.index_group(&pod.info, true);
         self.pods.insert(key.clone(), pod);
         self.link(&key, Location::Backoff);
     }
@@ -309,14 +373,18 @@ impl SchedulingQueue {
         let keys: Vec<PodKey> = self
             .unschedulable
             .iter()
-            .map(|(_, k)| k.clone())
+            .map(|(_, k)| k)
             .filter(|k| {
-                let p = &self.pods[k];
+                let p = &self.pods[*k];
+                if event == ClusterEvent::AssignedPodAdd && p.info.terms.affinity.is_empty() {
+                    return false;
+                }
                 p.unschedulable_plugins.is_empty()
                     || p.unschedulable_plugins
                         .iter()
                         .any(|pl| plugin_interested(pl, event))
             })
+            .cloned()
             .collect();
         let moved = keys.len();
         for k in keys {

@@ -8,6 +8,10 @@
 //! cycle; a binding response only ever *forgets* a pod that is still
 //! assumed. The loop sleeps until the queue's next deadline (one timer), not
 //! on a periodic tick.
+//!
+//! PodGroups (`podgroups.scheduling.x-k8s.io`) are watched when discovery
+//! shows the API serves them; otherwise the scheduler runs without gangs
+//! (a pod's group label is ignored) and says so once.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -18,13 +22,16 @@ use k8s_openapi::api::core::v1::{
     Binding, Event as CoreEvent, EventSource, Node, ObjectReference, Pod,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use crate::gang;
 use crate::metrics::{AttemptResult, Metrics};
 use crate::model::{node_scheduling_properties_changed, PodInfo, PodKey};
 use crate::queue::{ClusterEvent, QueuedPod};
@@ -146,8 +153,13 @@ struct Runner {
     notices: Option<mpsc::UnboundedSender<Notice>>,
     pods_synced: bool,
     nodes_synced: bool,
+    /// True from the start when the API does not serve PodGroups.
+    groups_synced: bool,
     pod_relist: Option<HashSet<PodKey>>,
     node_relist: Option<HashSet<String>>,
+    group_relist: Option<HashSet<String>>,
+    /// A labelled pod was seen while PodGroups are not served (said once).
+    warned_unserved_group: bool,
 }
 
 impl Runner {
@@ -158,7 +170,7 @@ impl Runner {
     }
 
     fn synced(&self) -> bool {
-        self.pods_synced && self.nodes_synced
+        self.pods_synced && self.nodes_synced && self.groups_synced
     }
 
     fn on_pod_apply(&mut self, pod: Pod) {
@@ -177,8 +189,23 @@ impl Runner {
         }
         if info.node_name().is_some() {
             self.sched.queue.delete(&key);
-            self.sched.cache.add_or_update_bound(Arc::new(info));
+            if self.sched.cache.add_or_update_bound(Arc::new(info)) {
+                self.sched.queue.move_all(ClusterEvent::AssignedPodAdd, now);
+            }
             return;
+        }
+        if let (Some(group), false) = (&info.group, self.sched.pod_groups_enabled()) {
+            if !self.warned_unserved_group {
+                self.warned_unserved_group = true;
+                tracing::warn!(
+                    pod = %key,
+                    %group,
+                    "the API does not serve {}.{}/{}: pods of a pod group are scheduled one by one",
+                    gang::PLURAL,
+                    gang::GROUP,
+                    gang::VERSION
+                );
+            }
         }
         if self.sched.cache.is_assumed(&key) {
             // Our binding is in flight; upstream skips updates of assumed pods.
@@ -308,6 +335,67 @@ impl Runner {
                     }
                 }
             }
+        }
+    }
+
+    fn on_group_event(&mut self, ev: Event<DynamicObject>) {
+        let key = |o: &DynamicObject| {
+            format!(
+                "{}/{}",
+                o.metadata.namespace.as_deref().unwrap_or("default"),
+                o.metadata.name.as_deref().unwrap_or("")
+            )
+        };
+        let now = Instant::now();
+        match ev {
+            Event::Apply(o) => self.on_group_apply(key(&o), &o),
+            Event::Delete(o) => {
+                self.sched.remove_pod_group(&key(&o));
+                self.sched.queue.move_all(ClusterEvent::PodGroupChange, now);
+            }
+            Event::Init => self.group_relist = Some(HashSet::new()),
+            Event::InitApply(o) => {
+                let k = key(&o);
+                if let Some(seen) = self.group_relist.as_mut() {
+                    seen.insert(k.clone());
+                }
+                self.on_group_apply(k, &o);
+            }
+            Event::InitDone => {
+                if let Some(seen) = self.group_relist.take() {
+                    let stale: Vec<String> = self
+                        .sched
+                        .groups
+                        .iter()
+                        .flat_map(|g| g.keys())
+                        .filter(|k| !seen.contains(*k))
+                        .cloned()
+                        .collect();
+                    for k in stale {
+                        self.sched.remove_pod_group(&k);
+                    }
+                    self.sched.queue.move_all(ClusterEvent::PodGroupChange, now);
+                }
+                if !self.groups_synced {
+                    self.groups_synced = true;
+                    if self.synced() {
+                        self.notify(Notice::Synced);
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_group_apply(&mut self, key: String, o: &DynamicObject) {
+        let min = gang::min_member(&o.data).unwrap_or_else(|e| {
+            tracing::warn!(group = %key, error = %e, "PodGroup with an invalid minMember: its pods are not held together");
+            0
+        });
+        if self.sched.groups.as_ref().and_then(|g| g.get(&key)) != Some(&min) {
+            self.sched.set_pod_group(&key, min);
+            self.sched
+                .queue
+                .move_all(ClusterEvent::PodGroupChange, Instant::now());
         }
     }
 
@@ -474,7 +562,12 @@ impl Runner {
     }
 
     fn handle_outcome(&mut self, out: CycleOutcome) {
-        let CycleOutcome { pod, decision } = out;
+        for (pod, decision) in out.all() {
+            self.handle_decision(pod, decision);
+        }
+    }
+
+    fn handle_decision(&mut self, pod: QueuedPod, decision: Decision) {
         match decision {
             Decision::Bind { node } => {
                 tracing::debug!(pod = %pod.info.key, %node, "assumed");
@@ -530,13 +623,41 @@ where
     watcher::watcher(api, watcher::Config::default()).default_backoff()
 }
 
+/// Whether the API serves PodGroups (discovery of their group version).
+async fn pod_groups_served(client: &Client) -> bool {
+    let gv = format!("{}/{}", gang::GROUP, gang::VERSION);
+    match client.list_api_group_resources(&gv).await {
+        Ok(list) => list.resources.iter().any(|r| r.name == gang::PLURAL),
+        Err(kube::Error::Api(s)) if s.code == 404 => false,
+        Err(e) => {
+            tracing::warn!(error = %e, "discovery of {gv} failed; running without pod groups");
+            false
+        }
+    }
+}
+
 /// Runs the scheduler until `shutdown` resolves.
 pub async fn run(
     client: Client,
-    sched: Scheduler,
+    mut sched: Scheduler,
     opts: RunOptions,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    let served = pod_groups_served(&client).await;
+    let mut groups = if served {
+        sched.enable_pod_groups();
+        let gvk = GroupVersionKind::gvk(gang::GROUP, gang::VERSION, gang::KIND);
+        let ar = ApiResource::from_gvk_with_plural(&gvk, gang::PLURAL);
+        watch(Api::<DynamicObject>::all_with(client.clone(), &ar)).boxed()
+    } else {
+        tracing::info!(
+            "the API does not serve {}.{}/{}: running without pod groups",
+            gang::PLURAL,
+            gang::GROUP,
+            gang::VERSION
+        );
+        futures::stream::pending().boxed()
+    };
     let mut pods = Box::pin(watch(Api::<Pod>::all(client.clone())));
     let mut nodes = Box::pin(watch(Api::<Node>::all(client.clone())));
     let (bind_tx, mut bind_rx) = mpsc::unbounded_channel();
@@ -550,8 +671,11 @@ pub async fn run(
         notices: opts.notices,
         pods_synced: false,
         nodes_synced: false,
+        groups_synced: !served,
         pod_relist: None,
         node_relist: None,
+        group_relist: None,
+        warned_unserved_group: false,
     };
     tokio::pin!(shutdown);
     // Whether everything that was ready to be read has been taken in since
@@ -586,6 +710,13 @@ pub async fn run(
                 match ev {
                     Ok(ev) => r.on_node_event(ev),
                     Err(e) => tracing::warn!(error = %e, "node watch error; retrying"),
+                }
+            }
+            Some(ev) = groups.next() => {
+                settled = false;
+                match ev {
+                    Ok(ev) => r.on_group_event(ev),
+                    Err(e) => tracing::warn!(error = %e, "pod group watch error; retrying"),
                 }
             }
             Some(res) = bind_rx.recv() => {

@@ -6,9 +6,11 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::affinity::InterPodState;
 use crate::cache::Cache;
-use crate::config::{Profile, SchedulerConfig};
+use crate::config::{FilterPlugin, Profile, SchedulerConfig};
 use crate::framework::{run_filters, score_nodes, FilterFailure};
+use crate::gang::PodGroups;
 use crate::model::{NodeInfo, PodInfo, PodKey};
 use crate::preemption::{nodes_available_message, nominated_extra, preempt, Candidate};
 use crate::queue::{QueuedPod, SchedulingQueue};
@@ -45,17 +47,40 @@ pub enum Decision {
 pub struct CycleOutcome {
     pub pod: QueuedPod,
     pub decision: Decision,
+    /// The other pending members of the popped pod's group, decided in the
+    /// same cycle (empty for a pod outside a group).
+    pub members: Vec<CycleOutcome>,
+}
+
+impl CycleOutcome {
+    pub(crate) fn single(pod: QueuedPod, decision: Decision) -> CycleOutcome {
+        CycleOutcome {
+            pod,
+            decision,
+            members: Vec::new(),
+        }
+    }
+
+    /// Every pod decided in the cycle with its decision: the popped one, then the members.
+    pub fn all(self) -> Vec<(QueuedPod, Decision)> {
+        let mut out = vec![(self.pod, self.decision)];
+        out.extend(self.members.into_iter().flat_map(CycleOutcome::all));
+        out
+    }
 }
 
 pub struct Scheduler {
     pub config: SchedulerConfig,
     pub cache: Cache,
     pub queue: SchedulingQueue,
-    next_start_node_index: usize,
-    tie_break: TieBreak,
-    rng: u64,
+    pub(crate) next_start_node_index: usize,
+    pub(crate) tie_break: TieBreak,
+    pub(crate) rng: u64,
     /// Preemption victims whose deletion we sent and have not seen yet.
     deleting: HashSet<PodKey>,
+    /// Pod groups, when the API serves them (`None`: no gangs, a pod's
+    /// group label is ignored).
+    pub(crate) groups: Option<PodGroups>,
 }
 
 impl Scheduler {
@@ -73,6 +98,7 @@ impl Scheduler {
             tie_break,
             rng,
             deleting: HashSet::new(),
+            groups: None,
         }
     }
 
@@ -116,19 +142,26 @@ impl Scheduler {
         profile: &Profile,
         pod: &PodInfo,
         node: &NodeInfo,
+        inter_pod: &InterPodState,
     ) -> Result<(), FilterFailure> {
         if self.cache.has_nominations() {
             let (extra, n) = nominated_extra(&self.cache, pod, &node.name);
-            run_filters(profile, pod, node, Some(&extra), n)
+            run_filters(profile, pod, node, Some(&extra), n, inter_pod)
         } else {
-            run_filters(profile, pod, node, None, 0)
+            run_filters(profile, pod, node, None, 0, inter_pod)
         }
     }
 
     /// Decides for one pod and, on success, assumes it on the chosen node.
+    pub fn schedule_one(&mut self, pod: &PodInfo) -> Decision {
+        self.schedule_pod(pod, true)
+    }
+
+    /// [`Self::schedule_one`], with or without preemption when the pod fits
+    /// nowhere (members of a pod group do not preempt).
     // `is_multiple_of` needs Rust 1.87; the workspace supports 1.80.
     #[allow(clippy::manual_is_multiple_of)]
-    pub fn schedule_one(&mut self, pod: &PodInfo) -> Decision {
+    pub(crate) fn schedule_pod(&mut self, pod: &PodInfo, allow_preemption: bool) -> Decision {
         let Some(profile) = self.config.profile(pod.scheduler_name()).cloned() else {
             return Decision::Unschedulable {
                 message: format!("no profile for schedulerName {:?}", pod.scheduler_name()),
@@ -144,6 +177,20 @@ impl Scheduler {
                 preemption: None,
             };
         }
+        let inter_pod_affinity = profile.filters.contains(&FilterPlugin::InterPodAffinity);
+        if let (true, Some(e)) = (inter_pod_affinity, &pod.terms_error) {
+            // Upstream's PreFilter refuses a pod whose terms it cannot parse.
+            return Decision::Unschedulable {
+                message: format!("pod {}: {e}", pod.key),
+                plugins: BTreeSet::from([FilterPlugin::InterPodAffinity.name().to_string()]),
+                preemption: None,
+            };
+        }
+        let inter_pod = if inter_pod_affinity {
+            InterPodState::compute(&self.cache, pod)
+        } else {
+            InterPodState::default()
+        };
 
         // A pod that preempted goes to its nominated node if it now fits there.
         let nominated = self
@@ -153,7 +200,7 @@ impl Scheduler {
             .or_else(|| pod.nominated_node_name().map(str::to_string));
         if let Some(n) = nominated {
             if let Some(node) = self.cache.node(&n) {
-                if self.filter_one(&profile, pod, node).is_ok() {
+                if self.filter_one(&profile, pod, node, &inter_pod).is_ok() {
                     return self.assume(pod, n);
                 }
             }
@@ -168,7 +215,7 @@ impl Scheduler {
             let name = &names[(self.next_start_node_index + i) % all];
             let node = self.cache.node(name).expect("ordered nodes exist");
             processed += 1;
-            match self.filter_one(&profile, pod, node) {
+            match self.filter_one(&profile, pod, node, &inter_pod) {
                 Ok(()) => {
                     feasible.push(node);
                     if feasible.len() >= to_find {
@@ -193,8 +240,15 @@ impl Scheduler {
             let plugins: BTreeSet<String> =
                 failures.values().map(|f| f.plugin.to_string()).collect();
             let mut preemption = None;
-            if profile.preemption {
-                match preempt(&profile, &self.cache, pod, &failures, &self.deleting) {
+            if profile.preemption && allow_preemption {
+                match preempt(
+                    &profile,
+                    &self.cache,
+                    pod,
+                    &failures,
+                    &self.deleting,
+                    &inter_pod,
+                ) {
                     Ok(c) => preemption = Some(c),
                     Err(msg) => {
                         message.push_str(" preemption: ");
@@ -267,6 +321,9 @@ impl Scheduler {
                 self.queue.done(&key);
                 continue;
             }
+            if let (Some(group), true) = (pod.info.group.clone(), self.groups.is_some()) {
+                return Some(self.schedule_group(pod, &group, now));
+            }
             let decision = self.schedule_one(&pod.info);
             match &decision {
                 Decision::Bind { .. } => self.queue.done(&key),
@@ -274,7 +331,7 @@ impl Scheduler {
                     self.queue.requeue_unschedulable(&key, plugins.clone(), now)
                 }
             }
-            return Some(CycleOutcome { pod, decision });
+            return Some(CycleOutcome::single(pod, decision));
         }
     }
 }
