@@ -83,6 +83,9 @@ struct ClusterLayout {
     /// host name -> private link id
     private_links: HashMap<String, String>,
     backbone: Option<String>,
+    /// Private links split in an up and a down link (`sharing_policy`
+    /// SPLITDUPLEX, the default of SimGrid 3.32's DTD, or FULLDUPLEX).
+    split: bool,
 }
 
 /// A parsed platform.
@@ -252,6 +255,7 @@ impl Platform {
                         self.zones[zone].cluster.get_or_insert(ClusterLayout {
                             private_links: HashMap::new(),
                             backbone: None,
+                            split: false,
                         });
                         if let Some(c) = self.zones[zone].cluster.as_mut() {
                             c.backbone = Some(id.clone());
@@ -333,6 +337,10 @@ impl Platform {
         let mut layout = ClusterLayout {
             private_links: HashMap::new(),
             backbone: None,
+            split: matches!(
+                node.attribute("sharing_policy").unwrap_or("SPLITDUPLEX"),
+                "SPLITDUPLEX" | "FULLDUPLEX"
+            ),
         };
         if let Some(bb_bw) = node.attribute("bb_bw") {
             let bb = Link {
@@ -546,9 +554,10 @@ impl Platform {
 
     /// A host to itself. In a `<cluster>` (a StarZone in SimGrid 3.32,
     /// `sg_platf_new_cluster_flat`) without loopback, the route goes up the
-    /// host's private link and the backbone and comes back down the same
-    /// links, each counted once (`StarZone::get_local_route` skips links
-    /// already in the route). Elsewhere a declared route from the host to
+    /// host's private link and the backbone and comes back down, each link
+    /// counted once (`StarZone::get_local_route` skips links already in the
+    /// route): a split-duplex private link (the default) is two links, up
+    /// and down, so its latency counts twice. Elsewhere a declared route from the host to
     /// itself, or else SimGrid's loopback (`FullZone::do_seal`), which the
     /// stand-in counts as no time (see the stand-in's module doc).
     fn self_route(&self, host: &str) -> Vec<String> {
@@ -560,6 +569,9 @@ impl Platform {
             let mut v = Vec::new();
             v.extend(c.private_links.get(host).cloned());
             v.extend(c.backbone.clone());
+            if c.split {
+                v.extend(c.private_links.get(host).cloned());
+            }
             return v;
         }
         zone.routes

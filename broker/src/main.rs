@@ -292,6 +292,19 @@ fn run_standin(args: BatsimArgs) -> anyhow::Result<()> {
 /// the same inputs and decisions (the given ones, or `--generate N`
 /// cases), compared message by message.
 fn compare_with(batsim: &std::path::Path, args: &BatsimArgs) -> anyhow::Result<()> {
+    if args.forward_profiles
+        || args.dynamic_jobs
+        || args.ack_dynamic_jobs
+        || args.mmax != 0
+        || !args.events.is_empty()
+        || args.forward_unknown_events
+        || !args.sched_cfg.is_empty()
+    {
+        anyhow::bail!(
+            "--compare-with passes only --enable-compute-sharing and -m to both engines; \
+             remove the other Batsim options"
+        );
+    }
     let timeout = std::time::Duration::from_secs(120);
     std::fs::create_dir_all(&args.cases_dir)
         .with_context(|| format!("creating {}", args.cases_dir.display()))?;

@@ -166,20 +166,26 @@ impl Case {
                 };
                 let total = if master_inside { n + 1 } else { n };
                 let fatpipe = rng.chance(0.3);
+                // SimGrid's default private links are split-duplex.
+                let shared = rng.chance(0.3);
                 writeln!(xml, "<zone id=\"AS0\" routing=\"Full\">").ok();
                 writeln!(
                     xml,
-                    "  <cluster id=\"c\" prefix=\"node-\" suffix=\"\" radical=\"0-{}\" speed=\"16.673Gf\" core=\"{c}\" bw=\"{}Bps\" lat=\"{}s\" bb_bw=\"{}Bps\" bb_lat=\"{}s\"{}/>",
+                    "  <cluster id=\"c\" prefix=\"node-\" suffix=\"\" radical=\"0-{}\" speed=\"16.673Gf\" core=\"{c}\" bw=\"{}Bps\" lat=\"{}s\" bb_bw=\"{}Bps\" bb_lat=\"{}s\"{}{}/>",
                     total - 1,
                     bw,
                     lat,
                     bb_bw,
                     bb_lat,
-                    if fatpipe { " bb_sharing_policy=\"FATPIPE\"" } else { "" }
+                    if fatpipe { " bb_sharing_policy=\"FATPIPE\"" } else { "" },
+                    if shared { " sharing_policy=\"SHARED\"" } else { "" }
                 )
                 .ok();
                 if fatpipe {
                     notes.push("fatpipe backbone".into());
+                }
+                if shared {
+                    notes.push("shared private links".into());
                 }
                 if master_inside {
                     master = Some(format!("node-{}", rng.below(total as u64)));

@@ -189,6 +189,8 @@ impl Drop for KillOnDrop {
 
 /// Replays a recorded conversation against the stand-in on the same
 /// inputs: the number of messages that matched, or the first difference.
+// The error of `transcript::replay`, passed on as it is.
+#[allow(clippy::result_large_err)]
 pub fn replay_files(
     platform: &Path,
     workload: &Path,

@@ -79,7 +79,7 @@ pub struct RandomScheduler {
 impl RandomScheduler {
     pub fn new(seed: u64) -> Self {
         Self {
-            rng: Rng::new(seed ^ 0x5EED_0F_BA75_1A),
+            rng: Rng::new(seed ^ 0x5EED_0FBA_751A),
             load: Vec::new(),
             sharing: false,
             queue: Vec::new(),

@@ -36,6 +36,24 @@
 //!   last batch.
 //! - Compute resources are the non-master hosts in SimGrid's order (by name,
 //!   byte by byte); see [`crate::platform::Platform::machines`] for roles.
+//! - The actors on the master talk to the server over the master's route to
+//!   itself: SimGrid's loopback in a Full zone (`FullZone::do_seal`; no
+//!   time, see below), but in a `<cluster>` (a StarZone,
+//!   `sg_platf_new_cluster_flat`) up the host's private link, the backbone
+//!   and down again, with the private link's latency twice when it is
+//!   split-duplex (the DTD's default); zone routes go through their
+//!   `gw_src`/`gw_dst` (`NetZoneImpl::get_global_route`). See
+//!   [`crate::platform::Platform::message_time`].
+//! - A static submitter first says hello (a put like any other), takes
+//!   the date once it is received, submits at once the jobs due by then,
+//!   and after each batch sleeps `next subtime - that date`
+//!   (`static_job_submitter_process`, `src/job_submitter.cpp`).
+//! - SIMULATION_BEGINS lists only the profiles some job uses
+//!   (`Profiles::remove_unreferenced_profiles` at workload load).
+//! - KILL_JOB on a `parallel_homogeneous` job cancels its task: return
+//!   code -2 and progress `1 - remaining ratio`
+//!   (`execute_parallel_task`, `BatTask::compute_leaf_progress`); a delay
+//!   job's actor is killed (-1, progress elapsed/delay).
 //! - The simulation ends when every submitter is done, every submitted job
 //!   is complete or rejected, nothing runs and no CALL_ME_LATER is pending.
 //! - A `parallel_homogeneous` job that completes ends after everything
@@ -63,11 +81,19 @@
 //!   remaining bandwidth to the message again at every round in which the
 //!   task takes only 1e6 of its 1e10 B/s, about 5e13 B/s in all.
 //!
-//! Known limit: the stand-in orders a parallel task's end, it does not
-//! compute its date to 1e-10 s. A task ending at the instant of a long
-//! exchange whose messages each take the full 1e-10 s (a task without
-//! loopback communication) could in SimGrid end in the middle of it.
-//! Tasks sharing a resource are not solved either (no contention).
+//! Known limits, measured by the differential harness against real Batsim
+//! 4.2.1 (`batkube batsim --compare-with`, `batsim/tests/differential/`):
+//! - the stand-in orders a parallel task's end, it does not compute its
+//!   date to 1e-10 s; tasks sharing a host or a link are not solved (no
+//!   contention in the L07 model), so `parallel_homogeneous` jobs that
+//!   overlap on a resource, or whose communications cross shared links,
+//!   end at other dates than in SimGrid;
+//! - when the master's own messages take time (master inside a
+//!   `<cluster>`), events that SimGrid dates within floating-point rounding
+//!   of each other (a submitter's wake against its next subtime, a sleep's
+//!   end against a message's arrival) may be ordered the other way: SimGrid
+//!   accumulates its clock step by step, the stand-in computes each date
+//!   once.
 
 pub mod events;
 pub mod fcfs;
