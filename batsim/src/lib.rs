@@ -78,6 +78,7 @@
 //! Over ZeroMQ, [`link::BatsimLink`] is the decision process's side of the
 //! socket and [`standin::ZmqDecisionProcess`] the stand-in's.
 
+pub mod compare;
 pub mod intervals;
 pub mod link;
 pub mod platform;

@@ -66,6 +66,11 @@ struct Zone {
     parent: Option<usize>,
     /// Route between two members (hosts, routers or child zones) of this zone.
     routes: HashMap<(String, String), Vec<String>>,
+    /// Gateways (`gw_src`, `gw_dst`) of a `<zoneRoute>` between two child
+    /// zones: the route goes from the source host to `gw_src` inside its
+    /// zone, over the zone route's links, then from `gw_dst` to the
+    /// destination (SimGrid's `NetZoneImpl::get_global_route`).
+    gateways: HashMap<(String, String), (String, String)>,
     /// Cluster layout when the zone is a `<cluster>`.
     cluster: Option<ClusterLayout>,
     /// Gateway used when the zone is reached from outside (cluster router).
@@ -78,6 +83,9 @@ struct ClusterLayout {
     /// host name -> private link id
     private_links: HashMap<String, String>,
     backbone: Option<String>,
+    /// Private links split in an up and a down link (`sharing_policy`
+    /// SPLITDUPLEX, the default of SimGrid 3.32's DTD, or FULLDUPLEX).
+    split: bool,
 }
 
 /// A parsed platform.
@@ -247,6 +255,7 @@ impl Platform {
                         self.zones[zone].cluster.get_or_insert(ClusterLayout {
                             private_links: HashMap::new(),
                             backbone: None,
+                            split: false,
                         });
                         if let Some(c) = self.zones[zone].cluster.as_mut() {
                             c.backbone = Some(id.clone());
@@ -264,6 +273,10 @@ impl Platform {
                     let symmetrical = attr("symmetrical")
                         .map(|s| !s.eq_ignore_ascii_case("no"))
                         .unwrap_or(true);
+                    let gateways = match (attr("gw_src"), attr("gw_dst")) {
+                        (Some(gs), Some(gd)) => Some((gs.to_string(), gd.to_string())),
+                        _ => None,
+                    };
                     if symmetrical {
                         let mut back = links.clone();
                         back.reverse();
@@ -271,6 +284,17 @@ impl Platform {
                             .routes
                             .entry((dst.clone(), src.clone()))
                             .or_insert(back);
+                        if let Some((gs, gd)) = &gateways {
+                            self.zones[zone]
+                                .gateways
+                                .entry((dst.clone(), src.clone()))
+                                .or_insert((gd.clone(), gs.clone()));
+                        }
+                    }
+                    if let Some(g) = gateways {
+                        self.zones[zone]
+                            .gateways
+                            .insert((src.clone(), dst.clone()), g);
                     }
                     self.zones[zone].routes.insert((src, dst), links);
                 }
@@ -313,6 +337,10 @@ impl Platform {
         let mut layout = ClusterLayout {
             private_links: HashMap::new(),
             backbone: None,
+            split: matches!(
+                node.attribute("sharing_policy").unwrap_or("SPLITDUPLEX"),
+                "SPLITDUPLEX" | "FULLDUPLEX"
+            ),
         };
         if let Some(bb_bw) = node.attribute("bb_bw") {
             let bb = Link {
@@ -360,6 +388,7 @@ impl Platform {
         self.zones.push(Zone {
             parent: Some(parent),
             routes: HashMap::new(),
+            gateways: HashMap::new(),
             cluster: Some(layout),
             gateway: Some(router),
             name: id,
@@ -465,7 +494,7 @@ impl Platform {
     /// platform declares no route between them.
     fn route(&self, src: &str, dst: &str) -> Option<Vec<String>> {
         if src == dst {
-            return Some(Vec::new());
+            return Some(self.self_route(src));
         }
         let zs = *self.member_zone.get(src)?;
         let zd = *self.member_zone.get(dst)?;
@@ -494,12 +523,23 @@ impl Platform {
         let mut links = Vec::new();
         let up_s = child_of(&cs);
         let up_d = child_of(&cd);
-        let name_s = up_s
-            .map(|z| self.zones[z].name.clone())
-            .unwrap_or(src.into());
-        let name_d = up_d
-            .map(|z| self.zones[z].name.clone())
-            .unwrap_or(dst.into());
+        let name_of = |up: Option<usize>, host: &str| {
+            up.map(|z| self.zones[z].name.clone())
+                .unwrap_or(host.into())
+        };
+        let (name_s, name_d) = (name_of(up_s, src), name_of(up_d, dst));
+        // A zone route with gateways: src to gw_src, the route, gw_dst to dst.
+        if let Some((gs, gd)) = self.zones[common]
+            .gateways
+            .get(&(name_s.clone(), name_d.clone()))
+        {
+            if (gs != src || gd != dst) && (gs != dst || gd != src) {
+                links.extend(self.route(src, gs)?);
+                links.extend(self.local_route(common, &name_s, &name_d)?);
+                links.extend(self.route(gd, dst)?);
+                return Some(links);
+            }
+        }
         if let Some(z) = up_s {
             links.extend(self.to_gateway(z, src)?);
         }
@@ -510,6 +550,34 @@ impl Platform {
             links.extend(back);
         }
         Some(links)
+    }
+
+    /// A host to itself. In a `<cluster>` (a StarZone in SimGrid 3.32,
+    /// `sg_platf_new_cluster_flat`) without loopback, the route goes up the
+    /// host's private link and the backbone and comes back down, each link
+    /// counted once (`StarZone::get_local_route` skips links already in the
+    /// route): a split-duplex private link (the default) is two links, up
+    /// and down, so its latency counts twice. Elsewhere a declared route from the host to
+    /// itself, or else SimGrid's loopback (`FullZone::do_seal`), which the
+    /// stand-in counts as no time (see the stand-in's module doc).
+    fn self_route(&self, host: &str) -> Vec<String> {
+        let Some(&z) = self.member_zone.get(host) else {
+            return Vec::new();
+        };
+        let zone = &self.zones[z];
+        if let Some(c) = &zone.cluster {
+            let mut v = Vec::new();
+            v.extend(c.private_links.get(host).cloned());
+            v.extend(c.backbone.clone());
+            if c.split {
+                v.extend(c.private_links.get(host).cloned());
+            }
+            return v;
+        }
+        zone.routes
+            .get(&(host.to_string(), host.to_string()))
+            .cloned()
+            .unwrap_or_default()
     }
 
     fn to_gateway(&self, zone: usize, host: &str) -> Option<Vec<String>> {

@@ -9,6 +9,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
+use batsim::compare::cases::{Case, Scheduler};
+use batsim::compare::{CaseFiles, RunOptions};
 use batsim::link::DEFAULT_ENDPOINT;
 use batsim::platform::Platform;
 use batsim::standin::fcfs::Fcfs;
@@ -57,10 +59,10 @@ enum Command {
 #[derive(Args)]
 struct BatsimArgs {
     /// SimGrid platform file.
-    #[arg(short = 'p', long = "platform")]
-    platform: PathBuf,
+    #[arg(short = 'p', long = "platform", required_unless_present = "generate")]
+    platform: Option<PathBuf>,
     /// Batsim JSON workload (repeat for several; named w0, w1, …).
-    #[arg(short = 'w', long = "workload", required = true)]
+    #[arg(short = 'w', long = "workload", required_unless_present = "generate")]
     workloads: Vec<PathBuf>,
     /// Decision process endpoint (Batsim connects a REQ socket there).
     #[arg(short = 's', long = "socket-endpoint", default_value = DEFAULT_ENDPOINT)]
@@ -98,9 +100,31 @@ struct BatsimArgs {
     #[arg(long = "sched-cfg", default_value = "")]
     sched_cfg: String,
     /// Instead of connecting to a decision process, run a native one
-    /// in-process (stand-in only): `fcfs`.
+    /// in-process: `fcfs`, or `random:SEED` (starts, kills and calls at
+    /// random, the same for the same seed and messages).
     #[arg(long = "builtin-scheduler", value_name = "NAME")]
     builtin: Option<String>,
+    /// Differential check: run real Batsim (this binary) on the same
+    /// inputs and options under the built-in scheduler (`fcfs` unless
+    /// --builtin-scheduler), record the conversation, replay it against
+    /// the stand-in and print the first message that differs (exit 1).
+    #[arg(
+        long = "compare-with",
+        value_name = "BATSIM",
+        conflicts_with = "replay"
+    )]
+    compare_with: Option<PathBuf>,
+    /// With --compare-with: instead of -p/-w, compare on N generated cases
+    /// (platforms, workloads, options and scheduler from seeds --seed..).
+    #[arg(long = "generate", value_name = "N", requires = "compare_with")]
+    generate: Option<u64>,
+    /// First seed of --generate.
+    #[arg(long = "seed", default_value_t = 0)]
+    seed: u64,
+    /// Where --compare-with leaves each case (inputs, real Batsim's
+    /// conversation real.jsonl and logs) and summary.txt.
+    #[arg(long = "cases-dir", default_value = "compare-cases")]
+    cases_dir: PathBuf,
     /// Simulated seconds the built-in scheduler charges per decision.
     #[arg(long = "builtin-decision-time", default_value_t = 0.0)]
     builtin_decision_time: f64,
@@ -195,7 +219,11 @@ fn print_summary(s: &batkube::broker::record::Summary) {
 }
 
 fn run_standin(args: BatsimArgs) -> anyhow::Result<()> {
-    let platform = Platform::from_file(&args.platform)?;
+    if let Some(batsim) = args.compare_with.clone() {
+        return compare_with(&batsim, &args);
+    }
+    let platform_path = args.platform.clone().context("-p PLATFORM is required")?;
+    let platform = Platform::from_file(&platform_path)?;
     let mut workloads = Vec::new();
     for (i, path) in args.workloads.iter().enumerate() {
         workloads.push(Workload::from_file(path, &format!("w{i}"))?);
@@ -232,7 +260,7 @@ fn run_standin(args: BatsimArgs) -> anyhow::Result<()> {
                 format!("connecting to the decision process at {}", args.socket)
             })?),
             Some("fcfs") => Box::new(Fcfs::new(args.builtin_decision_time)),
-            Some(other) => anyhow::bail!("unknown built-in scheduler {other:?} (known: fcfs)"),
+            Some(other) => Scheduler::parse(other).map_err(anyhow::Error::msg)?.make(),
         };
     let summary = match &args.record_protocol {
         None => sim.run(dp.as_mut())?,
@@ -262,5 +290,110 @@ fn run_standin(args: BatsimArgs) -> anyhow::Result<()> {
         args.export.display(),
         args.export.display()
     );
+    Ok(())
+}
+
+/// `batkube batsim --compare-with BATSIM`: real Batsim and the stand-in on
+/// the same inputs and decisions (the given ones, or `--generate N`
+/// cases), compared message by message.
+fn compare_with(batsim: &std::path::Path, args: &BatsimArgs) -> anyhow::Result<()> {
+    if args.forward_profiles
+        || args.dynamic_jobs
+        || args.ack_dynamic_jobs
+        || args.mmax != 0
+        || !args.events.is_empty()
+        || args.forward_unknown_events
+        || !args.sched_cfg.is_empty()
+    {
+        anyhow::bail!(
+            "--compare-with passes only --enable-compute-sharing and -m to both engines; \
+             remove the other Batsim options"
+        );
+    }
+    let timeout = std::time::Duration::from_secs(120);
+    std::fs::create_dir_all(&args.cases_dir)
+        .with_context(|| format!("creating {}", args.cases_dir.display()))?;
+    let mut report = String::new();
+    let mut failures = 0u64;
+    let mut run_one = |name: String,
+                       files: CaseFiles,
+                       opts: RunOptions,
+                       scheduler: Scheduler,
+                       what: String|
+     -> anyhow::Result<()> {
+        let (outcome, real) =
+            batsim::compare::compare_case(batsim, &files, &opts, scheduler, timeout)
+                .with_context(|| format!("case {name}"))?;
+        if !outcome.is_identical() {
+            failures += 1;
+        }
+        let line = format!(
+            "{name}: {} ({} lines, real Batsim {:.2} s) {what}",
+            outcome.summary(),
+            real.lines.len(),
+            real.wall_seconds
+        );
+        println!("{line}");
+        std::fs::write(files.dir.join("result.txt"), format!("{line}\n"))?;
+        report.push_str(&line);
+        report.push('\n');
+        Ok(())
+    };
+    let total;
+    match args.generate {
+        Some(n) => {
+            total = n;
+            for seed in args.seed..args.seed + n {
+                let case = Case::generate(seed);
+                let dir = args.cases_dir.join(format!("case-{seed:05}"));
+                let files = batsim::compare::write_case(&case, &dir)
+                    .with_context(|| format!("writing {}", dir.display()))?;
+                let opts = RunOptions {
+                    compute_sharing: case.compute_sharing,
+                    master: case.master.clone(),
+                };
+                run_one(
+                    format!("case-{seed:05}"),
+                    files,
+                    opts,
+                    case.scheduler,
+                    case.describe(),
+                )?;
+            }
+        }
+        None => {
+            total = 1;
+            if args.workloads.len() != 1 {
+                anyhow::bail!("--compare-with compares one workload (-w) at a time");
+            }
+            let platform = args.platform.clone().context("-p PLATFORM is required")?;
+            let scheduler = Scheduler::parse(args.builtin.as_deref().unwrap_or("fcfs"))
+                .map_err(anyhow::Error::msg)?;
+            let files = CaseFiles {
+                dir: args.cases_dir.clone(),
+                platform,
+                workload: args.workloads[0].clone(),
+            };
+            let opts = RunOptions {
+                compute_sharing: args.compute_sharing,
+                master: args.master.clone(),
+            };
+            run_one("case".into(), files, opts, scheduler, scheduler.name())?;
+        }
+    }
+    let summary = format!(
+        "{} case(s), {} identical, {failures} not\n",
+        total,
+        total - failures
+    );
+    report.push_str(&summary);
+    std::fs::write(args.cases_dir.join("summary.txt"), &report)?;
+    eprint!("batkube batsim --compare-with: {summary}");
+    if failures > 0 {
+        anyhow::bail!(
+            "{failures} case(s) differ (see {})",
+            args.cases_dir.join("summary.txt").display()
+        );
+    }
     Ok(())
 }

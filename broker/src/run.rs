@@ -1265,8 +1265,11 @@ fn write_outputs(
     broker
         .finish_records()
         .with_context(|| ctx("pods.csv and nodes.csv"))?;
+    if jobs_csv {
+        adopt_batsim_outputs(out).with_context(|| ctx("Batsim's outputs"))?;
+    }
     // Batsim writes jobs.csv when it ends; one that died did not.
-    if jobs_csv && !out.join("jobs.csv").exists() {
+    if jobs_csv && !wrote(&out.join("jobs.csv")) {
         let pods = record::read_pods_csv(&out.join("pods.csv"))
             .with_context(|| format!("reading {}", out.join("pods.csv").display()))?;
         write_jobs_csv(&out.join("jobs.csv"), &pods).with_context(|| ctx("jobs.csv"))?;
@@ -1277,6 +1280,38 @@ fn write_outputs(
     )
     .with_context(|| ctx("summary.json"))?;
     Ok(())
+}
+
+/// Real Batsim names its outputs `<export prefix>_jobs.csv`, … (`src/export.cpp`
+/// appends `_`), so with the prefix `DIR/` they land as `DIR/_jobs.csv`:
+/// they take the names the stand-in gives them (`DIR/jobs.csv`, …). A file
+/// Batsim left empty is not its output.
+fn adopt_batsim_outputs(out: &Path) -> std::io::Result<()> {
+    const OUTPUTS: [&str; 6] = [
+        "jobs.csv",
+        "schedule.csv",
+        "machine_states.csv",
+        "schedule.trace",
+        "consumed_energy.csv",
+        "pstate_changes.csv",
+    ];
+    for name in OUTPUTS {
+        let from = out.join(format!("_{name}"));
+        if !from.exists() {
+            continue;
+        }
+        if wrote(&from) {
+            std::fs::rename(&from, out.join(name))?;
+        } else {
+            std::fs::remove_file(&from)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether a file exists with something in it.
+fn wrote(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.len() > 0)
 }
 
 /// jobs.csv in Batsim's layout from the broker's records, for a Batsim

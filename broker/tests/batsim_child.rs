@@ -184,3 +184,43 @@ fn a_recorded_run_replays_identically() {
     assert!(replay.status.success(), "{stderr}");
     assert!(stderr.contains("identically"), "{stderr}");
 }
+
+/// Real Batsim writes `<prefix>_jobs.csv`, `<prefix>_schedule.csv`, … for
+/// `-e <prefix>`. Played here by the stand-in behind a script that appends
+/// that `_` to the prefix it is given: the run's outputs are still
+/// `DIR/jobs.csv` and `DIR/schedule.csv`, Batsim's own (with profiles),
+/// and no fallback jobs.csv replaces them.
+#[test]
+fn batsim_outputs_keep_the_stand_in_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = format!(
+        "n=$#; prev=''\n\
+         while [ $n -gt 0 ]; do\n\
+           a=$1; shift; n=$((n-1))\n\
+           if [ \"$prev\" = '-e' ]; then set -- \"$@\" \"${{a}}_\"; else set -- \"$@\" \"$a\"; fi\n\
+           prev=$a\n\
+         done\n\
+         exec {} batsim \"$@\"",
+        env!("CARGO_BIN_EXE_batkube")
+    );
+    let bin = fake_batsim(dir.path(), &body);
+    let out = dir.path().join("out");
+    let run = run_with(&bin, &out, &[]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    for name in ["jobs.csv", "schedule.csv"] {
+        assert!(out.join(name).is_file(), "no {name} in {}", out.display());
+        assert!(
+            !out.join(format!("_{name}")).exists(),
+            "_{name} left beside {name}"
+        );
+    }
+    let jobs = std::fs::read_to_string(out.join("jobs.csv")).unwrap();
+    let mut lines = jobs.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let profile = header.iter().position(|h| *h == "profile").unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 200);
+    // The fallback writer knows no profile; Batsim's file names it.
+    assert!(rows.iter().all(|r| r[profile] == "delay"), "{jobs}");
+}

@@ -307,7 +307,7 @@ impl super::StandIn {
             // As for jobs: the goodbye is posted after the server handled
             // the batch (and looked at its mailbox).
             self.spawned.push(super::Put {
-                comm: 0.0,
+                comm: self.master_comm,
                 payload: super::Payload::ExternalBye,
             });
         }

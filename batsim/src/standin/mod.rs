@@ -36,6 +36,24 @@
 //!   last batch.
 //! - Compute resources are the non-master hosts in SimGrid's order (by name,
 //!   byte by byte); see [`crate::platform::Platform::machines`] for roles.
+//! - The actors on the master talk to the server over the master's route to
+//!   itself: SimGrid's loopback in a Full zone (`FullZone::do_seal`; no
+//!   time, see below), but in a `<cluster>` (a StarZone,
+//!   `sg_platf_new_cluster_flat`) up the host's private link, the backbone
+//!   and down again, with the private link's latency twice when it is
+//!   split-duplex (the DTD's default); zone routes go through their
+//!   `gw_src`/`gw_dst` (`NetZoneImpl::get_global_route`). See
+//!   [`crate::platform::Platform::message_time`].
+//! - A static submitter first says hello (a put like any other), takes
+//!   the date once it is received, submits at once the jobs due by then,
+//!   and after each batch sleeps `next subtime - that date`
+//!   (`static_job_submitter_process`, `src/job_submitter.cpp`).
+//! - SIMULATION_BEGINS lists only the profiles some job uses
+//!   (`Profiles::remove_unreferenced_profiles` at workload load).
+//! - KILL_JOB on a `parallel_homogeneous` job cancels its task: return
+//!   code -2 and progress `1 - remaining ratio`
+//!   (`execute_parallel_task`, `BatTask::compute_leaf_progress`); a delay
+//!   job's actor is killed (-1, progress elapsed/delay).
 //! - The simulation ends when every submitter is done, every submitted job
 //!   is complete or rejected, nothing runs and no CALL_ME_LATER is pending.
 //! - A `parallel_homogeneous` job that completes ends after everything
@@ -63,11 +81,19 @@
 //!   remaining bandwidth to the message again at every round in which the
 //!   task takes only 1e6 of its 1e10 B/s, about 5e13 B/s in all.
 //!
-//! Known limit: the stand-in orders a parallel task's end, it does not
-//! compute its date to 1e-10 s. A task ending at the instant of a long
-//! exchange whose messages each take the full 1e-10 s (a task without
-//! loopback communication) could in SimGrid end in the middle of it.
-//! Tasks sharing a resource are not solved either (no contention).
+//! Known limits, measured by the differential harness against real Batsim
+//! 4.2.1 (`batkube batsim --compare-with`, `batsim/tests/differential/`):
+//! - the stand-in orders a parallel task's end, it does not compute its
+//!   date to 1e-10 s; tasks sharing a host or a link are not solved (no
+//!   contention in the L07 model), so `parallel_homogeneous` jobs that
+//!   overlap on a resource, or whose communications cross shared links,
+//!   end at other dates than in SimGrid;
+//! - when the master's own messages take time (master inside a
+//!   `<cluster>`), events that SimGrid dates within floating-point rounding
+//!   of each other (a submitter's wake against its next subtime, a sleep's
+//!   end against a message's arrival) may be ordered the other way: SimGrid
+//!   accumulates its clock step by step, the stand-in computes each date
+//!   once.
 
 pub mod events;
 pub mod fcfs;
@@ -200,6 +226,9 @@ enum JobStatus {
         alloc: IntervalSet,
         hosts: Vec<u32>,
         generation: u64,
+        /// A parallel task's latency and whole duration (its progress
+        /// when killed).
+        ptask: Option<(f64, f64)>,
     },
     /// Its execution ended (or was killed); the report may still be
     /// travelling to the server.
@@ -208,6 +237,7 @@ enum JobStatus {
         alloc: IntervalSet,
         state: JobState,
         runtime: f64,
+        return_code: i64,
     },
     /// Complete or rejected, as far as the server knows.
     Finished,
@@ -264,6 +294,9 @@ enum Payload {
         workload: usize,
         jobs: Vec<usize>,
     },
+    SubmitterHello {
+        workload: usize,
+    },
     SubmitterBye,
     JobCompleted {
         job: usize,
@@ -293,9 +326,10 @@ struct Put {
     payload: Payload,
 }
 
-/// A static submitter (one per workload): its batches by submission time.
+/// A static submitter (one per workload): its jobs by submission time
+/// (then id as text), and the next one to submit.
 struct Submitter {
-    batches: Vec<(f64, Vec<usize>)>,
+    order: Vec<usize>,
     next: usize,
     /// When it last woke (`current_submission_date` in Batsim).
     woke_at: f64,
@@ -401,6 +435,10 @@ pub struct StandIn {
     /// the server runs): route latency plus the byte over the narrowest
     /// link, SimGrid's ptask_L07 model.
     report: Vec<f64>,
+    /// Time a 1-byte message takes from the master to itself (every actor
+    /// but the executors runs there): none over SimGrid's loopback, the
+    /// private link and the backbone in a `<cluster>`.
+    master_comm: f64,
     workloads: Vec<WorkloadState>,
     nb_static_workloads: usize,
     jobs: Vec<JobEntry>,
@@ -469,8 +507,10 @@ impl StandIn {
             .iter()
             .map(|h| platform.message_time(&h.name, &m.master.name, 1.0))
             .collect();
+        let master_comm = platform.message_time(&m.master.name, &m.master.name, 1.0);
         let out = OutputWriter::new(opts.export_prefix.as_deref())?;
         let mut s = StandIn {
+            master_comm,
             machine_load: vec![(0, 0.0); compute.len()],
             machines: compute,
             report,
@@ -548,26 +588,14 @@ impl StandIn {
                     .total_cmp(&jb.subtime)
                     .then_with(|| ja.full_id.cmp(&jb.full_id))
             });
-            let mut batches: Vec<(f64, Vec<usize>)> = Vec::new();
-            for idx in order {
-                let t = s.jobs[idx].subtime;
-                match batches.last_mut() {
-                    Some((bt, v)) if *bt == t => v.push(idx),
-                    _ => batches.push((t, vec![idx])),
-                }
-            }
-            // The submitter says hello at 0, then sleeps until its first
-            // batch (or says goodbye at once when it has none).
-            if let Some(&(t, _)) = batches.first() {
-                s.schedule(t.max(0.0), Action::SubmitterWake { workload: wi });
-            } else {
-                s.mailbox.push_back(Put {
-                    comm: 0.0,
-                    payload: Payload::SubmitterBye,
-                });
-            }
+            // The submitter says hello at 0; what it does next depends on
+            // the date its hello arrived (see `submitter_resumes`).
+            s.mailbox.push_back(Put {
+                comm: s.master_comm,
+                payload: Payload::SubmitterHello { workload: wi },
+            });
             s.submitters.push(Submitter {
-                batches,
+                order,
                 next: 0,
                 woke_at: 0.0,
             });
@@ -652,14 +680,28 @@ impl StandIn {
             .iter()
             .map(|w| (w.name.clone(), json!(w.path)))
             .collect();
+        // Batsim drops the profiles no job uses once the workload is read
+        // (`Profiles::remove_unreferenced_profiles`, `src/workload.cpp`) and
+        // lists only the others (`append_simulation_begins`).
+        let mut used: Vec<Vec<bool>> = self
+            .workloads
+            .iter()
+            .map(|w| vec![false; w.profiles.len()])
+            .collect();
+        for j in &self.jobs {
+            used[j.workload][j.profile as usize] = true;
+        }
         let profiles = self
             .workloads
             .iter()
-            .map(|w| {
+            .zip(&used)
+            .map(|(w, used)| {
                 let m: Map<String, Value> = w
                     .profiles
                     .iter()
-                    .map(|(n, p)| (n.clone(), parse_own(p)))
+                    .zip(used)
+                    .filter(|(_, u)| **u)
+                    .map(|((n, p), _)| (n.clone(), parse_own(p)))
                     .collect();
                 (w.name.clone(), Value::Object(m))
             })
@@ -768,14 +810,10 @@ impl StandIn {
         self.now = self.now.max(next.time);
         match next.action {
             Action::SubmitterWake { workload } => {
-                let sub = &mut self.submitters[workload];
-                sub.woke_at = self.now;
-                let jobs = std::mem::take(&mut sub.batches[sub.next].1);
-                sub.next += 1;
-                self.mailbox.push_back(Put {
-                    comm: 0.0,
-                    payload: Payload::Submit { workload, jobs },
-                });
+                self.submitters[workload].woke_at = self.now;
+                // It woke for the next job, whatever the rounding of its
+                // sleep, and takes every later one already due.
+                self.submit_batch(workload, true);
             }
             Action::JobEnd {
                 job,
@@ -794,18 +832,18 @@ impl StandIn {
                 // A waiter does not report once the simulation has ended.
                 if !self.ends_sent {
                     self.mailbox.push_back(Put {
-                        comm: 0.0,
+                        comm: self.master_comm,
                         payload: Payload::WaitingDone,
                     });
                 }
             }
             Action::ReqRep => self.reqrep_post(),
             Action::External { events, last } => self.mailbox.push_back(Put {
-                comm: 0.0,
+                comm: self.master_comm,
                 payload: Payload::External { events, last },
             }),
             Action::ExternalBye => self.mailbox.push_back(Put {
-                comm: 0.0,
+                comm: self.master_comm,
                 payload: Payload::ExternalBye,
             }),
         }
@@ -817,24 +855,15 @@ impl StandIn {
     fn receive(&mut self, put: Put, dp: &mut dyn DecisionProcess) -> anyhow::Result<()> {
         let from_reqrep = matches!(put.payload, Payload::Decision(_) | Payload::SchedReady);
         let submitter = match &put.payload {
-            Payload::Submit { workload, .. } => Some(*workload),
+            Payload::Submit { workload, .. } => Some((*workload, false)),
+            Payload::SubmitterHello { workload } => Some((*workload, true)),
             _ => None,
         };
         self.handle(put.payload)?;
         self.maybe_send(dp)?;
         // The sender resumes after the server's look at its mailbox.
-        if let Some(w) = submitter {
-            let sub = &self.submitters[w];
-            match sub.batches.get(sub.next) {
-                Some(&(t, _)) => {
-                    let at = self.now + (t - sub.woke_at);
-                    self.schedule(at, Action::SubmitterWake { workload: w });
-                }
-                None => self.mailbox.push_back(Put {
-                    comm: 0.0,
-                    payload: Payload::SubmitterBye,
-                }),
-            }
+        if let Some((w, hello)) = submitter {
+            self.submitter_resumes(w, hello);
         }
         if from_reqrep {
             self.reqrep_busy = false;
@@ -844,6 +873,54 @@ impl StandIn {
         self.reqrep_next();
         self.mailbox.extend(self.spawned.drain(..));
         Ok(())
+    }
+
+    /// A static submitter's put was received; it goes on
+    /// (`static_job_submitter_process` of Batsim's `src/job_submitter.cpp`):
+    /// after its hello it takes the date (`current_submission_date`) and
+    /// submits at once every job due by then; after a batch, it sleeps
+    /// `next subtime - current_submission_date` (so it wakes late by the
+    /// time its put took), or says goodbye after its last job.
+    fn submitter_resumes(&mut self, w: usize, hello: bool) {
+        if hello {
+            self.submitters[w].woke_at = self.now;
+            if self.submit_batch(w, false) {
+                return;
+            }
+        }
+        let sub = &self.submitters[w];
+        match sub.order.get(sub.next) {
+            Some(&j) => {
+                let at = self.now + (self.jobs[j].subtime - sub.woke_at);
+                self.schedule(at, Action::SubmitterWake { workload: w });
+            }
+            None => self.mailbox.push_back(Put {
+                comm: self.master_comm,
+                payload: Payload::SubmitterBye,
+            }),
+        }
+    }
+
+    /// Posts the jobs of submitter `w` due at its date (`first`: the next
+    /// one whatever its subtime). Returns whether it posted anything.
+    fn submit_batch(&mut self, w: usize, first: bool) -> bool {
+        let sub = &mut self.submitters[w];
+        let mut jobs = Vec::new();
+        while let Some(&j) = sub.order.get(sub.next) {
+            if !(first && jobs.is_empty()) && self.jobs[j].subtime > sub.woke_at {
+                break;
+            }
+            jobs.push(j);
+            sub.next += 1;
+        }
+        if jobs.is_empty() {
+            return false;
+        }
+        self.mailbox.push_back(Put {
+            comm: self.master_comm,
+            payload: Payload::Submit { workload: w, jobs },
+        });
+        true
     }
 
     /// The request-reply actor goes on with the next event of the reply:
@@ -865,7 +942,10 @@ impl StandIn {
 
     fn reqrep_post(&mut self) {
         if let Some((_, payload)) = self.reqrep.pop_front() {
-            self.mailbox.push_back(Put { comm: 0.0, payload });
+            self.mailbox.push_back(Put {
+                comm: self.master_comm,
+                payload,
+            });
         }
     }
 
@@ -942,6 +1022,7 @@ impl StandIn {
                     self.submit(idx);
                 }
             }
+            Payload::SubmitterHello { .. } => {}
             Payload::SubmitterBye => {
                 self.submitters_done += 1;
                 if self.submitters_done == self.nb_static_workloads {
@@ -1307,6 +1388,7 @@ impl StandIn {
                 ))
             }
         };
+        let mut ptask = None;
         let duration = match kind {
             ProfileKind::Delay { delay } => delay,
             ProfileKind::ParallelHomogeneous { cpu, com } => {
@@ -1321,6 +1403,7 @@ impl StandIn {
                 names.dedup();
                 let compute = if cpu > 0.0 { cpu / speed } else { 0.0 };
                 let (latency, comm) = self.platform.ptask_communication(&names, com);
+                ptask = Some((latency, latency + compute.max(comm)));
                 latency + compute.max(comm)
             }
         };
@@ -1340,6 +1423,7 @@ impl StandIn {
             alloc: e.alloc,
             hosts: alloc_ids.clone(),
             generation,
+            ptask,
         };
         self.running += 1;
         for &m in &alloc_ids {
@@ -1389,6 +1473,7 @@ impl StandIn {
             start,
             alloc,
             hosts,
+            ptask,
             ..
         } = self.jobs[i].status.clone()
         else {
@@ -1398,11 +1483,20 @@ impl StandIn {
         for &m in &hosts {
             self.machine_busy(m, -1);
         }
+        // A killed parallel task is cancelled and its executor returns -2
+        // (`execute_parallel_task`, `src/task_execution.cpp`); a killed
+        // delay job's actor is killed (-1), as is any job over its walltime.
+        let return_code = match (&state, ptask) {
+            (JobState::CompletedKilled, Some(_)) => -2,
+            (s, _) if s.is_success() => 0,
+            _ => -1,
+        };
         self.jobs[i].status = JobStatus::Ended {
             start,
             alloc,
             state,
             runtime: self.now - start,
+            return_code,
         };
         hosts[0]
     }
@@ -1414,13 +1508,13 @@ impl StandIn {
             alloc,
             state,
             runtime,
+            return_code,
         } = std::mem::replace(&mut self.jobs[i].status, JobStatus::Finished)
         else {
             return Ok(());
         };
         self.running -= 1;
         self.completed += 1;
-        let return_code = if state.is_success() { 0 } else { -1 };
         self.outbox.push((
             self.now,
             EventData::JobCompleted(JobCompleted {
@@ -1475,7 +1569,7 @@ impl StandIn {
         for id in ids {
             let i = self.job_by_id(id)?;
             match self.jobs[i].status.clone() {
-                JobStatus::Running { start, .. } => {
+                JobStatus::Running { start, ptask, .. } => {
                     let j = &self.jobs[i];
                     let elapsed = self.now - start;
                     let p = match self
@@ -1484,7 +1578,16 @@ impl StandIn {
                     {
                         Some(ProfileKind::Delay { delay }) if delay > 0.0 => elapsed / delay,
                         Some(ProfileKind::Delay { .. }) => 1.0,
-                        _ => 0.0,
+                        // 1 - the task's remaining ratio
+                        // (`BatTask::compute_leaf_progress`): its work
+                        // advances at a constant rate once its latency is
+                        // paid (no contention modelled).
+                        _ => match ptask {
+                            Some((lat, dur)) if dur > lat => {
+                                ((elapsed - lat) / (dur - lat)).clamp(0.0, 1.0)
+                            }
+                            _ => 0.0,
+                        },
                     };
                     progress.insert(
                         id.clone(),
@@ -1502,7 +1605,7 @@ impl StandIn {
             }
         }
         self.spawned.push(Put {
-            comm: 0.0,
+            comm: self.master_comm,
             payload: Payload::KillingDone {
                 ids: ids.to_vec(),
                 progress,
