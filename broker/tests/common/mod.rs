@@ -34,11 +34,35 @@ pub fn profile_dir() -> PathBuf {
     exe.parent().unwrap().parent().unwrap().to_path_buf()
 }
 
-/// Builds (if needed) and returns a workspace artifact.
+/// The newest modification time of the files under `dir`.
+fn newest(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut best = None;
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let m = if e.file_type().ok()?.is_dir() {
+            newest(&e.path())
+        } else {
+            e.metadata().ok()?.modified().ok()
+        };
+        best = best.max(m);
+    }
+    best
+}
+
+/// Builds (if missing, or older than its sources or the shim's) and
+/// returns a workspace artifact: `cargo test -p batkube` alone never runs
+/// a scheduler built before the last change to its crate. (Not rebuilt
+/// when fresh: `cargo build -p X` may resolve features apart from the
+/// workspace's test build and recompile shared crates.)
 pub fn artifact(name: &str, package: &str) -> PathBuf {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = profile_dir();
     let path = dir.join(name);
-    if !path.exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let sources = [root.join("schedulers").join(package), root.join(package), root.join("timeshim")];
+    let built = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+    let stale = built.is_none_or(|b| sources.iter().filter_map(|d| newest(d)).any(|s| s > b));
+    if stale {
         let mut c = Command::new(env!("CARGO"));
         c.args(["build", "-p", package]);
         if dir.file_name().unwrap() == "release" {
