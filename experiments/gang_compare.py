@@ -74,6 +74,66 @@ def schedulers(which):
     return rel / "batkube", {k: all_[k] for k in which}
 
 
+def ensure_pybatsim():
+    """pybatsim 3.2.1 (EASY backfilling) in the plotting venv. Its pin on
+    pyzmq<23 does not build on Python 3.11: the current pyzmq is taken and
+    pybatsim installed without its pins (it works with it)."""
+    py = c.VENV / "bin" / "python"
+    if (c.VENV / "bin" / "pybatsim").exists():
+        return c.VENV / "bin" / "pybatsim"
+    print("[setup] pybatsim 3.2.1 into experiments/.venv (PyPI)", file=sys.stderr)
+    pip = [str(py), "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "pyzmq", "procset>=1,<2", "sortedcontainers>=2.3,<3", "docopt>=0.6.2,<0.7"],
+                   check=True)
+    subprocess.run([*pip, "--no-deps", "pybatsim==3.2.1"], check=True)
+    return c.VENV / "bin" / "pybatsim"
+
+
+def run_easy(batsim, workload, platform, out):
+    """Real Batsim with pybatsim's EASY backfilling: the HPC reference. EASY
+    needs walltimes; the workload's jobs get their exact run time rounded up
+    plus 1 s (perfect estimates; Batsim kills a job at its walltime).
+    Returns summary-like metrics from Batsim's own _jobs.csv."""
+    import math
+    import socket
+    out.mkdir(parents=True, exist_ok=True)
+    w = json.loads(Path(workload).read_text())
+    for j in w["jobs"]:
+        j["walltime"] = math.ceil(float(w["profiles"][j["profile"]]["delay"])) + 1
+    wl = out / "workload-with-walltimes.json"
+    wl.write_text(json.dumps(w))
+    with socket.socket() as s_:
+        s_.bind(("127.0.0.1", 0))
+        port = s_.getsockname()[1]
+    endpoint = f"tcp://127.0.0.1:{port}"
+    with open(out / "pybatsim.log", "w") as log:
+        sched = subprocess.Popen([str(ensure_pybatsim()), "easyBackfill", "-s", endpoint, "-t", "600000"],
+                                 stdout=log, stderr=subprocess.STDOUT)
+    try:
+        with open(out / "batsim.log", "w") as log:
+            subprocess.run([batsim, "-p", str(platform), "-w", str(wl), "-e", f"{out}/", "-s", endpoint],
+                           stdout=log, stderr=subprocess.STDOUT, check=True)
+    finally:
+        try:
+            sched.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            sched.kill()
+    nodes = sum(1 for h in c.ET.parse(platform).iter("host")
+                if not any(p.get("id") == "role" and p.get("value") == "master" for p in h.iter("prop")))
+    rows = list(csv.DictReader(open(out / "_jobs.csv")))
+    done = [r for r in rows if r["final_state"] == "COMPLETED_SUCCESSFULLY"]
+    makespan = max(float(r["finish_time"]) for r in rows)
+    busy = sum(float(r["execution_time"]) * int(r["requested_number_of_resources"]) for r in done)
+    return {
+        "end_reason": "done", "makespan": makespan,
+        "mean_wait": sum(float(r["waiting_time"]) for r in done) / max(len(done), 1),
+        "utilisation": busy / (nodes * makespan) if makespan else 0.0,
+        "partial_gang_node_seconds": 0.0,
+        "gangs_started": sum(1 for r in done if int(r["requested_number_of_resources"]) > 1),
+        "jobs_succeeded": len(done), "jobs": len(rows), "end_time": makespan,
+    }, out / "_jobs.csv"
+
+
 def bounded_slowdown(jobs_csv):
     vals = []
     with open(jobs_csv) as f:
@@ -123,10 +183,13 @@ def plot(rows):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default="generated,nasa")
-    ap.add_argument("--schedulers", default="default,coscheduling,batkube")
+    ap.add_argument("--schedulers", default="default,coscheduling,batkube,easy",
+                    help="default, coscheduling, batkube, easy (real Batsim + pybatsim's EASY backfilling)")
     ap.add_argument("--reuse", action="store_true",
                     help="keep runs already done (their summary.json) instead of running them again")
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--batsim", default=shutil.which("batsim"),
+                    help="real Batsim, for the EASY backfilling reference (default: batsim on PATH)")
     ap.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                     help="stop a run after this much wall time (SIGTERM: batkube writes its outputs, "
                          "end_reason sigterm, and the table shows how far it got)")
@@ -134,7 +197,14 @@ def main():
     if not args.no_plot:
         c.ensure_venv()
     OUT.mkdir(parents=True, exist_ok=True)
-    bk, scheds = schedulers(args.schedulers.split(","))
+    which = args.schedulers.split(",")
+    bk, scheds = schedulers([w for w in which if w != "easy"])
+    if "easy" in which:
+        if args.batsim:
+            scheds["easy"] = ("EASY backfilling (pybatsim, real Batsim)", None, None)
+        else:
+            print("gang_compare: easy needs real Batsim (--batsim PATH or batsim on PATH); left out",
+                  file=sys.stderr)
     cases = {}
     for case in args.cases.split(","):
         if case == "generated":
@@ -147,6 +217,24 @@ def main():
     for case, (w, p) in cases.items():
         for key, (label, cmd, flags) in scheds.items():
             out = OUT / f"{case}-{key}"
+            if key == "easy":
+                if not (args.reuse and (out / "summary.json").is_file()):
+                    print(f"[run] {case} / {label}", file=sys.stderr)
+                    t0 = time.monotonic()
+                    summ, _ = run_easy(args.batsim, w, p, out)
+                    (out / "summary.json").write_text(json.dumps(summ))
+                    (out / "wall_s").write_text(f"{time.monotonic() - t0:.1f}\n")
+                s = json.loads((out / "summary.json").read_text())
+                rows.append({
+                    "case": case, "scheduler": label, "end": "done",
+                    "makespan": s["makespan"], "mean_wait": s["mean_wait"],
+                    "bounded_slowdown": bounded_slowdown(out / "_jobs.csv"),
+                    "utilisation": s["utilisation"], "partial_gang_node_s": 0.0,
+                    "gangs_started": s["gangs_started"], "jobs_succeeded": s["jobs_succeeded"],
+                    "jobs": s["jobs"], "wall_s": float((out / "wall_s").read_text()),
+                    "end_time": s["end_time"],
+                })
+                continue
             if args.reuse and (out / "wall_s").is_file() and (out / "summary.json").is_file():
                 print(f"[reuse] {case} / {label}", file=sys.stderr)
                 wall = float((out / "wall_s").read_text())
@@ -195,8 +283,8 @@ def main():
               f"| {r['gangs_started']} | {r['jobs_succeeded']}/{r['jobs']} | {r['wall_s']:.1f} |")
     if not args.no_plot:
         plot(rows)
-    if not shutil.which("batsim"):
-        print("\nBatsim's EASY backfilling (pybatsim): not run, real Batsim is not on PATH.")
+    if not args.batsim:
+        print("\nBatsim's EASY backfilling (pybatsim): not run, real Batsim is not on PATH (--batsim).")
 
 
 if __name__ == "__main__":

@@ -177,24 +177,57 @@ fn coscheduling_runs_a_parallel_workload_to_completion_on_simulated_time() {
         .to_string(),
     )
     .unwrap();
-    let out = dir.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
-        .args(["run", "--standin", "--strict", "--platform"])
-        .arg(&p)
-        .arg("--workload")
-        .arg(&w)
-        .arg("--crds")
-        .arg(common::go::go_dir().join("crds/coscheduling"))
-        .arg("--scheduler")
-        .arg(scheduler_command(&bin))
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let s: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    assert_eq!(s["jobs_succeeded"], 10, "{s}");
+    // The plugin itself can livelock a gang under some thread interleavings
+    // of the Go program (seen once in ~25 runs with six CPU hogs beside it:
+    // three pods of a 4-pod gang wait at Permit while the fourth sits in
+    // the unschedulable queue with no event to move it, until Permit times
+    // out; the members are then flushed back one by one, 5 min apart, never
+    // together, and the broker rejects the gang after --give-up-after).
+    // The Go program's races are issue 26's subject; a livelocked run is
+    // retried once, any other failure is not.
+    let mut attempt = 0;
+    let (out, s) = loop {
+        attempt += 1;
+        let out = dir.path().join(format!("out-{attempt}"));
+        let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
+            .args(["run", "--standin", "--strict", "--platform"])
+            .arg(&p)
+            .arg("--workload")
+            .arg(&w)
+            .arg("--crds")
+            .arg(common::go::go_dir().join("crds/coscheduling"))
+            .arg("--scheduler")
+            .arg(scheduler_command(&bin))
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let s: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
+                .unwrap();
+        let pods = std::fs::read_to_string(out.join("pods.csv")).unwrap();
+        let livelocked = s["jobs_rejected"] != 0
+            && pods.lines().any(|l| l.contains("REJECTED") && l.contains("Coscheduling"));
+        if livelocked && attempt == 1 {
+            eprintln!("the plugin livelocked a gang (see the comment); running again");
+            continue;
+        }
+        break (out, s);
+    };
+    if s["jobs_succeeded"] != 10 {
+        // Diagnosable from CI's log: the pods that never started and what
+        // the scheduler said last.
+        let pods = std::fs::read_to_string(out.join("pods.csv")).unwrap_or_default();
+        let unstarted: Vec<&str> = pods.lines().filter(|l| l.contains("Unschedulable") || l.contains(",,")).collect();
+        let log = std::fs::read_to_string(out.join("scheduler.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(40).collect();
+        panic!(
+            "not every job succeeded: {s}\npods.csv rows of unstarted pods:\n{}\nthe end of scheduler.log:\n{}",
+            unstarted.join("\n"),
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
     assert_eq!(s["gangs_started"], 8, "{s}");
     assert_eq!(s["overcommit_count"], 0);
     let pods = std::fs::read_to_string(out.join("pods.csv")).unwrap();
