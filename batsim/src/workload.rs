@@ -276,6 +276,11 @@ impl Workload {
             let v: Value = serde_json::from_str(r.get()).map_err(bad_json)?;
             let kind = match profile_kind(&v) {
                 Ok(k) => k,
+                // What real Batsim refuses in any profile, used or not (it
+                // reads them all): a bad delay.
+                Err(why) if v.get("type").and_then(Value::as_str) == Some("delay") => {
+                    return Err(invalid(format!("profile {pname:?} {why}")))
+                }
                 Err(why) if !first_user.contains_key(pname.as_str()) => {
                     tracing::debug!(profile = %pname, %why, "unused profile ignored");
                     ProfileKind::Delay { delay: 0.0 }
@@ -326,9 +331,13 @@ pub fn profile_kind(p: &Value) -> Result<ProfileKind, String> {
             ))
     };
     match ty {
-        "delay" => Ok(ProfileKind::Delay {
-            delay: num("delay")?,
-        }),
+        // Batsim 4.2.1 (profiles.cpp) asserts `delay > 0`.
+        "delay" => match num("delay")? {
+            d if d > 0.0 => Ok(ProfileKind::Delay { delay: d }),
+            d => Err(format!(
+                "has a non-strictly-positive 'delay' field ({d}): Batsim 4.2.1 refuses it"
+            )),
+        },
         "parallel_homogeneous" | "msg_par_hg" => Ok(ProfileKind::ParallelHomogeneous {
             cpu: num("cpu")?,
             com: num("com")?,
@@ -343,6 +352,18 @@ pub fn profile_kind(p: &Value) -> Result<ProfileKind, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_delay_that_is_not_strictly_positive_is_refused_as_batsim_does() {
+        for w in [
+            r#"{"jobs":[{"id":"a","subtime":0,"res":1,"profile":"p"}],"profiles":{"p":{"type":"delay","delay":0}}}"#,
+            // Unused: real Batsim reads every profile.
+            r#"{"jobs":[{"id":"a","subtime":0,"res":1,"profile":"p"}],"profiles":{"p":{"type":"delay","delay":1},"q":{"type":"delay","delay":0}}}"#,
+        ] {
+            let e = Workload::parse(w, "w0", "x").unwrap_err().to_string();
+            assert!(e.contains("non-strictly-positive 'delay'"), "{e}");
+        }
+    }
 
     #[test]
     fn refuses_unsupported_profiles_naming_job_and_profile() {

@@ -342,12 +342,13 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 );
             }
             eprintln!(
-                "{}: {} jobs ({} lines skipped, {} durations trimmed, {} left out), window start {}, \
-                 procs reference {}{utilisation}",
+                "{}: {} jobs ({} lines skipped, {} durations trimmed, {} run times of 0 s raised to \
+                 1 s, {} left out), window start {}, procs reference {}{utilisation}",
                 trace.display(),
                 b.len(),
                 t.skipped,
                 sel.trimmed,
+                sel.raised,
                 sel.refused.len(),
                 sel.start,
                 sel.procs_reference,

@@ -626,6 +626,9 @@ pub struct SwfSelection {
     pub procs_per_node: f64,
     pub procs_per_node_from: &'static str,
     pub trimmed: usize,
+    /// Run times of 0 s (under SWF's one-second resolution) raised to 1 s:
+    /// Batsim 4.2.1 refuses a `delay` that is not strictly positive.
+    pub raised: usize,
     /// Jobs on more machines than `max_res` or the platform, in trace order.
     pub refused: Vec<Refused>,
 }
@@ -714,6 +717,7 @@ pub fn convert_swf(
     let first = selected[0].submit;
     let mut b = WorkloadBuilder::default();
     let mut trimmed = 0;
+    let mut raised = 0;
     let mut refused = Vec::new();
     for j in selected {
         let res = if split {
@@ -744,6 +748,10 @@ pub fn convert_swf(
         // (fold) that is the whole job, as in 2020.
         let share = j.procs / f64::from(res);
         let mut delay = j.run;
+        if delay <= 0.0 {
+            delay = 1.0;
+            raised += 1;
+        }
         if let Some(t) = spec.trim {
             if delay > t {
                 delay = t;
@@ -783,6 +791,7 @@ pub fn convert_swf(
             procs_per_node: ppn,
             procs_per_node_from: ppn_from,
             trimmed,
+            raised,
             refused,
         },
     ))
