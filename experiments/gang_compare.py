@@ -147,7 +147,9 @@ def bounded_slowdown(jobs_csv):
 
 
 def plot(rows):
-    """One panel per metric, a group of bars per case, a bar per scheduler."""
+    """A row of panels per case (their scales differ by orders of magnitude),
+    a panel per metric, a bar per scheduler; a run that did not complete is
+    labelled with how it ended."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -156,27 +158,24 @@ def plot(rows):
                ("partial_gang_node_s", "node·s held by partial gangs")]
     cases = list(dict.fromkeys(r["case"] for r in rows))
     scheds = list(dict.fromkeys(r["scheduler"] for r in rows))
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.6))
-    width = 0.8 / max(len(scheds), 1)
-    for ax, (key, title) in zip(axes, metrics):
-        for i, sch in enumerate(scheds):
-            xs, ys, ends = [], [], []
-            for j, case in enumerate(cases):
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, axes = plt.subplots(len(cases), len(metrics), figsize=(4 * len(metrics), 3.2 * len(cases)),
+                             squeeze=False)
+    for ci, case in enumerate(cases):
+        for ax, (key, title) in zip(axes[ci], metrics):
+            for i, sch in enumerate(scheds):
                 r = next((r for r in rows if r["case"] == case and r["scheduler"] == sch), None)
                 if r is None:
                     continue
-                xs.append(j + i * width)
-                ys.append(r[key])
-                ends.append(r["end"])
-            bars = ax.bar(xs, ys, width, label=sch)
-            for b, end in zip(bars, ends):
-                if end != "done":  # a run that did not complete: say how it ended
-                    ax.annotate(end, (b.get_x() + b.get_width() / 2, b.get_height()),
-                                ha="center", va="bottom", fontsize=7, rotation=90)
-        ax.set_xticks([j + width * (len(scheds) - 1) / 2 for j in range(len(cases))], cases)
-        ax.set_title(title, fontsize=10)
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
+                b = ax.bar(i, r[key], color=colours[i % len(colours)], label=sch)[0]
+                if r["end"] != "done":
+                    ax.annotate(r["end"], (b.get_x() + b.get_width() / 2, b.get_height()),
+                                ha="center", va="bottom", fontsize=7)
+            ax.set_xticks([])
+            ax.set_title(f"{case}: {title}", fontsize=9)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(scheds), fontsize=8)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(OUT / "gang_compare.png", dpi=110)
 
 
