@@ -153,6 +153,12 @@ fn several_controllers_share_the_clock() {
     // Each pod deleted once, by one of them or (at a shared instant) by both.
     assert!(deleted(1) + deleted(2) >= 12);
     assert!(deleted(2) > 0, "the 20 s enforcer acts first on most jobs");
+    // Two identical ones act in the same instants on the same pods: which
+    // one's DELETE comes first is the OS's choice, the outcome is not.
+    let twins = vec![format!("{} 30 5", walltime()); 2];
+    let (o, out) = run(dir.path(), "twins", &twins, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    check_kills(&out, &[(30.0, 5.0)]);
 }
 
 #[test]

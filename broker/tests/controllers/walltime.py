@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import time
+import urllib.error
 import urllib.request
 
 
@@ -44,7 +45,15 @@ def main():
             if now - start >= limit:
                 ns, name = p["metadata"]["namespace"], p["metadata"]["name"]
                 req = urllib.request.Request(f"{api}/api/v1/namespaces/{ns}/pods/{name}", method="DELETE")
-                urllib.request.urlopen(req).read()
+                try:
+                    urllib.request.urlopen(req).read()
+                except urllib.error.HTTPError as e:
+                    if e.code != 404:
+                        raise
+                    # Another controller deleted it in the same instant: as a
+                    # real controller does, take NotFound as done.
+                    print(f"walltime: {now:.3f} {name} already gone", flush=True)
+                    continue
                 print(f"walltime: {now:.3f} deleted {name} (running since {start:.3f})", flush=True)
         time.sleep(period)
 
