@@ -629,3 +629,18 @@ fn volcano_clusters_convert_into_a_platform_and_a_workload_the_standin_runs() {
     .unwrap();
     assert_eq!(summary.stats.nb_jobs_success, 3);
 }
+
+#[test]
+fn generate_refuses_durations_batsim_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("w.json");
+    let run = batkube()
+        .args(["workload", "generate", "-n", "5", "--duration", "0", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(err.contains("job 1 got a duration of 0 s") && err.contains("strictly positive"), "{err}");
+    assert!(!out.exists(), "nothing written");
+}

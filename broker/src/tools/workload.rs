@@ -239,6 +239,13 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                 seed,
             };
             let b = workload_gen::generate(&spec);
+            if let Some((id, d)) = b.first_non_positive_delay() {
+                anyhow::bail!(
+                    "--duration {duration}: job {id} got a duration of {d} s (after rounding to \
+                     the millisecond); Batsim 4.2.1 refuses a delay that is not strictly \
+                     positive: give a distribution of positive durations"
+                );
+            }
             let mut desc = format!(
                 "batkube workload generate -n {jobs} --arrival {:?} --duration {duration} --cpu {cpu} --seed {seed}",
                 spec.arrival

@@ -279,6 +279,17 @@ impl Default for JobSpec {
 }
 
 impl WorkloadBuilder {
+    /// The first job (in submission order) whose delay is not strictly
+    /// positive, with its delay: Batsim 4.2.1 refuses such a workload.
+    pub fn first_non_positive_delay(&self) -> Option<(String, f64)> {
+        self.jobs.iter().find_map(|j| {
+            let p = self.profiles.get(j.get("profile")?.as_str()?)?;
+            let d = p.get("delay")?.as_f64()?;
+            let id = j.get("id")?.as_str()?.to_string();
+            (d <= 0.0).then_some((id, d))
+        })
+    }
+
     pub fn push(&mut self, spec: JobSpec) {
         let delay = round3(spec.delay);
         let cpu = spec.cpu.map(|c| round3(c).max(0.001));
