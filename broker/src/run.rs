@@ -740,8 +740,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     let mut clocks: Vec<Arc<Controller>> = Vec::new();
     if shim {
         for _ in &programs {
-            let c = Controller::new(sim_time(-args.warm_up))
-                .context("creating the shim clock page")?;
+            let c =
+                Controller::new(sim_time(-args.warm_up)).context("creating the shim clock page")?;
             c.set_clock_mode(policy.clock);
             children.0.lock().files.push(c.page_path().to_path_buf());
             clocks.push(Arc::new(c));
@@ -813,7 +813,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
                 let path = out.join(format!("kubeconfig-controller-{}.yaml", p.index));
                 let text = fakeapi::kubeconfig_yaml(server.addr())
                     .replace("user: batkube", &format!("user: controller-{}", p.index))
-                    .replace("- name: batkube\n  user:", &format!("- name: controller-{}\n  user:", p.index));
+                    .replace(
+                        "- name: batkube\n  user:",
+                        &format!("- name: controller-{}\n  user:", p.index),
+                    );
                 std::fs::write(&path, text)
                     .with_context(|| format!("writing {}", path.display()))?;
                 path
@@ -936,18 +939,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         .filter_map(|c| c.supervisor_counts())
         .reduce(|a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
         .map(|(reads, waits, wakes)| {
-                [
-                    ("clock_reads", reads),
-                    ("timed_waits", waits),
-                    ("futex_wakes", wakes),
-                ]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect()
-            });
+            [
+                ("clock_reads", reads),
+                ("timed_waits", waits),
+                ("futex_wakes", wakes),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+        });
     let mut ending = result.err().map(|e| (end_reason(&e), error_text(&e)));
-    if let Some((EndReason::SchedulerExited | EndReason::ControllerExited, message)) = &mut ending
-    {
+    if let Some((EndReason::SchedulerExited | EndReason::ControllerExited, message)) = &mut ending {
         message.push_str(&exit_details(&children, &out));
     }
     match &standin_result {
@@ -1041,7 +1043,11 @@ fn exit_details(children: &Shared, out: &Path) -> String {
             return format!(
                 " ({status}); the end of {}:\n{}",
                 path.display(),
-                if tail.is_empty() { "(empty)".into() } else { tail }
+                if tail.is_empty() {
+                    "(empty)".into()
+                } else {
+                    tail
+                }
             );
         }
     }
@@ -1373,7 +1379,13 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
         store,
         server,
         kubeconfig,
-    } = start_api(args.api, &args.out, 0.0, fakeapi::WatchTimers::Wall, &objects)?;
+    } = start_api(
+        args.api,
+        &args.out,
+        0.0,
+        fakeapi::WatchTimers::Wall,
+        &objects,
+    )?;
     let mut link = BatsimLink::bind(&args.socket)?;
     if let Some(path) = &args.record_protocol {
         link.record_to(batsim::transcript::Recorder::create(path)?);

@@ -476,7 +476,10 @@ fn create(arg: Value, api: &fakeapi::Store) -> Result<Action, String> {
         }
         // A custom object: created in the scratch store, which checks it
         // against its CRD's schema as the API will (422, field path).
-        _ if fakeapi::resources::RESOURCES.iter().all(|r| !std::ptr::eq(r, info)) => {
+        _ if fakeapi::resources::RESOURCES
+            .iter()
+            .all(|r| !std::ptr::eq(r, info)) =>
+        {
             let ns = info.namespaced.then(|| {
                 arg["metadata"]["namespace"]
                     .as_str()
@@ -697,7 +700,10 @@ mod tests {
         // Against the schema, with the field path, at the item's line.
         let bad = "- at: 0\n  create: {apiVersion: example.org/v1, kind: Tenant, metadata: {name: a}, spec: {weight: 0}}\n";
         let e = parse(bad, "s.yaml", &with_crd()).unwrap_err().to_string();
-        assert!(e.starts_with("s.yaml:1:") && e.contains("spec.weight"), "{e}");
+        assert!(
+            e.starts_with("s.yaml:1:") && e.contains("spec.weight"),
+            "{e}"
+        );
         // Without its CRD, the kind is not served, and the message says what to give.
         let e = parse(text, "s.yaml", &known()).unwrap_err().to_string();
         assert!(e.contains("\"Tenant\"") && e.contains("--crds"), "{e}");

@@ -436,7 +436,12 @@ impl GangStyle {
 
 /// The group object of a gang of `size` pods named `group`, in the
 /// convention of `style` (None: the style has none).
-pub fn group_object(style: GangStyle, group: &str, size: u32, queue: Option<&str>) -> Option<Value> {
+pub fn group_object(
+    style: GangStyle,
+    group: &str,
+    size: u32,
+    queue: Option<&str>,
+) -> Option<Value> {
     let meta = serde_json::json!({"name": group, "namespace": NAMESPACE});
     match style {
         GangStyle::Coscheduling => Some(serde_json::json!({
@@ -514,14 +519,17 @@ pub fn pods_from_job(
                     if let Some(q) = queue {
                         labels.insert("kueue.x-k8s.io/queue-name".into(), q.to_string());
                     }
-                    annotations.insert("kueue.x-k8s.io/pod-group-total-count".into(), n.to_string());
+                    annotations
+                        .insert("kueue.x-k8s.io/pod-group-total-count".into(), n.to_string());
                 }
                 GangStyle::None => {}
             }
             if let Some(spec) = p.spec.as_mut() {
                 spec.affinity = Some(Affinity {
                     pod_anti_affinity: Some(PodAntiAffinity {
-                        required_during_scheduling_ignored_during_execution: Some(vec![anti.clone()]),
+                        required_during_scheduling_ignored_during_execution: Some(vec![
+                            anti.clone()
+                        ]),
                         ..Default::default()
                     }),
                     ..Default::default()
@@ -814,7 +822,13 @@ mod tests {
                     .unwrap();
                 assert_eq!(terms[0].topology_key, "kubernetes.io/hostname");
                 assert_eq!(
-                    terms[0].label_selector.as_ref().unwrap().match_labels.as_ref().unwrap()[GANG_LABEL],
+                    terms[0]
+                        .label_selector
+                        .as_ref()
+                        .unwrap()
+                        .match_labels
+                        .as_ref()
+                        .unwrap()[GANG_LABEL],
                     "w0-7"
                 );
                 match style {

@@ -37,7 +37,14 @@ fn inputs(dir: &Path) -> (PathBuf, PathBuf) {
     std::fs::write(&p, x).unwrap();
     let w = dir.join("w.json");
     let st = Command::new(env!("CARGO_BIN_EXE_batkube"))
-        .args(["workload", "generate", "-n", "12", "--arrival", "interval:7"])
+        .args([
+            "workload",
+            "generate",
+            "-n",
+            "12",
+            "--arrival",
+            "interval:7",
+        ])
         .args(["--duration", "100", "--cpu", "1", "--seed", "1", "-o"])
         .arg(&w)
         .status()
@@ -79,7 +86,11 @@ fn jobs(out: &Path) -> Vec<(f64, f64, String)> {
     lines
         .map(|l| {
             let v: Vec<&str> = l.split(',').collect();
-            (v[s].parse().unwrap(), v[f].parse().unwrap(), v[st].to_string())
+            (
+                v[s].parse().unwrap(),
+                v[f].parse().unwrap(),
+                v[st].to_string(),
+            )
         })
         .collect()
 }
@@ -164,15 +175,27 @@ fn several_controllers_share_the_clock() {
 #[test]
 fn a_controller_that_exits_ends_the_run_naming_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (o, out) = run(dir.path(), "crash", &[format!("{} 30 5 50", walltime())], &[]);
+    let (o, out) = run(
+        dir.path(),
+        "crash",
+        &[format!("{} 30 5 50", walltime())],
+        &[],
+    );
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     let s = summary(&out);
     assert_eq!(s["end_reason"], "controller-exited", "{s}");
-    assert_eq!(s["end_time"].as_f64().unwrap(), 49.0, "it exits 50 s after its start at -1");
+    assert_eq!(
+        s["end_time"].as_f64().unwrap(),
+        49.0,
+        "it exits 50 s after its start at -1"
+    );
     assert!(err.contains("controller 1 (python3"), "{err}");
     assert!(err.contains("exit status: 3"), "{err}");
-    assert!(err.contains("exiting at"), "the end of its log is quoted: {err}");
+    assert!(
+        err.contains("exiting at"),
+        "the end of its log is quoted: {err}"
+    );
     for f in ["jobs.csv", "pods.csv", "nodes.csv", "timeline.csv"] {
         assert!(out.join(f).is_file(), "{f} written");
     }

@@ -208,7 +208,9 @@ fn coscheduling_runs_a_parallel_workload_to_completion_on_simulated_time() {
                 .unwrap();
         let pods = std::fs::read_to_string(out.join("pods.csv")).unwrap();
         let livelocked = s["jobs_rejected"] != 0
-            && pods.lines().any(|l| l.contains("REJECTED") && l.contains("Coscheduling"));
+            && pods
+                .lines()
+                .any(|l| l.contains("REJECTED") && l.contains("Coscheduling"));
         if livelocked && attempt == 1 {
             eprintln!("the plugin livelocked a gang (see the comment); running again");
             continue;
@@ -219,7 +221,10 @@ fn coscheduling_runs_a_parallel_workload_to_completion_on_simulated_time() {
         // Diagnosable from CI's log: the pods that never started and what
         // the scheduler said last.
         let pods = std::fs::read_to_string(out.join("pods.csv")).unwrap_or_default();
-        let unstarted: Vec<&str> = pods.lines().filter(|l| l.contains("Unschedulable") || l.contains(",,")).collect();
+        let unstarted: Vec<&str> = pods
+            .lines()
+            .filter(|l| l.contains("Unschedulable") || l.contains(",,"))
+            .collect();
         let log = std::fs::read_to_string(out.join("scheduler.log")).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(40).collect();
         panic!(
@@ -235,10 +240,17 @@ fn coscheduling_runs_a_parallel_workload_to_completion_on_simulated_time() {
         Default::default();
     for line in pods.lines().skip(1) {
         let f: Vec<&str> = line.split(',').collect();
-        started.entry(f[0].to_string()).or_default().insert(format!("{}/{}", f[5], f[6]));
+        started
+            .entry(f[0].to_string())
+            .or_default()
+            .insert(format!("{}/{}", f[5], f[6]));
     }
     assert_eq!(started.len(), 10);
     for (job, times) in started {
-        assert_eq!(times.len(), 1, "{job}: its pods started or ended apart: {times:?}");
+        assert_eq!(
+            times.len(),
+            1,
+            "{job}: its pods started or ended apart: {times:?}"
+        );
     }
 }

@@ -32,7 +32,9 @@ impl Hogs {
                 std::thread::spawn(move || {
                     let mut x = 0u64;
                     while !stop.load(Ordering::Relaxed) {
-                        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
                     }
                 })
             })
@@ -69,16 +71,38 @@ fn case(dir: &Path) -> (PathBuf, PathBuf) {
     let p = dir.join("p.xml");
     let w = dir.join("w.json");
     batkube(&[
-        "platform", "gen", "-n", "8", "--cpu", "choice:1,2,4,8", "--memory", "16Gi", "--seed",
-        "3", "-o", p.to_str().unwrap(),
+        "platform",
+        "gen",
+        "-n",
+        "8",
+        "--cpu",
+        "choice:1,2,4,8",
+        "--memory",
+        "16Gi",
+        "--seed",
+        "3",
+        "-o",
+        p.to_str().unwrap(),
     ]);
     let xml = std::fs::read_to_string(&p).unwrap();
     let zero = regex_free_latency_zero(&xml);
     assert_ne!(xml, zero, "the generated platform has latencies to zero");
     std::fs::write(&p, zero).unwrap();
     batkube(&[
-        "workload", "generate", "-n", "91", "--arrival", "interval:2", "--duration",
-        "choice:20,30,40", "--cpu", "choice:1,2,3,4", "--seed", "7", "-o", w.to_str().unwrap(),
+        "workload",
+        "generate",
+        "-n",
+        "91",
+        "--arrival",
+        "interval:2",
+        "--duration",
+        "choice:20,30,40",
+        "--cpu",
+        "choice:1,2,3,4",
+        "--seed",
+        "7",
+        "-o",
+        w.to_str().unwrap(),
     ]);
     (p, w)
 }

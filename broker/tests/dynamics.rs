@@ -421,7 +421,13 @@ fn a_scenario_creates_custom_objects_before_the_jobs_of_the_same_instant() {
     )
     .unwrap();
     let crd_s = crd.to_str().unwrap();
-    let r = run(dir.path(), "ok", &p, &w, &["--crds", crd_s, "--scenario", s.to_str().unwrap()]);
+    let r = run(
+        dir.path(),
+        "ok",
+        &p,
+        &w,
+        &["--crds", crd_s, "--scenario", s.to_str().unwrap()],
+    );
     assert!(r.ok, "{}", r.stderr);
     let tl = r.timeline();
     let pos = |pred: &dyn Fn(&std::collections::HashMap<String, String>) -> bool| {
@@ -431,8 +437,12 @@ fn a_scenario_creates_custom_objects_before_the_jobs_of_the_same_instant() {
         let created = pos(&|row| row["kind"] == "Tenant" && row["name"] == tenant);
         assert_eq!(tl[created]["time"], at);
         assert_eq!(tl[created]["source"], "scenario");
-        let first_pod = pos(&|row| row["kind"] == "Pod" && row["verb"] == "create" && row["time"] == at);
-        assert!(created < first_pod, "the scenario's {tenant} comes before the jobs of {at}");
+        let first_pod =
+            pos(&|row| row["kind"] == "Pod" && row["verb"] == "create" && row["time"] == at);
+        assert!(
+            created < first_pod,
+            "the scenario's {tenant} comes before the jobs of {at}"
+        );
     }
     // Refused up front: the line and the field.
     std::fs::write(
@@ -440,7 +450,17 @@ fn a_scenario_creates_custom_objects_before_the_jobs_of_the_same_instant() {
         "- at: 0\n  create: {apiVersion: example.org/v1, kind: Tenant, metadata: {name: a}, spec: {weight: 0}}\n",
     )
     .unwrap();
-    let r = run(dir.path(), "bad", &p, &w, &["--crds", crd_s, "--scenario", s.to_str().unwrap()]);
+    let r = run(
+        dir.path(),
+        "bad",
+        &p,
+        &w,
+        &["--crds", crd_s, "--scenario", s.to_str().unwrap()],
+    );
     assert!(!r.ok);
-    assert!(r.stderr.contains("s.yaml:1:") && r.stderr.contains("spec.weight"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("s.yaml:1:") && r.stderr.contains("spec.weight"),
+        "{}",
+        r.stderr
+    );
 }

@@ -36,7 +36,14 @@ fn workload(dir: &Path, jobs: &[(u32, f64, u32)]) -> PathBuf {
     path
 }
 
-fn run(dir: &Path, name: &str, nodes: usize, w: &Path, scheduler: &str, extra: &[&str]) -> (Output, PathBuf) {
+fn run(
+    dir: &Path,
+    name: &str,
+    nodes: usize,
+    w: &Path,
+    scheduler: &str,
+    extra: &[&str],
+) -> (Output, PathBuf) {
     let p = common::platform(dir, nodes);
     let out = dir.join(name);
     let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
@@ -101,7 +108,14 @@ fn parallel_jobs_run_as_gangs_of_pods_started_and_ended_together() {
     ];
     let w = workload(dir.path(), &jobs);
     let sched = common::batkube_scheduler().display().to_string();
-    let (o, out) = run(dir.path(), "a", 8, &w, &sched, &["--gang", "none", "--strict"]);
+    let (o, out) = run(
+        dir.path(),
+        "a",
+        8,
+        &w,
+        &sched,
+        &["--gang", "none", "--strict"],
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = summary(&out);
     assert_eq!(s["jobs"], 7, "a gang is one job");
@@ -111,7 +125,13 @@ fn parallel_jobs_run_as_gangs_of_pods_started_and_ended_together() {
     for row in csv(&out.join("jobs.csv")) {
         let res: usize = row["requested_number_of_resources"].parse().unwrap();
         let alloc = batsim::IntervalSet::parse(&row["allocated_resources"]).unwrap();
-        assert_eq!(alloc.len() as usize, res, "job {}: {}", row["job_id"], row["allocated_resources"]);
+        assert_eq!(
+            alloc.len() as usize,
+            res,
+            "job {}: {}",
+            row["job_id"],
+            row["allocated_resources"]
+        );
     }
     // One pod per machine, named after the job, started and ended together.
     let pods = csv(&out.join("pods.csv"));
@@ -128,7 +148,8 @@ fn parallel_jobs_run_as_gangs_of_pods_started_and_ended_together() {
                 assert_eq!(p["pod"], format!("{base}-{k}"), "{job}");
                 assert_eq!(p["group"], base, "{job}");
             }
-            let nodes: std::collections::BTreeSet<&str> = ps.iter().map(|p| p["node"].as_str()).collect();
+            let nodes: std::collections::BTreeSet<&str> =
+                ps.iter().map(|p| p["node"].as_str()).collect();
             assert_eq!(nodes.len(), n, "{job}: pods of a gang on distinct nodes");
         }
         for p in ps {
@@ -192,15 +213,32 @@ exec tail -f /dev/null
         2,
         &w,
         &sched,
-        &["--gang", "none", "--shim", "none", "--sync", "timeout", "--timeout", "200ms", "--give-up-after", "30"],
+        &[
+            "--gang",
+            "none",
+            "--shim",
+            "none",
+            "--sync",
+            "timeout",
+            "--timeout",
+            "200ms",
+            "--give-up-after",
+            "30",
+        ],
     );
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success(), "a deadlock is not a completed run: {stderr}");
+    assert!(
+        !o.status.success(),
+        "a deadlock is not a completed run: {stderr}"
+    );
     assert!(stderr.contains("deadlock"), "{stderr}");
     let s = summary(&out);
     assert_eq!(s["completed"], false);
     assert_eq!(s["end_reason"], "deadlock");
-    assert!(s["partial_gang_node_seconds"].as_f64().unwrap() >= 2.0 * 30.0, "{s}");
+    assert!(
+        s["partial_gang_node_seconds"].as_f64().unwrap() >= 2.0 * 30.0,
+        "{s}"
+    );
     for f in ["jobs.csv", "pods.csv", "nodes.csv", "timeline.csv"] {
         assert!(out.join(f).is_file(), "{f} missing");
     }
@@ -243,7 +281,9 @@ fn deleting_a_pod_of_a_running_gang_kills_the_whole_job() {
         }
     }
     let timeline = std::fs::read_to_string(out.join("timeline.csv")).unwrap();
-    let group = timeline.find("create,PodGroup,default,w0-1,gang of 3").expect("the PodGroup");
+    let group = timeline
+        .find("create,PodGroup,default,w0-1,gang of 3")
+        .expect("the PodGroup");
     let first_pod = timeline.find("create,Pod,default,w0-1-0").unwrap();
     assert!(group < first_pod, "the group object comes before its pods");
     assert_eq!(timeline.matches("KILL_JOB").count(), 1, "{timeline}");
@@ -257,8 +297,22 @@ fn deleting_a_pod_of_a_running_gang_kills_the_whole_job() {
 fn parallel_workload(dir: &Path) -> (PathBuf, usize) {
     let w = dir.join("parallel.json");
     let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
-        .args(["workload", "generate", "-n", "60", "--res", "choice:1:0.4,2:0.3,4:0.2,8:0.1"])
-        .args(["--cpu", "500m", "--duration", "choice:20,40,60", "--arrival", "poisson:2"])
+        .args([
+            "workload",
+            "generate",
+            "-n",
+            "60",
+            "--res",
+            "choice:1:0.4,2:0.3,4:0.2,8:0.1",
+        ])
+        .args([
+            "--cpu",
+            "500m",
+            "--duration",
+            "choice:20,40,60",
+            "--arrival",
+            "poisson:2",
+        ])
         .args(["--seed", "25", "-o"])
         .arg(&w)
         .output()
@@ -291,20 +345,31 @@ fn run_on(dir: &Path, name: &str, platform: &Path, w: &Path, gang: &str) -> Path
         .arg(&out)
         .output()
         .unwrap();
-    assert!(o.status.success(), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     out
 }
 
 /// Pods by job, and a check that every gang's pods ran on distinct nodes,
 /// started together, in Batsim's record as in batkube's.
-fn gangs_on_distinct_nodes(out: &Path) -> std::collections::BTreeMap<String, Vec<std::collections::HashMap<String, String>>> {
+fn gangs_on_distinct_nodes(
+    out: &Path,
+) -> std::collections::BTreeMap<String, Vec<std::collections::HashMap<String, String>>> {
     let mut by_job: std::collections::BTreeMap<String, Vec<_>> = Default::default();
     for p in csv(&out.join("pods.csv")) {
         by_job.entry(p["job_id"].clone()).or_default().push(p);
     }
     for (job, ps) in &by_job {
-        let nodes: std::collections::BTreeSet<&str> = ps.iter().map(|p| p["node"].as_str()).collect();
-        assert_eq!(nodes.len(), ps.len(), "{job}: pods of a gang share a node: {nodes:?}");
+        let nodes: std::collections::BTreeSet<&str> =
+            ps.iter().map(|p| p["node"].as_str()).collect();
+        assert_eq!(
+            nodes.len(),
+            ps.len(),
+            "{job}: pods of a gang share a node: {nodes:?}"
+        );
         for p in ps {
             assert_eq!(p["started"], ps[0]["started"], "{job}: started apart");
             assert_eq!(p["outcome"], "COMPLETED_SUCCESSFULLY", "{job}");
@@ -313,7 +378,13 @@ fn gangs_on_distinct_nodes(out: &Path) -> std::collections::BTreeMap<String, Vec
     for row in csv(&out.join("jobs.csv")) {
         let res: usize = row["requested_number_of_resources"].parse().unwrap();
         let alloc = batsim::IntervalSet::parse(&row["allocated_resources"]).unwrap();
-        assert_eq!(alloc.len() as usize, res, "job {}: {}", row["job_id"], row["allocated_resources"]);
+        assert_eq!(
+            alloc.len() as usize,
+            res,
+            "job {}: {}",
+            row["job_id"],
+            row["allocated_resources"]
+        );
     }
     by_job
 }
@@ -344,7 +415,10 @@ fn batkube_scheduler_starts_every_gang_whole_under_coscheduling() {
         .map(|p| &p["last_unschedulable_reason"])
         .filter(|r| r.starts_with("pod group default/"))
         .collect();
-    assert!(!refused.is_empty(), "no gang had to wait: the workload does not test waiting");
+    assert!(
+        !refused.is_empty(),
+        "no gang had to wait: the workload does not test waiting"
+    );
     for r in &refused {
         assert!(r.contains(" pods fit (minMember "), "{r}");
     }
@@ -377,5 +451,8 @@ fn batkube_scheduler_spreads_a_gang_over_distinct_nodes_without_pod_groups() {
         "pods placed one by one leave gangs partly bound for a while: {s}"
     );
     let timeline = std::fs::read_to_string(out.join("timeline.csv")).unwrap();
-    assert!(!timeline.contains(",PodGroup,"), "--gang none writes no PodGroup");
+    assert!(
+        !timeline.contains(",PodGroup,"),
+        "--gang none writes no PodGroup"
+    );
 }

@@ -641,6 +641,9 @@ fn generate_refuses_durations_batsim_refuses() {
         .unwrap();
     assert!(!run.status.success());
     let err = String::from_utf8_lossy(&run.stderr);
-    assert!(err.contains("job 1 got a duration of 0 s") && err.contains("strictly positive"), "{err}");
+    assert!(
+        err.contains("job 1 got a duration of 0 s") && err.contains("strictly positive"),
+        "{err}"
+    );
     assert!(!out.exists(), "nothing written");
 }

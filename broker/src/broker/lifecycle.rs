@@ -505,7 +505,11 @@ impl Broker {
             Phase::Bound { node } => {
                 self.cancel_start(i);
                 out.push(build::reject_job(&job_id));
-                if let Some(b) = self.jobs[i].record.bound.filter(|_| self.jobs[i].gang.is_some()) {
+                if let Some(b) = self.jobs[i]
+                    .record
+                    .bound
+                    .filter(|_| self.jobs[i].gang.is_some())
+                {
                     self.partial_gang_node_seconds += now - b;
                 }
                 self.jobs[i].record.finished = Some(now);

@@ -1258,7 +1258,11 @@ impl Broker {
                             out.push(build::kill_jobs([job_id.as_str()]));
                         } else {
                             self.cancel_start(i);
-                            if let Some(b) = self.jobs[i].record.bound.filter(|_| self.jobs[i].gang.is_some()) {
+                            if let Some(b) = self.jobs[i]
+                                .record
+                                .bound
+                                .filter(|_| self.jobs[i].gang.is_some())
+                            {
                                 self.partial_gang_node_seconds += now - b;
                             }
                             out.push(build::reject_job(&job_id));
@@ -1513,9 +1517,14 @@ impl Broker {
                 if matches!(was, Phase::Bound { .. }) {
                     r.finished = Some(now);
                 }
-                r.outcome = format!("REJECTED: pod {pod} of its gang {why} before the gang started");
+                r.outcome =
+                    format!("REJECTED: pod {pod} of its gang {why} before the gang started");
                 let name = r.pod.clone();
-                if self.store.delete("pods", Some(translate::NAMESPACE), &name).is_ok() {
+                if self
+                    .store
+                    .delete("pods", Some(translate::NAMESPACE), &name)
+                    .is_ok()
+                {
                     self.timeline.push(
                         now,
                         "broker",

@@ -59,7 +59,11 @@ pub fn artifact(name: &str, package: &str) -> PathBuf {
     let dir = profile_dir();
     let path = dir.join(name);
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let sources = [root.join("schedulers").join(package), root.join(package), root.join("timeshim")];
+    let sources = [
+        root.join("schedulers").join(package),
+        root.join(package),
+        root.join("timeshim"),
+    ];
     let built = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
     let stale = built.is_none_or(|b| sources.iter().filter_map(|d| newest(d)).any(|s| s > b));
     if stale {
