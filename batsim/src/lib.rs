@@ -83,6 +83,7 @@ pub mod intervals;
 pub mod link;
 pub mod platform;
 pub mod protocol;
+pub mod rng;
 pub mod standin;
 pub mod transcript;
 pub mod workload;

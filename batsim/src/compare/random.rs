@@ -12,54 +12,9 @@
 use crate::protocol::{build, EventData, Message};
 use crate::IntervalSet;
 
-/// splitmix64: a tiny generator with a fixed, documented sequence. A case
-/// named by its seed must give the same case and the same decisions in any
-/// version of the project, which a crate's generator does not promise.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n` > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    pub fn chance(&mut self, p: f64) -> bool {
-        self.unit() < p
-    }
-
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-
-    /// `k` distinct items of `pool`, in random order.
-    pub fn sample(&mut self, pool: &[u32], k: usize) -> Vec<u32> {
-        let mut v = pool.to_vec();
-        for i in 0..k.min(v.len()) {
-            let j = i + self.below((v.len() - i) as u64) as usize;
-            v.swap(i, j);
-        }
-        v.truncate(k);
-        v
-    }
-}
+/// The harness's generator: the project's splitmix64, whose sequence
+/// never changes, so a case named by its seed stays that case.
+pub use crate::rng::SplitMix64 as Rng;
 
 /// The random scheduler. See the module doc.
 #[derive(Debug)]

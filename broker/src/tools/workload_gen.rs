@@ -15,33 +15,9 @@ use serde_json::{json, Map, Value};
 
 use super::quantity;
 
-/// The seeded generator (SplitMix64): tiny, and its output never changes
-/// with a dependency upgrade, so a seed names a workload forever.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        SplitMix64(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Standard normal (Box–Muller).
-    pub fn normal(&mut self) -> f64 {
-        let u1 = 1.0 - self.unit();
-        let u2 = self.unit();
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    }
-}
+/// The seeded generator: the project's splitmix64 (`batsim::rng`), so a
+/// seed names a workload forever.
+pub use batsim::rng::SplitMix64;
 
 /// A distribution of non-negative values, written on the command line as
 /// `V` or `const:V`, `uniform:A:B`, `exp:MEAN`, `normal:MEAN:SD`,
