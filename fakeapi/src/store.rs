@@ -273,6 +273,25 @@ impl State {
             Err(not_served())
         }
     }
+
+    /// The stored object `ns/name` of a served resource (`ns` ignored for
+    /// a cluster-scoped one), with its key; NotFound as the API says it.
+    fn existing(
+        &self,
+        served: &Served,
+        ns: &str,
+        name: &str,
+    ) -> Result<((String, String), Stored)> {
+        let ns = if served.info.namespaced { ns } else { "" };
+        let t = self.live(served)?;
+        let key = (ns.to_string(), name.to_string());
+        let old = self.tables[t]
+            .objects
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| kind_error(served.info, name))?;
+        Ok((key, old))
+    }
 }
 
 struct Inner {
@@ -963,15 +982,7 @@ impl Store {
     // ---- internal operations, shared with the HTTP layer ----
 
     pub(crate) fn get_in(&self, served: &Served, ns: &str, name: &str) -> Result<Stored> {
-        let ns = if served.info.namespaced { ns } else { "" };
-        let st = self.inner.state.read();
-        let t = st.live(served)?;
-        let s = st.tables[t]
-            .objects
-            .get(&(ns.to_string(), name.to_string()))
-            .cloned()
-            .ok_or_else(|| kind_error(served.info, name))?;
-        drop(st);
+        let (_, s) = self.inner.state.read().existing(served, ns, name)?;
         Ok(served.present(s))
     }
 
@@ -1528,15 +1539,8 @@ impl Store {
         origin: Origin,
         f: impl FnOnce(&mut Value) -> Result<()>,
     ) -> Result<Stored> {
-        let ns = if served.info.namespaced { ns } else { "" };
         let mut st = self.inner.state.write();
-        let t = st.live(served)?;
-        let key = (ns.to_string(), name.to_string());
-        let old = st.tables[t]
-            .objects
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| kind_error(served.info, name))?;
+        let (key, old) = st.existing(served, ns, name)?;
         let mut obj = (*served.present(old.clone()).value).clone();
         f(&mut obj)?;
         let s = self.finish_update(&mut st, served, key, old, obj, None, origin)?;
@@ -1631,15 +1635,8 @@ impl Store {
             .expect("filtered")
             .spec_replicas
             .clone();
-        let ns = if served.info.namespaced { ns } else { "" };
         let mut st = self.inner.state.write();
-        let t = st.live(served)?;
-        let key = (ns.to_string(), name.to_string());
-        let old = st.tables[t]
-            .objects
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| kind_error(served.info, name))?;
+        let (key, old) = st.existing(served, ns, name)?;
         let current = served.present(old.clone());
         let scale = match write {
             ScaleWrite::Replace(v) => v,
