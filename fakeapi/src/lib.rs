@@ -70,6 +70,7 @@ pub use patch::PatchKind;
 pub use resources::ResourceInfo;
 pub use server::{kubeconfig_yaml, serve, RunningServer};
 pub use store::{
-    Change, Clock, DeleteOptions, EventType, HoldGuard, Origin, Store, StoreConfig, WatchStart,
+    Change, Clock, DeleteOptions, EventType, HoldGuard, Origin, Propagation, Store, StoreConfig,
+    WatchStart,
 };
 pub use timers::{SimTimers, WatchTimers};

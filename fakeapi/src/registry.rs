@@ -166,6 +166,14 @@ impl Registry {
         self.versions.iter().find(|c| c.crd == crd).map(|c| c.table)
     }
 
+    /// The storage version of the CRD whose objects are in `table`.
+    pub(crate) fn storage_by_table(&self, table: usize) -> Option<Arc<CustomVersion>> {
+        self.versions
+            .iter()
+            .find(|c| c.table == table && c.def.storage)
+            .cloned()
+    }
+
     /// The storage version of a CRD, if established.
     pub(crate) fn storage_of(&self, crd: &str) -> Option<Arc<CustomVersion>> {
         self.versions

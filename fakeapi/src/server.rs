@@ -8,7 +8,7 @@ use crate::error::ApiError;
 use crate::patch::PatchKind;
 use crate::registry::Served;
 use crate::selector::Selection;
-use crate::store::{DeleteOptions, Origin, ScaleWrite, Store, WatchStart};
+use crate::store::{DeleteOptions, Origin, Propagation, ScaleWrite, Store, WatchStart};
 use crate::table::{self, IncludeObject};
 use crate::watch::{Render, WatchStream};
 use axum::body::Body;
@@ -667,6 +667,21 @@ fn delete_options(r: &Req) -> Result<DeleteOptions, ApiError> {
             .pointer("/preconditions/resourceVersion")
             .and_then(Value::as_str)
             .map(str::to_string);
+        if let Some(p) = body.get("propagationPolicy").and_then(Value::as_str) {
+            opts.propagation = Some(Propagation::parse(p)?);
+        }
+        match body.get("orphanDependents").and_then(Value::as_bool) {
+            Some(true) if opts.propagation.is_some_and(|p| p != Propagation::Orphan) => {
+                return Err(ApiError::Invalid(
+                    "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: \"propagationPolicy\": orphanDependents and deletionPropagation cannot be both set".into(),
+                ))
+            }
+            Some(true) => opts.propagation = Some(Propagation::Orphan),
+            _ => {}
+        }
+    }
+    if let Some(p) = r.q("propagationPolicy") {
+        opts.propagation = Some(Propagation::parse(p)?);
     }
     if let Some(g) = r.q("gracePeriodSeconds") {
         opts.grace_period_seconds = Some(g.parse().map_err(|_| {

@@ -26,6 +26,9 @@ use tokio::sync::mpsc;
 
 use crate::timers::WatchTimers;
 
+mod gc;
+pub use gc::Propagation;
+
 /// The store's source of "now" (creationTimestamp, deletionTimestamp,
 /// condition transition times). The broker passes its simulated clock.
 pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
@@ -107,6 +110,17 @@ pub enum Origin {
     Api,
     /// An HTTP client (a scheduler, kubectl).
     Http,
+    /// The store's garbage collector (owner references), acting as
+    /// kube-controller-manager's does: a client of the API like `Http`.
+    GarbageCollector,
+}
+
+impl Origin {
+    /// A change made by a client of the API rather than by its owner (the
+    /// broker): a scheduler, a controller, kubectl, the garbage collector.
+    pub fn is_client(self) -> bool {
+        self != Origin::Api
+    }
 }
 
 /// Kind of a change, as in a watch event.
@@ -262,6 +276,8 @@ struct State {
     subscribers: Vec<mpsc::UnboundedSender<Change>>,
     /// The custom rows.
     registry: Registry,
+    /// Owner references and the garbage collector's work.
+    gc: gc::Graph,
 }
 
 impl State {
@@ -358,6 +374,8 @@ pub struct DeleteOptions {
     pub grace_period_seconds: Option<i64>,
     pub precondition_uid: Option<String>,
     pub precondition_resource_version: Option<String>,
+    /// `propagationPolicy` (Background when unset).
+    pub propagation: Option<Propagation>,
 }
 
 /// Where a watch starts.
@@ -521,6 +539,7 @@ impl Store {
             tables: RESOURCES.iter().map(|_| Table::new(0)).collect(),
             subscribers: Vec::new(),
             registry: Registry::default(),
+            gc: gc::Graph::default(),
         };
         let namespaces = config.namespaces.clone();
         let store = Store {
@@ -829,15 +848,21 @@ impl Store {
 
     /// Deletes an object at once (or marks it if it has finalizers).
     pub fn delete(&self, resource: &str, namespace: Option<&str>, name: &str) -> Result<Value> {
+        self.delete_with(resource, namespace, name, &DeleteOptions::default())
+    }
+
+    /// Deletes an object with options (preconditions, grace period,
+    /// propagation to its dependents).
+    pub fn delete_with(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Value> {
         let served = self.resolve(resource)?;
-        self.delete_in(
-            &served,
-            namespace.unwrap_or(""),
-            name,
-            &DeleteOptions::default(),
-            Origin::Api,
-        )
-        .map(|s| (*s.value).clone())
+        self.delete_in(&served, namespace.unwrap_or(""), name, opts, Origin::Api)
+            .map(|s| (*s.value).clone())
     }
 
     // ---- typed API ----
@@ -1275,6 +1300,7 @@ impl Store {
             resource_version: rv,
             origin,
         };
+        st.gc.changed(idx, &key, old_value.as_deref(), &value, ty);
         st.subscribers.retain(|s| s.send(change.clone()).is_ok());
         if served.custom.is_none() && info.kind == "Event" && ty != EventType::Deleted {
             if let Some(ttl) = self.inner.config.event_ttl {
@@ -1327,6 +1353,7 @@ impl Store {
                 Err(mpsc::error::TrySendError::Closed(())) => false,
             }
         });
+        self.collect_garbage(st);
         stored
     }
 
@@ -1387,6 +1414,9 @@ impl Store {
             .iter()
             .map(|(k, s)| (k.clone(), s.clone()))
             .collect();
+        // The collector waits until the table is empty: it must not delete
+        // an object of this list before the loop reaches it.
+        let collecting = std::mem::replace(&mut st.gc.working, true);
         for (key, old) in objects {
             let mut obj = (*old.value).clone();
             let m = meta_mut(&mut obj);
@@ -1396,6 +1426,7 @@ impl Store {
             }
             self.commit(st, &served, key, obj, Some(old), EventType::Deleted, origin);
         }
+        st.gc.working = collecting;
         let t = &mut st.tables[served.table];
         t.live = false;
         t.watchers.clear();
@@ -1688,16 +1719,26 @@ impl Store {
         opts: &DeleteOptions,
         origin: Origin,
     ) -> Result<Stored> {
-        let info = served.info;
-        let ns = if info.namespaced { ns } else { "" };
         let mut st = self.inner.state.write();
-        let t = st.live(served)?;
-        let key = (ns.to_string(), name.to_string());
-        let old = st.tables[t]
-            .objects
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| kind_error(info, name))?;
+        let (key, old) = st.existing(served, ns, name)?;
+        let s = self.delete_locked(&mut st, served, key, old, opts, origin)?;
+        drop(st);
+        Ok(served.present(s))
+    }
+
+    /// A deletion under the lock: preconditions, then the object goes at
+    /// once, or is marked (`deletionTimestamp`) while finalizers, a pod's
+    /// grace period, or its dependents (foreground, orphan) keep it.
+    fn delete_locked(
+        &self,
+        st: &mut State,
+        served: &Served,
+        key: (String, String),
+        old: Stored,
+        opts: &DeleteOptions,
+        origin: Origin,
+    ) -> Result<Stored> {
+        let info = served.info;
         if let Some(uid) = &opts.precondition_uid {
             if meta_str(&old.value, "uid") != Some(uid.as_str()) {
                 return Err(ApiError::Conflict(format!(
@@ -1715,12 +1756,26 @@ impl Store {
             }
         }
         let mut obj = (*old.value).clone();
-        let has_finalizers = meta(&obj)
-            .and_then(|m| m.get("finalizers"))
-            .and_then(Value::as_array)
-            .is_some_and(|f| !f.is_empty());
         let graceful = self.graceful_pod_deletion(info, &obj, opts, origin);
         let m = meta_mut(&mut obj);
+        // The collector's finalizer for the policy, as the API server adds it.
+        let gc_finalizer = match opts.propagation.unwrap_or_default() {
+            Propagation::Background => None,
+            Propagation::Foreground => Some(gc::FOREGROUND),
+            Propagation::Orphan => Some(gc::ORPHAN),
+        };
+        if let Some(f) = gc_finalizer {
+            let list = m.entry("finalizers").or_insert_with(|| json!([]));
+            if let Some(l) = list.as_array_mut() {
+                if !l.iter().any(|x| x.as_str() == Some(f)) {
+                    l.push(json!(f));
+                }
+            }
+        }
+        let has_finalizers = m
+            .get("finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
         if !m.contains_key("deletionTimestamp") {
             let grace = graceful.unwrap_or(opts.grace_period_seconds.unwrap_or(0));
             let at = self.now() + chrono::Duration::seconds(grace.max(0));
@@ -1732,15 +1787,13 @@ impl Store {
         }
         let ty = if has_finalizers || graceful.is_some() {
             if obj == *old.value {
-                return Ok(served.present(old));
+                return Ok(old);
             }
             EventType::Modified
         } else {
             EventType::Deleted
         };
-        let s = self.commit(&mut st, served, key, obj, Some(old), ty, origin);
-        drop(st);
-        Ok(served.present(s))
+        Ok(self.commit(st, served, key, obj, Some(old), ty, origin))
     }
 
     /// With [`StoreConfig::graceful_pod_deletion`], an HTTP client deleting a
@@ -1754,7 +1807,7 @@ impl Store {
         origin: Origin,
     ) -> Option<i64> {
         if !self.inner.config.graceful_pod_deletion
-            || origin != Origin::Http
+            || !origin.is_client()
             || (info.group, info.plural) != ("", "pods")
         {
             return None;

@@ -1216,7 +1216,7 @@ impl Broker {
 
     /// Reads one change made through the API; returns 1 for a decision.
     fn on_change(&mut self, ch: Change, out: &mut Vec<EventData>) -> anyhow::Result<usize> {
-        if ch.origin == Origin::Http {
+        if ch.origin.is_client() {
             self.timeline.http_change(self.clock.now(), &ch);
         }
         if ch.kind == EventType::Deleted && ch.resource.plural == "pods" {
@@ -1225,7 +1225,7 @@ impl Broker {
                 self.retirable.push(i);
             }
         }
-        if ch.origin != Origin::Http || ch.resource.plural != "pods" {
+        if !ch.origin.is_client() || ch.resource.plural != "pods" {
             return Ok(0);
         }
         let Some(&i) = self.job_by_pod.get(&ch.name) else {

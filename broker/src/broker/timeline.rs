@@ -6,7 +6,9 @@
 //! or an API change the broker made: nodes from hosts, pods from jobs, the
 //! node lifecycle controller's taints and evictions, a resubmission),
 //! `kubelet` (the kubelet model: pod statuses), `scheduler` (any HTTP
-//! client), `scenario` (an operation of `--scenario`).
+//! client: the scheduler, a `--controller`, kubectl), `garbage-collector`
+//! (the API's garbage collector deleting dependents whose owners are
+//! gone), `scenario` (an operation of `--scenario`).
 //!
 //! Leases and Events are left out (a scheduler renews its lease every
 //! two simulated seconds and writes an Event per attempt: they would drown
@@ -109,9 +111,13 @@ impl Timeline {
             EventType::Deleted => ("delete", String::new()),
             EventType::Modified => classify_update(ch),
         };
+        let who = match ch.origin {
+            fakeapi::Origin::GarbageCollector => "garbage-collector",
+            _ => "scheduler",
+        };
         self.push(
             time,
-            "scheduler",
+            who,
             verb,
             ch.resource.kind,
             ch.namespace.clone(),
