@@ -456,3 +456,154 @@ fn batkube_scheduler_spreads_a_gang_over_distinct_nodes_without_pod_groups() {
         "--gang none writes no PodGroup"
     );
 }
+
+/// Jobs naming queues: `queues.csv` has each queue's state at every
+/// instant it changed, which agrees with pods.csv (the cpu a queue holds
+/// at a row's time is its pods' requests bound then and not finished),
+/// the quota comes from the queue object a scenario created (a Volcano
+/// Queue's capability) and what is held beyond it is `borrowed`; and
+/// summary.json has per-queue waits and shares. No queue, no file.
+#[test]
+fn queues_csv_follows_each_queue_and_agrees_with_pods_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    // (res, subtime, delay, queue)
+    let jobs = [
+        (2, 0.0, 20, "a"),
+        (1, 0.0, 10, "b"),
+        (4, 0.0, 15, "a"),
+        (1, 5.0, 30, "b"),
+        (2, 5.0, 10, "b"),
+        (3, 12.0, 5, "a"),
+        (1, 12.0, 25, "a"),
+    ];
+    let js: Vec<serde_json::Value> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, &(res, at, delay, q))| {
+            serde_json::json!({"id": (i + 1).to_string(), "subtime": at, "res": res,
+                "profile": format!("d{delay}"), "queue": q})
+        })
+        .collect();
+    let mut profiles = serde_json::Map::new();
+    for &(_, _, d, _) in &jobs {
+        profiles.insert(
+            format!("d{d}"),
+            serde_json::json!({"type": "delay", "delay": d, "cpu": "1"}),
+        );
+    }
+    let w = dir.path().join("q.json");
+    std::fs::write(
+        &w,
+        serde_json::json!({"nb_res": 4, "jobs": js, "profiles": profiles}).to_string(),
+    )
+    .unwrap();
+    let crd = dir.path().join("queues.yaml");
+    std::fs::write(
+        &crd,
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n\
+         metadata: {name: queues.scheduling.volcano.sh}\nspec:\n  group: scheduling.volcano.sh\n  scope: Cluster\n\
+         \x20 names: {plural: queues, singular: queue, kind: Queue, listKind: QueueList}\n\
+         \x20 versions:\n  - name: v1beta1\n    served: true\n    storage: true\n    schema:\n\
+         \x20     openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}\n",
+    )
+    .unwrap();
+    let scenario = dir.path().join("s.yaml");
+    std::fs::write(
+        &scenario,
+        "- at: 0\n  create: {apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: a}, spec: {weight: 1, capability: {cpu: \"2\", memory: 8Gi}}}\n",
+    )
+    .unwrap();
+    let sched = common::batkube_scheduler().display().to_string();
+    let (o, out) = run(
+        dir.path(),
+        "q",
+        6,
+        &w,
+        &sched,
+        &[
+            "--gang",
+            "none",
+            "--strict",
+            "--crds",
+            crd.to_str().unwrap(),
+            "--scenario",
+            scenario.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows = csv(&out.join("queues.csv"));
+    assert!(!rows.is_empty());
+    let index = |job: &str| job.rsplit('!').next().unwrap().parse::<usize>().unwrap() - 1;
+    let queue_of = |job: &str| jobs[index(job)].3;
+    let pods = csv(&out.join("pods.csv"));
+    let t = |s: &str| s.parse::<f64>().unwrap();
+    let mut last: std::collections::BTreeMap<String, f64> = Default::default();
+    for r in &rows {
+        let (time, q) = (t(&r["time"]), r["queue"].as_str());
+        assert!(
+            last.insert(q.to_string(), time)
+                .is_none_or(|prev| prev < time),
+            "one row per queue per instant, in time order"
+        );
+        let held: i64 = pods
+            .iter()
+            .filter(|p| queue_of(&p["job_id"]) == q)
+            .filter(|p| !p["bound"].is_empty() && t(&p["bound"]) <= time)
+            .filter(|p| p["finished"].is_empty() || t(&p["finished"]) > time)
+            .map(|p| p["cpu_request_m"].parse::<i64>().unwrap())
+            .sum();
+        assert_eq!(r["cpu_allocated_m"].parse::<i64>().unwrap(), held, "{r:?}");
+        let running = jobs
+            .iter()
+            .enumerate()
+            .filter(|(_, j)| j.3 == q)
+            .filter(|(i, _)| {
+                let p = pods.iter().find(|p| index(&p["job_id"]) == *i).unwrap();
+                t(&p["started"]) <= time && t(&p["finished"]) > time
+            })
+            .count();
+        assert_eq!(r["running"], running.to_string(), "{r:?}");
+        let alloc: i64 = r["cpu_allocated_m"].parse().unwrap();
+        if q == "a" {
+            assert_eq!(r["cpu_quota_m"], "2000");
+            assert_eq!(r["memory_quota"], (8i64 << 30).to_string());
+            assert_eq!(r["cpu_borrowed_m"], (alloc - 2000).max(0).to_string());
+        } else {
+            assert_eq!(
+                (r["cpu_quota_m"].as_str(), r["cpu_borrowed_m"].as_str()),
+                ("", "")
+            );
+        }
+    }
+    for q in ["a", "b"] {
+        let end = rows.iter().rev().find(|r| r["queue"] == q).unwrap();
+        assert_eq!(
+            (
+                end["pending"].as_str(),
+                end["running"].as_str(),
+                end["cpu_allocated_m"].as_str()
+            ),
+            ("0", "0", "0")
+        );
+    }
+    let s = summary(&out);
+    let qa = &s["queues"]["a"];
+    assert_eq!(qa["jobs"], 4);
+    assert_eq!(qa["jobs_finished"], 4);
+    assert!(qa["mean_bounded_slowdown"].as_f64().unwrap() >= 1.0);
+    let shares: f64 = ["a", "b"]
+        .iter()
+        .map(|q| s["queues"][q]["cpu_share"].as_f64().unwrap())
+        .sum();
+    let util = s["utilisation"].as_f64().unwrap();
+    assert!(
+        shares >= util - 1e-9 && shares <= 1.0,
+        "the queues hold at least what runs (pods bound before their gang starts hold too): {shares} vs {util}"
+    );
+    // Without queues, no queues.csv and no per-queue summary.
+    let plain = workload(dir.path(), &[(1, 0.0, 5)]);
+    let (o, out) = run(dir.path(), "plain", 2, &plain, &sched, &["--strict"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!out.join("queues.csv").exists());
+    assert!(summary(&out).get("queues").is_none());
+}

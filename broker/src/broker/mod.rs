@@ -21,6 +21,7 @@ mod jobs;
 pub mod kubelet;
 pub mod lifecycle;
 pub mod podgc;
+pub mod queues;
 pub mod record;
 pub mod sync;
 pub mod timeline;
@@ -31,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use fakeapi::{Change, EventType, Origin, Store};
+use fakeapi::{Change, EventType, Store};
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus, PodCondition,
     PodStatus,
@@ -195,6 +196,8 @@ struct JobRt {
     /// For a pod of a parallel job: its gang (every pod of it is a job
     /// entry here, numbered `first..first + size`, sharing one Batsim id).
     gang: Option<Gang>,
+    /// The queue its job counts in (`queues.rs`), if it names one.
+    queue: Option<Arc<str>>,
 }
 
 /// A parallel job's pods: entries `first..first + size` of the broker's
@@ -308,6 +311,7 @@ pub struct Broker {
     last_unserved_sim: f64,
     life: lifecycle::Lifecycle,
     timeline: timeline::Timeline,
+    queues: queues::Queues,
 }
 
 /// A run-stopping problem, in the user's terms.
@@ -386,6 +390,7 @@ impl Broker {
             last_unserved_sim: f64::NEG_INFINITY,
             life,
             timeline: timeline::Timeline::default(),
+            queues: queues::Queues::default(),
         };
         b.schedule_scenario();
         b
@@ -438,10 +443,19 @@ impl Broker {
         self.count_phase(i, &new, 1);
         if new == Phase::Done {
             self.retirable.push(i);
+            let j = &self.jobs[i];
+            let first = j.gang.is_none_or(|g| g.first == i);
+            if let (true, Some(q), Some(started)) = (first, &j.queue, j.record.started) {
+                let end = j.record.finished.unwrap_or(self.clock.now());
+                self.queues.finished(q, j.record.created, started, end);
+            }
         }
     }
 
     fn count_phase(&mut self, i: usize, phase: &Phase, by: isize) {
+        if let Some(q) = self.jobs[i].queue.clone() {
+            self.count_in_queue(i, &q, phase, by);
+        }
         match phase {
             Phase::Pending if by > 0 => {
                 self.pending.insert(i);
@@ -451,6 +465,32 @@ impl Broker {
             }
             Phase::Done => self.done = self.done.saturating_add_signed(by),
             _ => self.active = self.active.saturating_add_signed(by),
+        }
+    }
+
+    /// A phase change as its queue counts it: the job (its first pod)
+    /// waiting or running, each pod's requests while it holds a node.
+    fn count_in_queue(&mut self, i: usize, q: &Arc<str>, phase: &Phase, by: isize) {
+        let counted = match phase {
+            Phase::Pending | Phase::Bound { .. } => queues::Counted::Waiting,
+            Phase::Running { .. } | Phase::Completing { .. } => queues::Counted::Running,
+            Phase::Done => queues::Counted::Neither,
+        };
+        let j = &self.jobs[i];
+        if j.gang.is_none_or(|g| g.first == i) {
+            let (from, to) = if by > 0 {
+                (queues::Counted::Neither, counted)
+            } else {
+                (counted, queues::Counted::Neither)
+            };
+            self.queues.job_moved(q, from, to);
+        }
+        if matches!(
+            phase,
+            Phase::Bound { .. } | Phase::Running { .. } | Phase::Completing { .. }
+        ) {
+            let now = self.clock.now();
+            self.queues.hold(q, &j.record.requests, by as i64, now);
         }
     }
 
@@ -788,6 +828,11 @@ impl Broker {
                         if let Some(g) = &group {
                             self.create_group(g, n as u32, &s.job, profile.as_ref())?;
                         }
+                        let queue = translate::job_queue(&s.job, profile.as_ref())
+                            .map(|q| self.queues.resolve(&self.store, q));
+                        if let Some(q) = &queue {
+                            self.queues.submitted(q);
+                        }
                         for (rank, mut pod) in pods.into_iter().enumerate() {
                             if let (Some(name), Some(spec)) =
                                 (&self.cfg.scheduler_name, pod.spec.as_mut())
@@ -843,6 +888,7 @@ impl Broker {
                                 batsim_open: false,
                                 pod_gone: false,
                                 gang,
+                                queue: queue.clone(),
                             });
                             self.job_by_pod.insert(pod_name, idx);
                         }
@@ -863,6 +909,7 @@ impl Broker {
                             batsim_open: false,
                             pod_gone: true,
                             gang: None,
+                            queue: None,
                         });
                         self.job_by_id.insert(s.job_id.clone(), idx);
                         self.retirable.push(idx);
@@ -1123,6 +1170,7 @@ impl Broker {
         let outcome = self.policy.close(w);
         self.timeline.end_window();
         self.samples.end_window();
+        self.queues.flush(&self.store, t);
         tracing::debug!(
             time = t,
             decisions = outcome.decisions,
@@ -1218,6 +1266,12 @@ impl Broker {
     fn on_change(&mut self, ch: Change, out: &mut Vec<EventData>) -> anyhow::Result<usize> {
         if ch.origin.is_client() {
             self.timeline.http_change(self.clock.now(), &ch);
+        }
+        if matches!(
+            (ch.resource.group, ch.resource.plural),
+            ("scheduling.volcano.sh", "queues") | ("kueue.x-k8s.io", "clusterqueues")
+        ) {
+            self.queues.touched(&ch.name);
         }
         if ch.kind == EventType::Deleted && ch.resource.plural == "pods" {
             if let Some(&i) = self.job_by_pod.get(&ch.name) {
@@ -1862,6 +1916,8 @@ impl Broker {
         s.partial_gang_node_seconds = self.partial_gang_node_seconds + partial_now;
         s.wake_ups_requested = self.wakeups;
         s.warnings = self.warnings.clone();
+        self.queues.flush(&self.store, s.end_time);
+        s.queues = self.queues.summary(s.end_time, cpu as f64 * s.makespan);
         self.life_summary(&mut s);
         if self.cfg.progress {
             eprintln!();
@@ -1875,6 +1931,7 @@ impl Broker {
     /// completes the files.
     pub fn stream_records(&mut self, dir: &std::path::Path) -> std::io::Result<()> {
         self.pods_log.stream_to(&dir.join("pods.csv"))?;
+        self.queues.stream_to(&dir.join("queues.csv"));
         self.samples.stream_to(&dir.join("nodes.csv"))
     }
 
@@ -1882,6 +1939,7 @@ impl Broker {
     /// [`report`](Self::report)).
     pub fn finish_records(&mut self) -> std::io::Result<()> {
         self.pods_log.flush()?;
+        self.queues.finish()?;
         self.samples.flush()
     }
 

@@ -491,6 +491,10 @@ pub struct Summary {
     pub lost_work_seconds: f64,
     /// Jobs registered again by `--resubmit-evicted`.
     pub resubmissions: u64,
+    /// Per queue (jobs naming one; see `queues.rs`): waits, slowdowns,
+    /// share of the cluster.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub queues: BTreeMap<String, super::queues::QueueSummary>,
 }
 
 impl Summary {
