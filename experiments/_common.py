@@ -275,6 +275,31 @@ def workload_requests(workload):
     return out
 
 
+def workload_queues(workload):
+    """job id -> its queue (the job's or its profile's `queue`), for jobs naming one."""
+    w = json.loads(Path(workload).read_text())
+    out = {}
+    for j in w["jobs"]:
+        q = j.get("queue", w["profiles"].get(j["profile"], {}).get("queue"))
+        if q is not None:
+            out[str(j["id"])] = str(q)
+    return out
+
+
+def job_key(job_id):
+    """A Batsim job id ("w0!7", a resubmission "w0!7-r1") as the workload names it."""
+    return str(job_id).split("!", 1)[-1].rsplit("-r", 1)[0]
+
+
+def resource_ids(allocation):
+    """Batsim's allocation text ("0-3 7") as resource ids."""
+    ids = []
+    for part in (allocation or "").split():
+        lo, _, hi = part.partition("-")
+        ids.extend(range(int(lo), int(hi or lo) + 1))
+    return ids
+
+
 def platform_nodes(platform):
     """[(name, cpu)] of compute hosts in Batsim resource-id order."""
     root = ET.parse(platform).getroot()
@@ -297,14 +322,12 @@ def overcommit(jobs, requests, capacities):
         a = (j.get("allocated_resources") or "").strip()
         if not a or j["starting_time"] is None or j["finish_time"] is None:
             continue
-        for part in a.split():
-            lo, _, hi = part.partition("-")
-            for r in range(int(lo), int(hi or lo) + 1):
-                # A resubmitted job (`<id>-r<n>`) requests what its original did.
-                jid = str(j["job_id"])
-                c = requests.get(jid, requests.get(jid.rsplit("-r", 1)[0], 1.0))
-                events.setdefault(r, []).append((j["starting_time"], c))
-                events[r].append((j["finish_time"], -c))
+        for r in resource_ids(a):
+            # A resubmitted job (`<id>-r<n>`) requests what its original did.
+            jid = str(j["job_id"])
+            c = requests.get(jid, requests.get(jid.rsplit("-r", 1)[0], 1.0))
+            events.setdefault(r, []).append((j["starting_time"], c))
+            events[r].append((j["finish_time"], -c))
     peaks = {}
     for r, ev in events.items():
         ev.sort(key=lambda e: (e[0], e[1]))  # frees before starts at equal times

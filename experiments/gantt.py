@@ -7,7 +7,9 @@ capacity: the row's dashed line is the node's capacity, and any instant where
 the stack goes above it is drawn in red and counted.
 
     python3 experiments/gantt.py                       # demo: ours vs k3s vs Batkube 2020
-    python3 experiments/gantt.py JOBS.csv --platform P --workload W [-o out.png] [--timeline T]
+    python3 experiments/gantt.py JOBS.csv --platform P --workload W [-o out.png] [--timeline T] [--by queue]
+A job on several machines is drawn on each of them. `--by queue` colours jobs
+by the queue they name in the workload (one colour per queue, with a legend).
 With a batkube timeline.csv (given, or beside JOBS.csv), the periods when a
 machine was unavailable (Batsim's external events) are hatched on its row.
 Outputs: experiments/results/gantt/*.png and *_peaks.csv
@@ -133,10 +135,19 @@ def unavailable_periods(timeline_csv, t_end):
     return periods
 
 
-def gantt(jobs_csv, platform, workload, out_png, title=None, timeline=None):
+def gantt(jobs_csv, platform, workload, out_png, title=None, timeline=None, by="job"):
     jobs = [j for j in c.read_jobs(jobs_csv) if j["starting_time"] is not None and j["finish_time"] is not None]
     nodes = c.platform_nodes(platform)
     requests = c.workload_requests(workload)
+    queue_of = c.workload_queues(workload) if by == "queue" else {}
+    queues = sorted(set(queue_of.values()))
+    queue_colour = {q: plt.cm.tab10(i % 10) for i, q in enumerate(queues)}
+
+    def face(job_id):
+        if by != "queue":
+            return colour(job_id)
+        return queue_colour.get(queue_of.get(c.job_key(job_id)), "lightgrey")
+
     caps = [cpu for _, cpu in nodes]
     per_node = {i: [] for i in range(len(nodes))}
     unplaced = 0
@@ -145,11 +156,9 @@ def gantt(jobs_csv, platform, workload, out_png, title=None, timeline=None):
         if not a:
             unplaced += 1
             continue
-        r = int(a.split()[0].split("-")[0])
-        if r >= len(nodes):
-            continue
-        j["share"] = request(requests, j["job_id"]) / caps[r]
-        per_node[r].append(j)
+        for r in c.resource_ids(a):
+            if r < len(nodes):
+                per_node[r].append(dict(j, share=request(requests, j["job_id"]) / caps[r]))
     peaks, over = c.overcommit(jobs, requests, caps)
     n = len(nodes)
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(14, max(3, 0.45 * n + 1.5) + 2.6), sharex=True,
@@ -164,7 +173,7 @@ def gantt(jobs_csv, platform, workload, out_png, title=None, timeline=None):
         for j, o in stack:
             bad = o + j["share"] > 1.0 + 1e-9
             ax.add_patch(Rectangle((j["starting_time"], y0 + o * scale), j["finish_time"] - j["starting_time"],
-                                   j["share"] * scale, facecolor="red" if bad else colour(j["job_id"]),
+                                   j["share"] * scale, facecolor="red" if bad else face(j["job_id"]),
                                    edgecolor="black", linewidth=0.3))
             width = j["finish_time"] - j["starting_time"]
             if width > t_end / 40 and j["share"] * scale > 0.12:
@@ -184,6 +193,10 @@ def gantt(jobs_csv, platform, workload, out_png, title=None, timeline=None):
                 first = False
         if not first:
             ax.legend(fontsize=7, loc="upper right")
+    if queues:
+        handles = [Rectangle((0, 0), 1, 1, facecolor=queue_colour[q], edgecolor="black", linewidth=0.3)
+                   for q in queues]
+        ax.legend(handles, [f"queue {q}" for q in queues], fontsize=7, loc="lower right")
     ax.set_yticks([n - 1 - r + row_h / 2 for r in range(n)])
     ax.set_yticklabels([f"{name} ({cap:g} cpu, peak {peaks.get(r, 0):.2f})" for r, (name, cap) in enumerate(nodes)],
                        fontsize=7)
@@ -198,8 +211,8 @@ def gantt(jobs_csv, platform, workload, out_png, title=None, timeline=None):
     out_png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_png, dpi=110)
     plt.close(fig)
-    c.write_csv(out_png.with_name(out_png.stem + "_peaks.csv"), ["resource_id", "node", "cpu", "peak_cpu"],
-                [[r, nodes[r][0], nodes[r][1], f"{peaks.get(r, 0):.3f}"] for r in range(n)])
+    c.write_csv(out_png.with_name(out_png.stem + "_peaks.csv"), ["resource_id", "node", "cpu", "peak_cpu", "jobs_drawn"],
+                [[r, nodes[r][0], nodes[r][1], f"{peaks.get(r, 0):.3f}", len(per_node[r])] for r in range(n)])
     return over, unplaced
 
 
@@ -210,12 +223,14 @@ def main():
     ap.add_argument("--workload")
     ap.add_argument("-o", "--output")
     ap.add_argument("--timeline", help="batkube timeline.csv (default: the one beside JOBS.csv)")
+    ap.add_argument("--by", choices=["job", "queue"], default="job",
+                    help="colour per job (default) or per queue the workload's jobs name")
     a = ap.parse_args()
     if a.jobs:
         if not (a.platform and a.workload):
             ap.error("give --platform and --workload with a jobs.csv")
         out = c.Path(a.output) if a.output else OUT / (c.Path(a.jobs).stem + ".png")
-        over, unplaced = gantt(c.Path(a.jobs), a.platform, a.workload, out, timeline=a.timeline)
+        over, unplaced = gantt(c.Path(a.jobs), a.platform, a.workload, out, timeline=a.timeline, by=a.by)
         print(f"{out}: {over} node(s) over capacity, {unplaced} jobs without a node")
         return
     bk = c.batkube()
