@@ -201,12 +201,14 @@ impl Workload {
                 Value::Object(m) => m,
                 _ => return Err(invalid(format!("job #{index} is not an object"))),
             };
+            // Batsim (jobs.cpp): a string, or an int (rapidjson's IsInt:
+            // an integer literal within 32 bits).
             let id = match jo.get("id") {
                 Some(Value::String(s)) => s.clone(),
-                Some(Value::Number(n)) => n.to_string(),
+                Some(v) if json_int(v).is_some() => v.to_string(),
                 _ => {
                     return Err(invalid(format!(
-                        "job #{index} has no string or integer \"id\""
+                        "job #{index}: its id field is invalid, it should be a string or an integer"
                     )))
                 }
             };
@@ -214,15 +216,17 @@ impl Workload {
             if !seen.insert(id.clone()) {
                 return Err(invalid(format!("job id {id:?} appears twice")));
             }
+            // Numbers are JSON numbers: Batsim asserts IsNumber (a string
+            // holding one is refused).
             let subtime = jo
                 .get("subtime")
-                .and_then(value_as_f64)
+                .and_then(json_number)
                 .filter(|t| *t >= 0.0)
                 .ok_or_else(|| invalid(what("\"subtime\" must be a non-negative number")))?;
             let walltime = match jo.get("walltime") {
                 None | Some(Value::Null) => None,
                 Some(v) => {
-                    let w = value_as_f64(v)
+                    let w = json_number(v)
                         .ok_or_else(|| invalid(what("\"walltime\" must be a number")))?;
                     if w == -1.0 {
                         None
@@ -235,8 +239,8 @@ impl Workload {
             };
             let res = jo
                 .get("res")
-                .and_then(value_as_f64)
-                .filter(|r| *r >= 1.0 && r.fract() == 0.0 && *r <= f64::from(u32::MAX))
+                .and_then(json_int)
+                .filter(|r| *r >= 1)
                 .ok_or_else(|| invalid(what("\"res\" must be a positive integer")))?
                 as u32;
             let profile = jo
@@ -316,6 +320,18 @@ impl Workload {
     }
 }
 
+/// A JSON number (rapidjson's IsNumber, which Batsim asserts on numeric
+/// fields): a string holding a number is not one.
+fn json_number(v: &Value) -> Option<f64> {
+    v.as_f64().filter(|x| x.is_finite())
+}
+
+/// A JSON integer within 32 bits (rapidjson's IsInt, which Batsim asserts
+/// on `res` and integer ids): `2.0` and `"2"` are not.
+fn json_int(v: &Value) -> Option<i64> {
+    v.as_i64().filter(|x| i32::try_from(*x).is_ok())
+}
+
 /// Reads a profile's type; errors name what is unsupported.
 pub fn profile_kind(p: &Value) -> Result<ProfileKind, String> {
     let ty = p
@@ -324,7 +340,7 @@ pub fn profile_kind(p: &Value) -> Result<ProfileKind, String> {
         .ok_or("the profile has no \"type\"")?;
     let num = |field: &str| -> Result<f64, String> {
         p.get(field)
-            .and_then(value_as_f64)
+            .and_then(json_number)
             .filter(|x| *x >= 0.0)
             .ok_or(format!(
                 "profile type {ty:?} needs a non-negative number \"{field}\""
@@ -394,9 +410,9 @@ mod tests {
     }
 
     #[test]
-    fn numbers_in_strings_and_integer_ids() {
+    fn integer_ids_but_no_numbers_in_strings_as_batsim() {
         let w = Workload::parse(
-            r#"{"jobs":[{"id":7,"subtime":"1.5","walltime":-1,"res":1,"profile":"p"}],"profiles":{"p":{"type":"delay","delay":"3"}}}"#,
+            r#"{"jobs":[{"id":7,"subtime":1.5,"walltime":-1,"res":1,"profile":"p"}],"profiles":{"p":{"type":"delay","delay":3}}}"#,
             "w0",
             "x",
         )
@@ -405,5 +421,30 @@ mod tests {
         assert_eq!(w.jobs[0].subtime, 1.5);
         assert_eq!(w.jobs[0].walltime, None);
         assert_eq!(w.profiles[0].kind, ProfileKind::Delay { delay: 3.0 });
+        // Batsim 4.2.1 asserts IsNumber / IsInt on each of these.
+        for (job, profile, says) in [
+            (r#""subtime":"1.5","res":1"#, r#""delay":3"#, "subtime"),
+            (
+                r#""subtime":1,"walltime":"9","res":1"#,
+                r#""delay":3"#,
+                "walltime",
+            ),
+            (r#""subtime":1,"res":"1""#, r#""delay":3"#, "res"),
+            (r#""subtime":1,"res":2.0"#, r#""delay":3"#, "res"),
+            (r#""subtime":1,"res":1"#, r#""delay":"3""#, "delay"),
+        ] {
+            let text = format!(
+                r#"{{"jobs":[{{"id":"a",{job},"profile":"p"}}],"profiles":{{"p":{{"type":"delay",{profile}}}}}}}"#
+            );
+            let e = Workload::parse(&text, "w0", "x").unwrap_err().to_string();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+        for id in ["7.5", "4294967296"] {
+            let text = format!(
+                r#"{{"jobs":[{{"id":{id},"subtime":0,"res":1,"profile":"p"}}],"profiles":{{"p":{{"type":"delay","delay":3}}}}}}"#
+            );
+            let e = Workload::parse(&text, "w0", "x").unwrap_err().to_string();
+            assert!(e.contains("string or an integer"), "{id}: {e}");
+        }
     }
 }
