@@ -149,6 +149,8 @@ pub struct BrokerConfig {
     pub lifecycle: lifecycle::LifecycleConfig,
     /// How a parallel job's gang is written for the scheduler.
     pub gang: translate::GangStyle,
+    /// The queue of jobs that name none (`--default-queue`).
+    pub default_queue: Option<String>,
     /// Terminated pods kept in the API, as kube-controller-manager's
     /// `--terminated-pod-gc-threshold` (0: keep every pod); see [`podgc`].
     pub terminated_pod_gc_threshold: usize,
@@ -765,6 +767,7 @@ impl Broker {
                         profile.as_ref(),
                         to_time(now),
                         self.cfg.gang,
+                        self.cfg.default_queue.as_deref(),
                     )
                 };
                 match pods {
@@ -1431,7 +1434,7 @@ impl Broker {
         profile: Option<&Value>,
     ) -> anyhow::Result<()> {
         let style = self.cfg.gang;
-        let queue = translate::job_queue(job, profile);
+        let queue = translate::job_queue_or(style, job, profile, self.cfg.default_queue.as_deref());
         let (Some(resource), Some(obj)) = (
             style.group_resource(),
             translate::group_object(style, group, size, queue),
