@@ -1442,6 +1442,11 @@ impl Broker {
             return Ok(());
         };
         let kind = obj["kind"].as_str().unwrap_or_default().to_string();
+        // The queue the group object names (Volcano's), for the timeline.
+        let detail = match obj["spec"]["queue"].as_str() {
+            Some(q) => format!("gang of {size} in queue {q}"),
+            None => format!("gang of {size}"),
+        };
         if let Err(e) = self.store.create(resource, Some(translate::NAMESPACE), obj) {
             return self.fail(format!(
                 "creating the {kind} of gang {group:?} ({resource}, --gang {}): {e}",
@@ -1455,7 +1460,7 @@ impl Broker {
             &kind,
             translate::NAMESPACE,
             group.to_string(),
-            format!("gang of {size}"),
+            detail,
         );
         Ok(())
     }
