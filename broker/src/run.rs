@@ -411,7 +411,7 @@ pub struct RunArgs {
     /// The queue of every job whose Batsim job names no `queue`, for the
     /// gang styles with queues (volcano: the PodGroup's `spec.queue` and the
     /// pods' `scheduling.volcano.sh/queue-name`, else Volcano's `default`;
-    /// kueue: the `kueue.x-k8s.io/queue-name` label).
+    /// kueue: the `kueue.x-k8s.io/queue-name` label of a gang's pods).
     #[arg(long = "default-queue", value_name = "NAME")]
     pub default_queue: Option<String>,
     /// CustomResourceDefinitions (and any other objects) to install in the
@@ -470,7 +470,7 @@ pub struct ServeArgs {
     /// The queue of every job whose Batsim job names no `queue`, for the
     /// gang styles with queues (volcano: the PodGroup's `spec.queue` and the
     /// pods' `scheduling.volcano.sh/queue-name`, else Volcano's `default`;
-    /// kueue: the `kueue.x-k8s.io/queue-name` label).
+    /// kueue: the `kueue.x-k8s.io/queue-name` label of a gang's pods).
     #[arg(long = "default-queue", value_name = "NAME")]
     pub default_queue: Option<String>,
     /// CustomResourceDefinitions (and any other objects) to install in the
