@@ -208,10 +208,11 @@ fn classify_update(ch: &Change) -> (&'static str, String) {
     if !node.is_empty() && was.is_empty() {
         return ("bind", format!("node={node}"));
     }
-    if old["spec"] == new["spec"] && old["metadata"]["labels"] == new["metadata"]["labels"] {
-        if old["status"] != new["status"] {
-            return ("status", status_detail(ch.resource.kind, new));
-        }
+    if old["spec"] == new["spec"]
+        && old["metadata"]["labels"] == new["metadata"]["labels"]
+        && old["status"] != new["status"]
+    {
+        return ("status", status_detail(ch.resource.kind, new));
     }
     ("update", String::new())
 }
