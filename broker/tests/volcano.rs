@@ -123,8 +123,10 @@ fn command(bin: &Path, args: &str) -> String {
 /// 12 jobs on the 16 one-cpu nodes of platforms/16-node.xml, arriving in
 /// threes every 5 s: the odd ones name the queue `tenant-a` (weight 2), the
 /// even ones name none and go to `--default-queue tenant-b` (weight 1, at
-/// most 8 cpus). tenant-b asks for 8 machines at time 0 and 2 more at 5 s,
-/// while tenant-a holds 6: only its capability keeps it at 8.
+/// most 6 cpus). tenant-b asks for 8 machines at time 0, when tenant-a asks
+/// for 6 of the 16: its deserved share would give it 8, its capability 6
+/// (the run checks it). A 13th job names a queue that does not exist: it
+/// is rejected with the reason.
 #[test]
 fn volcano_runs_a_parallel_workload_in_two_queues_on_simulated_time() {
     let scheduler = common::go::go_program("vc-scheduler", false);
@@ -144,6 +146,12 @@ fn volcano_runs_a_parallel_workload_in_two_queues_on_simulated_time() {
             j
         })
         .collect();
+    let mut jobs = jobs;
+    let stray = format!("w0!{}", res.len() + 1);
+    jobs.push(
+        serde_json::json!({"id": (res.len() + 1).to_string(), "subtime": 0.0,
+        "res": 2, "profile": "p", "queue": "tenant-c"}),
+    );
     let w = dir.path().join("w.json");
     std::fs::write(
         &w,
@@ -195,6 +203,7 @@ fn volcano_runs_a_parallel_workload_in_two_queues_on_simulated_time() {
         "{s}\nscheduler.log:\n{}",
         log_tail("scheduler.log")
     );
+    assert_eq!(s["jobs_rejected"], 1, "{s}");
     assert_eq!(s["overcommit_count"], 0);
     let gangs = res.iter().filter(|&&r| r > 1).count();
     assert_eq!(s["gangs_started"], gangs, "{s}");
@@ -206,8 +215,17 @@ fn volcano_runs_a_parallel_workload_in_two_queues_on_simulated_time() {
     let mut times: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut edges: Vec<(f64, i32)> = Vec::new();
     let mut ends: BTreeMap<String, f64> = BTreeMap::new();
+    let mut stray_seen = false;
     for line in pods.lines().skip(1) {
         let f: Vec<&str> = line.split(',').collect();
+        if f[0] == stray {
+            assert!(
+                line.contains(r#"REJECTED: its queue ""tenant-c"" does not exist"#),
+                "{line}"
+            );
+            stray_seen = true;
+            continue;
+        }
         ends.insert(f[0].to_string(), f[6].parse().unwrap());
         times
             .entry(f[0].to_string())
@@ -219,6 +237,7 @@ fn volcano_runs_a_parallel_workload_in_two_queues_on_simulated_time() {
             edges.push((f[6].parse().unwrap(), -1));
         }
     }
+    assert!(stray_seen, "no pods.csv row for {stray}");
     assert_eq!(times.len(), res.len());
     let last_end = ends.values().cloned().fold(0.0, f64::max);
     for (job, t) in &times {

@@ -760,6 +760,8 @@ impl Broker {
                         "it asks for {} machines; the platform has {machines}",
                         s.job.res
                     ))
+                } else if let Some(why) = self.missing_queue(&s.job, profile.as_ref()) {
+                    Err(why)
                 } else {
                     translate::pods_from_job(
                         &s.job_id,
@@ -1421,6 +1423,45 @@ impl Broker {
             Ok(())
         } else {
             self.start_job(g.first, out)
+        }
+    }
+
+    /// Under `--gang volcano`, why a job cannot enter its queue: the Volcano
+    /// Queue it names (or `--default-queue` names) is not in the API when
+    /// it is submitted. Volcano would take its PodGroup and never schedule
+    /// it (vc-scheduler skips jobs of unknown queues; only its Job
+    /// admission refuses them), so the job is rejected now, with the
+    /// reason, rather than after `--give-up-after`. Volcano's own `default`
+    /// queue is vc-scheduler's to create, and nothing is checked when the
+    /// API does not serve Queues.
+    fn missing_queue(
+        &self,
+        job: &batsim::protocol::Job,
+        profile: Option<&Value>,
+    ) -> Option<String> {
+        if self.cfg.gang != translate::GangStyle::Volcano {
+            return None;
+        }
+        let q = translate::job_queue_or(
+            self.cfg.gang,
+            job,
+            profile,
+            self.cfg.default_queue.as_deref(),
+        )?;
+        if q == translate::VOLCANO_DEFAULT_QUEUE {
+            return None;
+        }
+        let found = self.store.list(
+            "queues.scheduling.volcano.sh",
+            None,
+            None,
+            Some(&format!("metadata.name={q}")),
+        );
+        match found {
+            Ok(list) if list.is_empty() => Some(format!(
+                "its queue {q:?} does not exist (no Volcano Queue of that name in the API)"
+            )),
+            _ => None,
         }
     }
 
