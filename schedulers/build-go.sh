@@ -6,11 +6,17 @@
 #                                (schedulers/coscheduling); also copies its CRDs
 #                                (PodGroup, ElasticQuota) from the module cache
 #                                into OUT_DIR/crds/coscheduling/
+#   vc-scheduler                 Volcano's scheduler, unmodified (schedulers/volcano:
+#                                volcano.sh/volcano/cmd/scheduler); also copies
+#                                Volcano's CRDs into OUT_DIR/crds/volcano/
+#   vc-controller-manager        Volcano's controller manager, unmodified
+#                                (volcano.sh/volcano/cmd/controller-manager); same CRDs
 #
 # Usage: schedulers/build-go.sh [--check] [OUT_DIR] [PROGRAM...]
 #   PROGRAM   one of the names above (default: all of them)
 #   OUT_DIR   where the binaries go (default: target/go at the repository root)
-#   --check   also run `go vet` and `go test` in the modules built
+#   --check   also run `go vet` and `go test` in the modules built (not for
+#             Volcano's, which holds no Go code of ours)
 #
 # Static binaries (CGO_ENABLED=0), stripped unless DBG=1 (as Kubernetes'
 # own build), version stamped from go.mod. Modules come from the module
@@ -29,8 +35,16 @@ declare -A module=(
 	[kube-scheduler]=kube-scheduler
 	[kube-scheduler-with-plugin]=example-plugin
 	[kube-scheduler-coscheduling]=coscheduling
+	[vc-scheduler]=volcano
+	[vc-controller-manager]=volcano
 )
-all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-coscheduling)
+# program -> the package built, when it is not the module's own main package
+# (Volcano's programs are built from the published module as they are).
+declare -A package=(
+	[vc-scheduler]=volcano.sh/volcano/cmd/scheduler
+	[vc-controller-manager]=volcano.sh/volcano/cmd/controller-manager
+)
+all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-coscheduling vc-scheduler vc-controller-manager)
 
 check=0
 out=""
@@ -49,7 +63,7 @@ for arg in "$@"; do
 	*)
 		if [[ -n "${module[$arg]+x}" ]]; then
 			wanted+=("$arg")
-		elif [[ $arg == kube-scheduler* ]]; then
+		elif [[ $arg == kube-scheduler* || $arg == vc-* ]]; then
 			# A misspelt program, not a directory to create.
 			echo "build-go.sh: unknown program $arg (${all[*]})" >&2
 			exit 2
@@ -109,6 +123,31 @@ coscheduling_crds() {
 	echo "build-go.sh: CRDs (sigs.k8s.io/scheduler-plugins $(modversion sigs.k8s.io/scheduler-plugins)) -> $dest" >&2
 }
 
+# Copies Volcano's CRDs (the generated apiextensions.k8s.io/v1 ones of
+# config/crd/volcano/bases/ and config/crd/jobflow/bases/) from the module
+# cache into $out/crds/volcano/: Queue and PodGroup (scheduling.volcano.sh),
+# Job (batch.volcano.sh), Command (bus.volcano.sh), Numatopology
+# (nodeinfo.volcano.sh), JobFlow and JobTemplate (flow.volcano.sh). Each is
+# listed and watched by vc-scheduler or by a controller of
+# vc-controller-manager's default set, which wait for their caches to sync.
+volcano_crds() {
+	local mod dest
+	mod=$(go list -m -f '{{.Dir}}' volcano.sh/volcano)
+	dest="$out/crds/volcano"
+	mkdir -p "$dest"
+	for crd in volcano/bases/scheduling.volcano.sh_queues.yaml volcano/bases/scheduling.volcano.sh_podgroups.yaml \
+		volcano/bases/batch.volcano.sh_jobs.yaml volcano/bases/bus.volcano.sh_commands.yaml \
+		volcano/bases/nodeinfo.volcano.sh_numatopologies.yaml \
+		jobflow/bases/flow.volcano.sh_jobflows.yaml jobflow/bases/flow.volcano.sh_jobtemplates.yaml; do
+		if [[ ! -f "$mod/config/crd/$crd" ]]; then
+			echo "build-go.sh: $crd is not in $mod/config/crd (has the module's layout changed?)" >&2
+			exit 1
+		fi
+		install -m 0644 "$mod/config/crd/$crd" "$dest/${crd##*/}"
+	done
+	echo "build-go.sh: CRDs (volcano.sh/volcano $(modversion volcano.sh/volcano)) -> $dest" >&2
+}
+
 for bin in "${wanted[@]}"; do
 	cd "$here/${module[$bin]}"
 	# The Kubernetes version this module pins, for `--version` and the
@@ -120,15 +159,29 @@ for bin in "${wanted[@]}"; do
 	ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
 	ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor"
 	ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+	if [[ -n "${package[$bin]+x}" ]]; then
+		# Volcano stamps its own version package (as its Makefile does),
+		# from the module's version and the commit the proxy recorded.
+		vver=$(modversion volcano.sh/volcano)
+		vsha=$(go mod download -json "volcano.sh/volcano@$vver" | sed -n 's/^.*"Hash": *"\([0-9a-f]*\)".*$/\1/p' | head -n1)
+		ldflags+=" -X volcano.sh/volcano/pkg/version.Version=$vver"
+		ldflags+=" -X volcano.sh/volcano/pkg/version.GitSHA=${vsha:-unknown}"
+	fi
 	if [[ "${DBG:-0}" != 1 ]]; then
 		ldflags+=" -s -w"
 	fi
 	echo "build-go.sh: $bin (k8s.io/kubernetes $kver) -> $out/$bin" >&2
-	go build -trimpath -buildvcs=false -ldflags="$ldflags" -o "$out/$bin" .
+	go build -trimpath -buildvcs=false -ldflags="$ldflags" -o "$out/$bin" "${package[$bin]:-.}"
 	if [[ $bin == kube-scheduler-coscheduling ]]; then
 		coscheduling_crds
 	fi
-	if [[ $check == 1 ]]; then
+	if [[ $bin == vc-* ]]; then
+		volcano_crds
+	fi
+	if [[ $check == 1 && -n "${package[$bin]+x}" ]]; then
+		# Built from the published module as it is: no Go code of ours here.
+		echo "build-go.sh: $bin: nothing of ours to vet or test" >&2
+	elif [[ $check == 1 ]]; then
 		# The build's flags, so that the build cache is shared.
 		go vet -trimpath ./...
 		go test -trimpath ./...

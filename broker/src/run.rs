@@ -312,6 +312,14 @@ fn carries_shim(program: &Path) -> bool {
     }
 }
 
+/// The `schedulerName` of pods whose job names no scheduler: `--scheduler-name`,
+/// else under `--gang volcano` Volcano's (`volcano`: the pods of a Volcano
+/// PodGroup are written for it, and its PodGroup controller only groups
+/// pods of the names it serves), else none (`default-scheduler`).
+pub fn scheduler_name(given: Option<String>, gang: crate::translate::GangStyle) -> Option<String> {
+    given.or_else(|| (gang == crate::translate::GangStyle::Volcano).then(|| "volcano".to_string()))
+}
+
 /// `--shim auto`: linked when the binary carries the shim, else seccomp.
 pub fn resolve_shim(choice: ShimChoice, command: &str) -> ShimChoice {
     match choice {
@@ -378,7 +386,8 @@ pub struct RunArgs {
     #[arg(long = "shim-lib")]
     pub shim_lib: Option<PathBuf>,
     /// `schedulerName` of every pod whose job names no scheduler (default:
-    /// `default-scheduler`), for a scheduler that serves another name.
+    /// `default-scheduler`, or `volcano` under `--gang volcano`), for a
+    /// scheduler that serves another name.
     #[arg(long = "scheduler-name", value_name = "NAME")]
     pub scheduler_name: Option<String>,
     /// A binding that overcommits a node fails the run.
@@ -399,6 +408,12 @@ pub struct RunArgs {
     /// pods carry a required anti-affinity on kubernetes.io/hostname.
     #[arg(long = "gang", value_enum, default_value_t = crate::translate::GangStyle::Coscheduling)]
     pub gang: crate::translate::GangStyle,
+    /// The queue of every job whose Batsim job names no `queue`, for the
+    /// gang styles with queues (volcano: the PodGroup's `spec.queue` and the
+    /// pods' `scheduling.volcano.sh/queue-name`, else Volcano's `default`;
+    /// kueue: the `kueue.x-k8s.io/queue-name` label of a gang's pods).
+    #[arg(long = "default-queue", value_name = "NAME")]
+    pub default_queue: Option<String>,
     /// CustomResourceDefinitions (and any other objects) to install in the
     /// API before the scheduler starts: a file or a directory of YAML/JSON
     /// manifests, multi-document (repeatable). The PodGroup of
@@ -452,6 +467,12 @@ pub struct ServeArgs {
     /// pods carry a required anti-affinity on kubernetes.io/hostname.
     #[arg(long = "gang", value_enum, default_value_t = crate::translate::GangStyle::Coscheduling)]
     pub gang: crate::translate::GangStyle,
+    /// The queue of every job whose Batsim job names no `queue`, for the
+    /// gang styles with queues (volcano: the PodGroup's `spec.queue` and the
+    /// pods' `scheduling.volcano.sh/queue-name`, else Volcano's `default`;
+    /// kueue: the `kueue.x-k8s.io/queue-name` label of a gang's pods).
+    #[arg(long = "default-queue", value_name = "NAME")]
+    pub default_queue: Option<String>,
     /// CustomResourceDefinitions (and any other objects) to install in the
     /// API before the scheduler starts: a file or a directory of YAML/JSON
     /// manifests, multi-document (repeatable). The PodGroup of
@@ -781,7 +802,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
             gang: args.gang,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             activity: Some(server.activity()),
-            scheduler_name: args.scheduler_name.clone(),
+            scheduler_name: scheduler_name(args.scheduler_name.clone(), args.gang),
+            default_queue: args.default_queue.clone(),
             lifecycle,
         },
     );
@@ -1410,7 +1432,8 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
             gang: args.gang,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             activity: None,
-            scheduler_name: None,
+            scheduler_name: scheduler_name(None, args.gang),
+            default_queue: args.default_queue.clone(),
             lifecycle: Default::default(),
         },
     );
@@ -1465,7 +1488,22 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
 
 #[cfg(test)]
 mod tests {
-    use super::{carries_shim, exec_line};
+    use super::{carries_shim, exec_line, scheduler_name};
+    use crate::translate::GangStyle;
+
+    #[test]
+    fn volcano_gangs_are_written_for_volcano_unless_told_otherwise() {
+        assert_eq!(
+            scheduler_name(None, GangStyle::Volcano).as_deref(),
+            Some("volcano")
+        );
+        assert_eq!(scheduler_name(None, GangStyle::Coscheduling), None);
+        assert_eq!(scheduler_name(None, GangStyle::Kueue), None);
+        assert_eq!(
+            scheduler_name(Some("mine".into()), GangStyle::Volcano).as_deref(),
+            Some("mine")
+        );
+    }
 
     #[test]
     fn the_shim_marker_is_found_anywhere_in_a_binary() {

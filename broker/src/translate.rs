@@ -403,7 +403,9 @@ pub enum GangStyle {
     #[default]
     Coscheduling,
     /// Volcano: a `scheduling.volcano.sh/v1beta1` PodGroup, pods annotated
-    /// `scheduling.k8s.io/group-name`.
+    /// `scheduling.k8s.io/group-name`; every pod (a single machine's too)
+    /// annotated `scheduling.volcano.sh/queue-name` with its queue, which
+    /// is never empty (see [`job_queue_or`]).
     Volcano,
     /// Kueue's plain pod groups: pods labelled
     /// `kueue.x-k8s.io/pod-group-name`, annotated
@@ -471,25 +473,57 @@ pub fn job_queue<'a>(job: &'a Job, profile: Option<&'a Value>) -> Option<&'a str
     field(job, profile, "queue").and_then(Value::as_str)
 }
 
+/// Volcano's queue for what names none: what its PodGroup admission
+/// webhook writes into a PodGroup without `spec.queue`
+/// (`schedulingv1beta1.DefaultQueue`), and the queue vc-scheduler creates
+/// at start.
+pub const VOLCANO_DEFAULT_QUEUE: &str = "default";
+
+/// The queue of a job under `style`: the one it names, else `default_queue`
+/// (`--default-queue`), else for Volcano its admission's default (a
+/// PodGroup whose queue is empty belongs to no queue, and vc-scheduler
+/// never schedules it), else none.
+pub fn job_queue_or<'a>(
+    style: GangStyle,
+    job: &'a Job,
+    profile: Option<&'a Value>,
+    default_queue: Option<&'a str>,
+) -> Option<&'a str> {
+    job_queue(job, profile)
+        .or(default_queue)
+        .or((style == GangStyle::Volcano).then_some(VOLCANO_DEFAULT_QUEUE))
+}
+
 /// The pods of a submitted job: one for a job on one machine, a gang of
 /// `res` for a parallel job (see the module doc); or why it cannot be.
+/// `default_queue`: the queue of a job that names none (`--default-queue`).
 pub fn pods_from_job(
     job_id: &str,
     job: &Job,
     profile: Option<&Value>,
     created: Time,
     style: GangStyle,
+    default_queue: Option<&str>,
 ) -> Result<Vec<Pod>, String> {
     let n = job.res;
     if n == 0 {
         return Err("it asks for 0 machines".into());
     }
-    let pod = template_pod(job_id, job, profile, created)?;
+    let mut pod = template_pod(job_id, job, profile, created)?;
+    let queue = job_queue_or(style, job, profile, default_queue);
+    if let (GangStyle::Volcano, Some(q)) = (style, queue) {
+        // Read by Volcano's PodGroup controller when it makes the PodGroup
+        // of a pod that has none (a single machine's job); the same on a
+        // gang's pods, whose PodGroup the broker writes with this queue.
+        pod.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert("scheduling.volcano.sh/queue-name".into(), q.to_string());
+    }
     if n == 1 {
         return Ok(vec![pod]);
     }
     let group = pod_name(job_id);
-    let queue = field(job, profile, "queue").and_then(Value::as_str);
     let anti = PodAffinityTerm {
         label_selector: Some(LabelSelector {
             match_labels: Some(BTreeMap::from([(GANG_LABEL.to_string(), group.clone())])),
@@ -801,7 +835,7 @@ mod tests {
             GangStyle::Kueue,
             GangStyle::None,
         ] {
-            let pods = pods_from_job("w0!7", &j, Some(&p), t0(), style).unwrap();
+            let pods = pods_from_job("w0!7", &j, Some(&p), t0(), style, Some("other")).unwrap();
             assert_eq!(pods.len(), 3);
             for (k, pod) in pods.iter().enumerate() {
                 let m = &pod.metadata;
@@ -835,7 +869,10 @@ mod tests {
                     GangStyle::Coscheduling => {
                         assert_eq!(labels["scheduling.x-k8s.io/pod-group"], "w0-7")
                     }
-                    GangStyle::Volcano => assert_eq!(ann["scheduling.k8s.io/group-name"], "w0-7"),
+                    GangStyle::Volcano => {
+                        assert_eq!(ann["scheduling.k8s.io/group-name"], "w0-7");
+                        assert_eq!(ann["scheduling.volcano.sh/queue-name"], "q1");
+                    }
                     GangStyle::Kueue => {
                         assert_eq!(labels["kueue.x-k8s.io/pod-group-name"], "w0-7");
                         assert_eq!(labels["kueue.x-k8s.io/queue-name"], "q1");
@@ -854,12 +891,62 @@ mod tests {
         assert!(group_object(GangStyle::Kueue, "w0-7", 3, None).is_none());
         // One machine: the plain pod, whatever the style.
         let one = job(json!({"id": "w0!8", "subtime": 0, "res": 1, "profile": "d"}));
-        let pods = pods_from_job("w0!8", &one, Some(&p), t0(), GangStyle::Coscheduling).unwrap();
+        let pods =
+            pods_from_job("w0!8", &one, Some(&p), t0(), GangStyle::Coscheduling, None).unwrap();
         assert_eq!(pods.len(), 1);
         assert_eq!(pods[0].metadata.name.as_deref(), Some("w0-8"));
         assert!(pods[0].spec.as_ref().unwrap().affinity.is_none());
         let zero = job(json!({"id": "w0!9", "subtime": 0, "res": 0, "profile": "d"}));
-        assert!(pods_from_job("w0!9", &zero, Some(&p), t0(), GangStyle::None).is_err());
+        assert!(pods_from_job("w0!9", &zero, Some(&p), t0(), GangStyle::None, None).is_err());
+    }
+
+    /// What Volcano's admission would write: every pod and PodGroup in a
+    /// queue, the job's own, else `--default-queue`, else `default`.
+    #[test]
+    fn volcano_jobs_always_have_a_queue() {
+        let p = json!({"type": "delay", "delay": 5, "cpu": "1"});
+        let queue_of = |pod: &Pod| {
+            pod.metadata.annotations.as_ref().unwrap()["scheduling.volcano.sh/queue-name"].clone()
+        };
+        let named =
+            job(json!({"id": "w0!1", "subtime": 0, "res": 1, "profile": "d", "queue": "q1"}));
+        let plain = job(json!({"id": "w0!2", "subtime": 0, "res": 1, "profile": "d"}));
+        let gang = job(json!({"id": "w0!3", "subtime": 0, "res": 2, "profile": "d"}));
+        let v = GangStyle::Volcano;
+        let one = |j: &Job, d| pods_from_job("w0!x", j, Some(&p), t0(), v, d).unwrap();
+        assert_eq!(queue_of(&one(&named, Some("dq"))[0]), "q1");
+        assert_eq!(queue_of(&one(&plain, Some("dq"))[0]), "dq");
+        assert_eq!(queue_of(&one(&plain, None)[0]), VOLCANO_DEFAULT_QUEUE);
+        for pod in one(&gang, Some("dq")) {
+            assert_eq!(queue_of(&pod), "dq");
+        }
+        assert_eq!(job_queue_or(v, &gang, Some(&p), None), Some("default"));
+        // Other styles: no queue unless one is named or given.
+        assert_eq!(job_queue_or(GangStyle::Kueue, &gang, Some(&p), None), None);
+        assert_eq!(
+            job_queue_or(GangStyle::Kueue, &gang, Some(&p), Some("lq")),
+            Some("lq")
+        );
+        let k = pods_from_job("w0!3", &gang, Some(&p), t0(), GangStyle::Kueue, Some("lq")).unwrap();
+        assert_eq!(
+            k[0].metadata.labels.as_ref().unwrap()["kueue.x-k8s.io/queue-name"],
+            "lq"
+        );
+        let c = pods_from_job(
+            "w0!1",
+            &plain,
+            Some(&p),
+            t0(),
+            GangStyle::Coscheduling,
+            None,
+        )
+        .unwrap();
+        assert!(!c[0]
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .contains_key("scheduling.volcano.sh/queue-name"));
     }
 
     #[test]

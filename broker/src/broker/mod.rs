@@ -150,6 +150,8 @@ pub struct BrokerConfig {
     pub lifecycle: lifecycle::LifecycleConfig,
     /// How a parallel job's gang is written for the scheduler.
     pub gang: translate::GangStyle,
+    /// The queue of jobs that name none (`--default-queue`).
+    pub default_queue: Option<String>,
     /// Terminated pods kept in the API, as kube-controller-manager's
     /// `--terminated-pod-gc-threshold` (0: keep every pod); see [`podgc`].
     pub terminated_pod_gc_threshold: usize,
@@ -798,6 +800,8 @@ impl Broker {
                         "it asks for {} machines; the platform has {machines}",
                         s.job.res
                     ))
+                } else if let Some(why) = self.missing_queue(&s.job, profile.as_ref()) {
+                    Err(why)
                 } else {
                     translate::pods_from_job(
                         &s.job_id,
@@ -805,6 +809,7 @@ impl Broker {
                         profile.as_ref(),
                         to_time(now),
                         self.cfg.gang,
+                        self.cfg.default_queue.as_deref(),
                     )
                 };
                 match pods {
@@ -1475,6 +1480,45 @@ impl Broker {
         }
     }
 
+    /// Under `--gang volcano`, why a job cannot enter its queue: the Volcano
+    /// Queue it names (or `--default-queue` names) is not in the API when
+    /// it is submitted. Volcano would take its PodGroup and never schedule
+    /// it (vc-scheduler skips jobs of unknown queues; only its Job
+    /// admission refuses them), so the job is rejected now, with the
+    /// reason, rather than after `--give-up-after`. Volcano's own `default`
+    /// queue is vc-scheduler's to create, and nothing is checked when the
+    /// API does not serve Queues.
+    fn missing_queue(
+        &self,
+        job: &batsim::protocol::Job,
+        profile: Option<&Value>,
+    ) -> Option<String> {
+        if self.cfg.gang != translate::GangStyle::Volcano {
+            return None;
+        }
+        let q = translate::job_queue_or(
+            self.cfg.gang,
+            job,
+            profile,
+            self.cfg.default_queue.as_deref(),
+        )?;
+        if q == translate::VOLCANO_DEFAULT_QUEUE {
+            return None;
+        }
+        let found = self.store.list(
+            "queues.scheduling.volcano.sh",
+            None,
+            None,
+            Some(&format!("metadata.name={q}")),
+        );
+        match found {
+            Ok(list) if list.is_empty() => Some(format!(
+                "its queue {q:?} does not exist (no Volcano Queue of that name in the API)"
+            )),
+            _ => None,
+        }
+    }
+
     /// The group object of a gang, in the convention of `--gang`, created
     /// before its pods.
     fn create_group(
@@ -1485,7 +1529,7 @@ impl Broker {
         profile: Option<&Value>,
     ) -> anyhow::Result<()> {
         let style = self.cfg.gang;
-        let queue = translate::job_queue(job, profile);
+        let queue = translate::job_queue_or(style, job, profile, self.cfg.default_queue.as_deref());
         let (Some(resource), Some(obj)) = (
             style.group_resource(),
             translate::group_object(style, group, size, queue),
@@ -1493,6 +1537,11 @@ impl Broker {
             return Ok(());
         };
         let kind = obj["kind"].as_str().unwrap_or_default().to_string();
+        // The queue the group object names (Volcano's), for the timeline.
+        let detail = match obj["spec"]["queue"].as_str() {
+            Some(q) => format!("gang of {size} in queue {q}"),
+            None => format!("gang of {size}"),
+        };
         if let Err(e) = self.store.create(resource, Some(translate::NAMESPACE), obj) {
             return self.fail(format!(
                 "creating the {kind} of gang {group:?} ({resource}, --gang {}): {e}",
@@ -1506,7 +1555,7 @@ impl Broker {
             &kind,
             translate::NAMESPACE,
             group.to_string(),
-            format!("gang of {size}"),
+            detail,
         );
         Ok(())
     }

@@ -214,15 +214,49 @@ fn classify_update(ch: &Change) -> (&'static str, String) {
     if !node.is_empty() && was.is_empty() {
         return ("bind", format!("node={node}"));
     }
-    if old["spec"] == new["spec"] && old["metadata"]["labels"] == new["metadata"]["labels"] {
-        if old["status"] != new["status"] {
-            let reason = new["status"]["conditions"]
-                .as_array()
-                .and_then(|cs| cs.iter().find(|c| c["type"] == "PodScheduled"))
-                .and_then(|c| c["reason"].as_str())
-                .unwrap_or("");
-            return ("status", reason.to_string());
-        }
+    if old["spec"] == new["spec"]
+        && old["metadata"]["labels"] == new["metadata"]["labels"]
+        && old["status"] != new["status"]
+    {
+        return ("status", status_detail(ch.resource.kind, new));
     }
     ("update", String::new())
+}
+
+/// What a status change says: a pod's PodScheduled reason (the scheduler's
+/// verdict); for other kinds their `status.phase` as `phase=P` (a
+/// PodGroup's Pending, Inqueue, Running, Completed, written by the gang
+/// scheduler or its controller, never by the broker), if they have one.
+fn status_detail(kind: &str, new: &serde_json::Value) -> String {
+    if kind == "Pod" {
+        return new["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "PodScheduled"))
+            .and_then(|c| c["reason"].as_str())
+            .unwrap_or("")
+            .to_string();
+    }
+    match new["status"]["phase"].as_str() {
+        Some(p) => format!("phase={p}"),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::status_detail;
+    use serde_json::json;
+
+    #[test]
+    fn status_rows_say_the_reason_or_the_phase() {
+        let pod = json!({"status": {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}});
+        assert_eq!(status_detail("Pod", &pod), "Unschedulable");
+        let pg = json!({"status": {"phase": "Inqueue", "conditions": []}});
+        assert_eq!(status_detail("PodGroup", &pg), "phase=Inqueue");
+        assert_eq!(
+            status_detail("Queue", &json!({"status": {"running": 1}})),
+            ""
+        );
+    }
 }
