@@ -254,6 +254,30 @@ fn volcano_runs_a_parallel_workload_in_two_queues_on_simulated_time() {
         peak <= 6,
         "tenant-b ran {peak} pods at once, beyond its capability of 6"
     );
+    // queues.csv says the same: tenant-b's quota is its capability, never
+    // borrowed beyond; and the rejected job's queue is no row of it.
+    let queues = std::fs::read_to_string(out.join("queues.csv")).unwrap();
+    let mut b_rows = 0;
+    for line in queues.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        assert!(
+            f[1] == "tenant-a" || f[1] == "tenant-b",
+            "queue of a row: {line}"
+        );
+        if f[1] == "tenant-b" {
+            b_rows += 1;
+            assert_eq!((f[6], f[8]), ("6000", "0"), "{line}");
+        }
+    }
+    assert!(b_rows > 0, "{queues}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    for q in ["tenant-a", "tenant-b"] {
+        assert!(
+            summary["queues"][q]["jobs_finished"].as_u64().unwrap() > 0,
+            "{q}"
+        );
+    }
 
     // The queues came from the scenario; each gang's PodGroup was written in
     // its queue (the named one or --default-queue's) and went through

@@ -833,8 +833,13 @@ impl Broker {
                         if let Some(g) = &group {
                             self.create_group(g, n as u32, &s.job, profile.as_ref())?;
                         }
-                        let queue = translate::job_queue(&s.job, profile.as_ref())
-                            .map(|q| self.queues.resolve(&self.store, q));
+                        let queue = translate::job_queue_or(
+                            self.cfg.gang,
+                            &s.job,
+                            profile.as_ref(),
+                            self.cfg.default_queue.as_deref(),
+                        )
+                        .map(|q| self.queues.resolve(&self.store, q));
                         if let Some(q) = &queue {
                             self.queues.submitted(q);
                         }
