@@ -13,7 +13,7 @@
 //! shows the API serves them; otherwise the scheduler runs without gangs
 //! (a pod's group label is ignored) and says so once.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -31,6 +31,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use crate::explain::{self, Attempt};
 use crate::gang;
 use crate::metrics::{AttemptResult, Metrics};
 use crate::model::{node_scheduling_properties_changed, PodInfo, PodKey};
@@ -160,6 +161,10 @@ struct Runner {
     group_relist: Option<HashSet<String>>,
     /// A labelled pod was seen while PodGroups are not served (said once).
     warned_unserved_group: bool,
+    /// `--explain`: the attempt number and `result-history` last written
+    /// on a pod, until the watch shows the pod with them (the next attempt
+    /// may come first; the pod's own annotations are read otherwise).
+    explained: HashMap<PodKey, (u64, Option<Arc<str>>)>,
 }
 
 impl Runner {
@@ -183,6 +188,11 @@ impl Runner {
         };
         let key = info.key.clone();
         let now = Instant::now();
+        if let Some((n, _)) = self.explained.get(&key) {
+            if attempt_of(&info.pod) >= *n {
+                self.explained.remove(&key);
+            }
+        }
         if info.is_finished() {
             self.pod_gone(&key, now);
             return;
@@ -219,6 +229,7 @@ impl Runner {
     }
 
     fn pod_gone(&mut self, key: &str, now: Instant) {
+        self.explained.remove(key);
         self.sched.queue.delete(key);
         self.sched.victim_gone(key);
         self.sched.cache.clear_nomination(key);
@@ -403,6 +414,7 @@ impl Runner {
         let now = Instant::now();
         match r.result {
             Ok(()) => {
+                self.explained.remove(&r.key);
                 if let Some(qp) = self.binding.remove(&r.key) {
                     if let Some(m) = &self.metrics {
                         m.observe_e2e(now.saturating_duration_since(qp.first_seen));
@@ -439,13 +451,64 @@ impl Runner {
         }
     }
 
-    fn spawn_binding(&self, info: &PodInfo, node: &str) {
+    /// The annotations of an explained attempt: the attempt's, and the
+    /// history with it appended.
+    fn explain_annotations(&mut self, info: &PodInfo, a: &Attempt) -> BTreeMap<String, String> {
+        let limit = self.sched.explain().map_or(0, |c| c.history_bytes);
+        let (last, history) = match self.explained.get(&info.key) {
+            Some((n, h)) => (*n, h.clone()),
+            None => (
+                attempt_of(&info.pod),
+                info.pod
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(explain::RESULT_HISTORY))
+                    .map(|h| Arc::from(h.as_str())),
+            ),
+        };
+        let n = last + 1;
+        let mut ann = a.annotations(n);
+        let history = match explain::next_history(history.as_deref(), &ann, limit) {
+            Some(h) => {
+                let h: Arc<str> = Arc::from(h);
+                ann.insert(explain::RESULT_HISTORY.to_string(), h.to_string());
+                Some(h)
+            }
+            None => history,
+        };
+        self.explained.insert(info.key.clone(), (n, history));
+        ann
+    }
+
+    /// Writes an explained failed attempt on the pod (one merge patch; a
+    /// binding carries a successful one itself).
+    fn spawn_explain_patch(&self, info: &PodInfo, annotations: BTreeMap<String, String>) {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), info.namespace());
+        let name = info.name().to_string();
+        tokio::spawn(async move {
+            let patch = Patch::Merge(json!({"metadata": {"annotations": annotations}}));
+            if let Err(err) = api.patch(&name, &PatchParams::default(), &patch).await {
+                tracing::debug!(pod = %name, %err, "writing the explanation failed");
+            }
+        });
+    }
+
+    fn spawn_binding(
+        &self,
+        info: &PodInfo,
+        node: &str,
+        annotations: Option<BTreeMap<String, String>>,
+    ) {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), info.namespace());
+        // The API server copies a binding's annotations onto the pod, in
+        // the same write as the node: an explained decision costs no request.
         let binding = Binding {
             metadata: ObjectMeta {
                 name: Some(info.name().to_string()),
                 namespace: Some(info.namespace().to_string()),
                 uid: info.pod.metadata.uid.clone(),
+                annotations,
                 ..ObjectMeta::default()
             },
             target: ObjectReference {
@@ -562,19 +625,20 @@ impl Runner {
     }
 
     fn handle_outcome(&mut self, out: CycleOutcome) {
-        for (pod, decision) in out.all() {
-            self.handle_decision(pod, decision);
+        for (pod, decision, explain) in out.all_explained() {
+            self.handle_decision(pod, decision, explain.as_deref());
         }
     }
 
-    fn handle_decision(&mut self, pod: QueuedPod, decision: Decision) {
+    fn handle_decision(&mut self, pod: QueuedPod, decision: Decision, explain: Option<&Attempt>) {
+        let annotations = explain.map(|a| self.explain_annotations(&pod.info, a));
         match decision {
             Decision::Bind { node } => {
                 tracing::debug!(pod = %pod.info.key, %node, "assumed");
                 if let Some(m) = &self.metrics {
                     m.attempt(AttemptResult::Scheduled);
                 }
-                self.spawn_binding(&pod.info, &node);
+                self.spawn_binding(&pod.info, &node, annotations);
                 self.notify(Notice::Assumed {
                     pod: pod.info.key.clone(),
                     node: node.clone(),
@@ -591,6 +655,9 @@ impl Runner {
                     m.attempt(AttemptResult::Unschedulable);
                 }
                 let nominated = preemption.as_ref().map(|c| c.node.as_str());
+                if let Some(a) = annotations {
+                    self.spawn_explain_patch(&pod.info, a);
+                }
                 self.on_unschedulable(&pod.info, &message, nominated);
                 if let Some(c) = &preemption {
                     self.spawn_preemption(&pod.info, &c.node, &c.victims);
@@ -614,6 +681,16 @@ impl Runner {
             m.set_pending(l.active, l.backoff, l.unschedulable);
         }
     }
+}
+
+/// The explained attempt last written on the pod (0: none).
+fn attempt_of(pod: &Pod) -> u64 {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(explain::ATTEMPT))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 fn watch<K>(api: Api<K>) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send
@@ -676,6 +753,7 @@ pub async fn run(
         node_relist: None,
         group_relist: None,
         warned_unserved_group: false,
+        explained: HashMap::new(),
     };
     tokio::pin!(shutdown);
     // Whether everything that was ready to be read has been taken in since
