@@ -291,6 +291,25 @@ impl Attempt {
     }
 }
 
+/// Whether an annotation is an explanation (the simulator's keys, ours).
+pub fn is_explanation(key: &str) -> bool {
+    key.starts_with("kube-scheduler-simulator.sigs.k8s.io/") || key == ATTEMPT || key == MESSAGE
+}
+
+/// Whether two pods' annotations are the same but for explanations.
+pub fn same_but_explanations(
+    a: Option<&BTreeMap<String, String>>,
+    b: Option<&BTreeMap<String, String>>,
+) -> bool {
+    if a == b {
+        return true;
+    }
+    fn rest(m: Option<&BTreeMap<String, String>>) -> impl Iterator<Item = (&String, &String)> {
+        m.into_iter().flatten().filter(|(k, _)| !is_explanation(k))
+    }
+    rest(a).eq(rest(b))
+}
+
 /// `result-history` after `entry`: `previous` (the pod's current value, if
 /// any) with `entry` appended, the oldest entries dropped until the JSON
 /// fits `limit` bytes, as the simulator does. `None` when nothing is to be
@@ -430,6 +449,19 @@ mod tests {
             json!({"node-10": {}, "node-2": {"DefaultPreemption": "preemption victim"}})
         );
         assert_eq!(m[MESSAGE], "0/3 nodes are available: 3 Insufficient cpu.");
+    }
+
+    #[test]
+    fn explanations_are_no_change_of_the_pod() {
+        let m = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        let plain = m(&[("a", "1")]);
+        let explained = m(&[("a", "1"), (FILTER_RESULT, "{}"), (ATTEMPT, "2"), (MESSAGE, "")]);
+        assert!(same_but_explanations(Some(&plain), Some(&explained)));
+        assert!(same_but_explanations(None, Some(&m(&[(SELECTED_NODE, "n")]))));
+        assert!(!same_but_explanations(Some(&plain), Some(&m(&[("a", "2")]))));
+        assert!(!same_but_explanations(None, Some(&plain)));
     }
 
     #[test]
