@@ -217,16 +217,26 @@
     return trailOf[i] || [];
   }
   function trailWord(i) {
-    var n = attemptsOf(i).length;
-    if (n) return n + (n === 1 ? ' attempt' : ' attempts');
-    return data.explained ? 'none recorded' : '';
+    var mine = attemptsOf(i);
+    if (!mine.length) return data.explained ? 'none recorded' : '';
+    // The scheduler's count (it does not write an attempt that repeats the last).
+    var n = trail[mine[mine.length - 1]][T.n];
+    if (n === null || n < mine.length) n = mine.length;
+    return n + (n === 1 ? ' attempt' : ' attempts');
   }
   var MAX_TRAIL_ROWS = 40;
   // One attempt: what was chosen or why not, then a row per node: the
   // filters' verdict, each plugin's final score (raw in the tooltip), the total.
-  function attemptBlock(a, k) {
+  function attemptBlock(a, k, before) {
     var div = document.createElement('div');
     div.className = 'attempt';
+    if (before !== null && a[T.n] !== null && a[T.n] > before + 1) {
+      var gap = document.createElement('p');
+      gap.className = 'repeats';
+      gap.textContent = 'Attempt' + (a[T.n] > before + 2 ? 's ' + (before + 1) + '\u2013' + (a[T.n] - 1) : ' ' + (before + 1)) +
+        ': as attempt ' + before + ' (not written again)';
+      div.appendChild(gap);
+    }
     var h = document.createElement('h4');
     var node = texts[a[T.node]], reason = texts[a[T.reason]];
     h.textContent = 'Attempt ' + (a[T.n] !== null ? a[T.n] : k + 1) + ' at ' + fmt(a[T.time]) + ' s: ' +
@@ -308,7 +318,9 @@
       var th3 = document.createElement('h3');
       th3.textContent = 'Decision trail';
       sec.appendChild(th3);
-      mine.forEach(function (k, n) { sec.appendChild(attemptBlock(trail[k], n)); });
+      mine.forEach(function (k, n) {
+        sec.appendChild(attemptBlock(trail[k], n, n ? trail[mine[n - 1]][T.n] : null));
+      });
       body.appendChild(sec);
     }
     var gang = gangOf(i);

@@ -29,9 +29,15 @@
 //! - `result-history`: a JSON array of every attempt's map of the keys
 //!   above, oldest first; the simulator drops the oldest entries until the
 //!   array fits the API's annotation limit (256 KiB). Here the limit is the
-//!   scheduler's `--explain-history-bytes` (default the simulator's): it
-//!   bounds what a pod retried many times carries (and what the API, the
-//!   scheduler and the broker hold of it); 0 writes no history.
+//!   scheduler's `--explain-history-bytes`, and the default is 0: no
+//!   history. Every attempt is on the pod when it is made, and the broker
+//!   keeps each one in decisions.jsonl, so the history only repeats them;
+//!   and it made pods large enough (tens of KiB each, every attempt again)
+//!   to change a simulation: an instant's pod updates then reach the
+//!   scheduler in several reads, and it decided on part of them (the burst
+//!   bound 9 of 16 pods at one instant and 7 ten seconds later, differently
+//!   from run to run). `--explain-history-bytes 262144` is the simulator's
+//!   bound.
 //!
 //! Two keys of ours, as the simulator's custom results (they enter the
 //! history entries too): `batkube.io/scheduling-attempt` (the attempt's
@@ -69,7 +75,7 @@ pub const PREEMPTION_VICTIM: &str = "preemption victim";
 
 /// The API's limit on a pod's annotations (`TotalAnnotationSizeLimitB`),
 /// which the simulator applies to `result-history`.
-pub const DEFAULT_HISTORY_BYTES: usize = 256 * 1024;
+pub const SIMULATOR_HISTORY_BYTES: usize = 256 * 1024;
 
 /// How decisions are explained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,9 +86,8 @@ pub struct ExplainConfig {
 
 impl Default for ExplainConfig {
     fn default() -> Self {
-        ExplainConfig {
-            history_bytes: DEFAULT_HISTORY_BYTES,
-        }
+        // No history by default (see the module doc).
+        ExplainConfig { history_bytes: 0 }
     }
 }
 
@@ -479,8 +484,8 @@ mod tests {
             a.message = Some(format!("attempt {n}"));
             a.annotations(n)
         };
-        let h1 = next_history(None, &e(1), DEFAULT_HISTORY_BYTES).unwrap();
-        let h2 = next_history(Some(&h1), &e(2), DEFAULT_HISTORY_BYTES).unwrap();
+        let h1 = next_history(None, &e(1), SIMULATOR_HISTORY_BYTES).unwrap();
+        let h2 = next_history(Some(&h1), &e(2), SIMULATOR_HISTORY_BYTES).unwrap();
         let v = parse(&h2);
         assert_eq!(v.as_array().unwrap().len(), 2);
         assert_eq!(v[0][ATTEMPT], "1");
@@ -499,7 +504,7 @@ mod tests {
         assert_eq!(next_history(Some(&h2), &e(3), 0), None);
         assert_eq!(next_history(Some(&h2), &e(3), 10), None);
         // An unreadable history starts afresh.
-        let v = parse(&next_history(Some("not json"), &e(4), DEFAULT_HISTORY_BYTES).unwrap());
+        let v = parse(&next_history(Some("not json"), &e(4), SIMULATOR_HISTORY_BYTES).unwrap());
         assert_eq!(v.as_array().unwrap().len(), 1);
     }
 }

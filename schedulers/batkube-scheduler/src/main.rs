@@ -44,10 +44,10 @@ struct Args {
     /// BATKUBE_EXPLAIN=1 (as `batkube run --explain` sets it).
     #[arg(long, env = "BATKUBE_EXPLAIN", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
     explain: bool,
-    /// With --explain: the simulator's result-history annotation (every
-    /// attempt) is cut, oldest attempts first, to this many bytes; 0: not
-    /// written.
-    #[arg(long, value_name = "BYTES", default_value_t = batkube_scheduler::explain::DEFAULT_HISTORY_BYTES)]
+    /// With --explain: also write the simulator's result-history annotation
+    /// (every attempt's results), cut oldest attempts first to this many
+    /// bytes (the simulator's bound: 262144); 0, the default: not written.
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
     explain_history_bytes: usize,
     /// More logs: -v info, -vv debug, -vvv trace (RUST_LOG overrides).
     #[arg(short, long, action = clap::ArgAction::Count)]

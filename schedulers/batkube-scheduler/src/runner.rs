@@ -72,6 +72,17 @@ pub struct RunOptions {
     pub notices: Option<mpsc::UnboundedSender<Notice>>,
 }
 
+/// What the runner remembers of a pod's explanations (`--explain`).
+#[derive(Debug, Clone)]
+struct Explained {
+    /// The last attempt number given.
+    given: u64,
+    /// The last one written on the pod.
+    written: u64,
+    /// The `result-history` last written.
+    history: Option<Arc<str>>,
+}
+
 struct BindResult {
     key: PodKey,
     node: String,
@@ -161,10 +172,12 @@ struct Runner {
     group_relist: Option<HashSet<String>>,
     /// A labelled pod was seen while PodGroups are not served (said once).
     warned_unserved_group: bool,
-    /// `--explain`: the attempt number and `result-history` last written
-    /// on a pod, until the watch shows the pod with them (the next attempt
-    /// may come first; the pod's own annotations are read otherwise).
-    explained: HashMap<PodKey, (u64, Option<Arc<str>>)>,
+    /// `--explain`: the last attempt number given and the `result-history`
+    /// last written on a pod, until the watch shows the pod with them (the
+    /// next attempt may come first; the pod's own annotations are read
+    /// otherwise), or, for an attempt not written (the same as the last),
+    /// until the pod is bound or gone.
+    explained: HashMap<PodKey, Explained>,
 }
 
 impl Runner {
@@ -188,8 +201,8 @@ impl Runner {
         };
         let key = info.key.clone();
         let now = Instant::now();
-        if let Some((n, _)) = self.explained.get(&key) {
-            if attempt_of(&info.pod) >= *n {
+        if let Some(e) = self.explained.get(&key) {
+            if attempt_of(&info.pod) >= e.given {
                 self.explained.remove(&key);
             }
         }
@@ -452,43 +465,84 @@ impl Runner {
     }
 
     /// The annotations of an explained attempt: the attempt's, and the
-    /// history with it appended.
-    fn explain_annotations(&mut self, info: &PodInfo, a: &Attempt) -> BTreeMap<String, String> {
+    /// history with it appended. `None` for a failed attempt that the pod
+    /// already shows (the same verdicts, scores and message as its last
+    /// written one): as the `PodScheduled` condition, it is not written
+    /// again, and the next attempt written carries the count (its number
+    /// jumps). A retry in an unchanged cluster costs no request.
+    fn explain_annotations(
+        &mut self,
+        info: &PodInfo,
+        a: &Attempt,
+    ) -> Option<BTreeMap<String, String>> {
         let limit = self.sched.explain().map_or(0, |c| c.history_bytes);
-        let (last, history) = match self.explained.get(&info.key) {
-            Some((n, h)) => (*n, h.clone()),
-            None => (
-                attempt_of(&info.pod),
-                info.pod
+        let seen = attempt_of(&info.pod);
+        let last = match self.explained.get(&info.key) {
+            Some(e) => e.clone(),
+            None => Explained {
+                given: seen,
+                written: seen,
+                history: info
+                    .pod
                     .metadata
                     .annotations
                     .as_ref()
                     .and_then(|a| a.get(explain::RESULT_HISTORY))
                     .map(|h| Arc::from(h.as_str())),
-            ),
+            },
         };
-        let n = last + 1;
+        let n = last.given + 1;
         let mut ann = a.annotations(n);
-        let history = match explain::next_history(history.as_deref(), &ann, limit) {
+        // Only a view of the pod that has our last write can tell.
+        let up_to_date = seen >= last.written;
+        if a.selected.is_none() && up_to_date && shows_already(&info.pod, &ann) {
+            self.explained.insert(
+                info.key.clone(),
+                Explained {
+                    given: n,
+                    ..last
+                },
+            );
+            return None;
+        }
+        let history = match explain::next_history(last.history.as_deref(), &ann, limit) {
             Some(h) => {
                 let h: Arc<str> = Arc::from(h);
                 ann.insert(explain::RESULT_HISTORY.to_string(), h.to_string());
                 Some(h)
             }
-            None => history,
+            None => last.history,
         };
-        self.explained.insert(info.key.clone(), (n, history));
-        ann
+        self.explained.insert(
+            info.key.clone(),
+            Explained {
+                given: n,
+                written: n,
+                history,
+            },
+        );
+        Some(ann)
     }
 
     /// Writes an explained failed attempt on the pod (one merge patch; a
     /// binding carries a successful one itself).
     fn spawn_explain_patch(&self, info: &PodInfo, annotations: BTreeMap<String, String>) {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), info.namespace());
+        let client = self.client.clone();
         let name = info.name().to_string();
+        let path = format!("/api/v1/namespaces/{}/pods", info.namespace());
         tokio::spawn(async move {
             let patch = Patch::Merge(json!({"metadata": {"annotations": annotations}}));
-            if let Err(err) = api.patch(&name, &PatchParams::default(), &patch).await {
+            // The answer (the whole pod) is read but not decoded: the
+            // watch brings the pod anyway.
+            let sent = match kube::core::Request::new(path).patch(&name, &PatchParams::default(), &patch) {
+                Ok(req) => client
+                    .request::<serde::de::IgnoredAny>(req)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(err) = sent {
                 tracing::debug!(pod = %name, %err, "writing the explanation failed");
             }
         });
@@ -631,7 +685,7 @@ impl Runner {
     }
 
     fn handle_decision(&mut self, pod: QueuedPod, decision: Decision, explain: Option<&Attempt>) {
-        let annotations = explain.map(|a| self.explain_annotations(&pod.info, a));
+        let annotations = explain.and_then(|a| self.explain_annotations(&pod.info, a));
         match decision {
             Decision::Bind { node } => {
                 tracing::debug!(pod = %pod.info.key, %node, "assumed");
@@ -681,6 +735,17 @@ impl Runner {
             m.set_pending(l.active, l.backoff, l.unschedulable);
         }
     }
+}
+
+/// Whether the pod's annotations show this attempt's results (every key
+/// but the attempt's number and the history).
+fn shows_already(pod: &Pod, ann: &BTreeMap<String, String>) -> bool {
+    let Some(current) = pod.metadata.annotations.as_ref() else {
+        return false;
+    };
+    ann.iter()
+        .filter(|(k, _)| k.as_str() != explain::ATTEMPT)
+        .all(|(k, v)| current.get(k) == Some(v))
 }
 
 /// The explained attempt last written on the pod (0: none).
