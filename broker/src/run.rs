@@ -432,6 +432,14 @@ pub struct RunArgs {
     /// Write report.html in --out at the end (as `batkube report`), however the run ends.
     #[arg(long = "report")]
     pub write_report: bool,
+    /// Why each pod went where it went: the scheduler gets BATKUBE_EXPLAIN=1
+    /// in its environment (batkube-scheduler then writes every attempt's
+    /// filter verdicts per node, scores and choice on the pod, in the
+    /// kube-scheduler-simulator's annotations), and the attempts go to
+    /// --out/decisions.jsonl, shown in the report's pod table. (A
+    /// scheduler writing those annotations is recorded without the flag.)
+    #[arg(long)]
+    pub explain: bool,
     #[command(flatten)]
     pub clock: ClockArgs,
     #[command(flatten)]
@@ -486,6 +494,12 @@ pub struct ServeArgs {
     /// Write report.html in --out at the end (as `batkube report`), however the run ends.
     #[arg(long = "report")]
     pub write_report: bool,
+    /// Record the attempts the scheduler explains on its pods in
+    /// --out/decisions.jsonl (created even if none come; start the
+    /// scheduler explaining: `batkube-scheduler --explain` or
+    /// BATKUBE_EXPLAIN=1). Without the flag, they are recorded if any come.
+    #[arg(long)]
+    pub explain: bool,
     #[command(flatten)]
     pub clock: ClockArgs,
     #[command(flatten)]
@@ -813,6 +827,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     broker
         .stream_records(&out)
         .with_context(|| format!("writing pods.csv and nodes.csv in {}", out.display()))?;
+    broker
+        .stream_decisions(&out.join("decisions.jsonl"), args.explain)
+        .with_context(|| format!("writing {}", out.join("decisions.jsonl").display()))?;
     let metrics = Arc::new(Mutex::new(String::new()));
     {
         let m = metrics.clone();
@@ -850,6 +867,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
                 .stdin(Stdio::null())
                 .stdout(log.try_clone()?)
                 .stderr(log);
+            if args.explain && p.index == 0 {
+                // Read by batkube-scheduler (its --explain); other
+                // schedulers ignore it.
+                cmd.env("BATKUBE_EXPLAIN", "1");
+            }
             own_group_dying_with_parent(&mut cmd);
             let child = match (clocks.get(p.index), shim_mode(p.shim, p.index)?) {
                 (Some(c), Some(mode)) => {
@@ -1292,7 +1314,7 @@ fn write_outputs(
     let ctx = |name: &str| format!("writing {}", out.join(name).display());
     broker
         .finish_records()
-        .with_context(|| ctx("pods.csv and nodes.csv"))?;
+        .with_context(|| ctx("pods.csv, nodes.csv and decisions.jsonl"))?;
     if jobs_csv {
         adopt_batsim_outputs(out).with_context(|| ctx("Batsim's outputs"))?;
     }
@@ -1443,6 +1465,9 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
     broker
         .stream_records(&args.out)
         .with_context(|| format!("writing pods.csv and nodes.csv in {}", args.out.display()))?;
+    broker
+        .stream_decisions(&args.out.join("decisions.jsonl"), args.explain)
+        .with_context(|| format!("writing {}", args.out.join("decisions.jsonl").display()))?;
     let metrics = Arc::new(Mutex::new(String::new()));
     {
         let m = metrics.clone();

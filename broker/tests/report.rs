@@ -66,12 +66,13 @@ fn runs() -> &'static Runs {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let r = repo();
+        // Explained: its page carries the decision trail.
         let burst = dir.join("burst");
         run(
             &burst,
             &r.join("platforms/16-node.xml"),
             &r.join("workloads/200_delay170.json"),
-            &[],
+            &["--explain"],
         );
         // The README's cluster-dynamics example: a zone out for 2000 s,
         // evictions, resubmissions, a drain and a deletion.
@@ -270,7 +271,7 @@ fn a_runs_page_has_a_bar_per_pod_that_ran_and_every_pod_in_its_table() {
             .filter_map(|n| n.text())
             .collect();
         assert!(words.contains(&format!("{} jobs", s["jobs"])), "{words}");
-        // The pod table's header has the decision trail column, empty for now.
+        // The pod table's header has the decision trail column.
         let ths: Vec<String> = by_id(&doc, "pods")
             .unwrap()
             .descendants()
@@ -282,6 +283,71 @@ fn a_runs_page_has_a_bar_per_pod_that_ran_and_every_pod_in_its_table() {
         assert!(!page.text.contains("http://") || !page.text.contains("src=\"http"));
         assert!(!doc.descendants().any(|n| n.attribute("src").is_some()));
     }
+}
+
+/// `--explain`: decisions.jsonl has every attempt of every pod, the last
+/// on the node pods.csv gives, and the page carries them as the trail.
+#[test]
+fn an_explained_runs_decisions_are_recorded_and_in_its_page() {
+    let r = runs();
+    let pods = pods_csv(&r.burst);
+    let text = std::fs::read_to_string(r.burst.join("decisions.jsonl")).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut last: HashMap<&str, &Value> = HashMap::new();
+    let mut count: HashMap<&str, u64> = HashMap::new();
+    for l in &lines {
+        let pod = l["pod"].as_str().unwrap();
+        *count.entry(pod).or_default() += 1;
+        // The scheduler numbers a pod's attempts 1, 2, ... and writes those
+        // that differ from the last written; the broker sees each.
+        let n = l["attempt"].as_u64().unwrap();
+        match last.get(pod) {
+            None => assert_eq!(n, 1, "{l}"),
+            Some(before) => assert!(n > before["attempt"].as_u64().unwrap(), "{l}"),
+        }
+        assert!(l["filter"].as_object().is_some_and(|f| !f.is_empty()), "{l}");
+        last.insert(pod, l);
+    }
+    for p in &pods {
+        let l = last[p["pod"].as_str()];
+        assert_eq!(l["node"], json!(p["node"]), "{l}");
+        assert_eq!(l["reason"], Value::Null);
+        // pods.csv counts the attempts whose PodScheduled condition changed
+        // (the scheduler skips an unchanged one), the trail every attempt.
+        assert!(count[p["pod"].as_str()] >= p["attempts"].parse::<u64>().unwrap(), "{}", p["pod"]);
+        // The node chosen passed every filter and had the best total.
+        let fin = l["finalscore"].as_object().unwrap();
+        if !fin.is_empty() {
+            let total = |n: &Value| {
+                n.as_object()
+                    .unwrap()
+                    .values()
+                    .map(|v| v.as_str().unwrap().parse::<i64>().unwrap())
+                    .sum::<i64>()
+            };
+            let best = fin.values().map(total).max().unwrap();
+            assert_eq!(total(&fin[p["node"].as_str()]), best, "{l}");
+        }
+    }
+    // The burst fills the 16 nodes: most pods waited with a reason first.
+    let failed = lines.iter().filter(|l| l["node"].is_null()).count();
+    assert!(failed > 100, "{failed} failed attempts");
+    let some_failure = lines.iter().find(|l| l["node"].is_null()).unwrap();
+    assert!(
+        some_failure["reason"].as_str().unwrap().contains("Insufficient cpu"),
+        "{some_failure}"
+    );
+    let page = Page::read(&r.burst.join("report.html"));
+    let data = page.data();
+    assert_eq!(data["explained"], true);
+    assert_eq!(data["trail"].as_array().unwrap().len(), lines.len());
+    // A run without --explain says so.
+    let plain = Page::read(&r.outage.join("report.html")).data();
+    assert_eq!(plain["explained"], false);
+    assert!(!r.outage.join("decisions.jsonl").exists());
 }
 
 #[test]
@@ -653,6 +719,59 @@ fn the_pages_render_and_answer_in_chromium() {
                 .contains(target["pod"].as_str().unwrap()),
             "{name}: the table row is not marked: {details}"
         );
+        if name == "burst" {
+            // A pod that waited, then was bound: a click on its row shows
+            // its decision trail, an attempt per block, the chosen node
+            // marked and the refusals named.
+            let pick = browser.run(
+                "var d = JSON.parse(document.getElementById('data').textContent), n = {};
+                 d.trail.forEach(function (a) { n[a[0]] = (n[a[0]] || 0) + 1; });
+                 var i = d.pods.findIndex(function (p, k) { return n[k] >= 2 && p[2] >= 0; });
+                 var numbers = d.trail.filter(function (a) { return a[0] === i; }).map(function (a) { return a[2]; });
+                 var f = document.getElementById('pod-filter');
+                 f.value = d.pods[i][1]; f.dispatchEvent(new Event('input'));
+                 // The details panel of the last click must not cover the row.
+                 document.getElementById('details').hidden = true;
+                 document.querySelector('#pods tbody tr').scrollIntoView({block: 'center'});
+                 return {i: i, attempts: n[i], last: numbers[numbers.length - 1], pod: d.pods[i][1], node: d.machines[d.pods[i][2]]};",
+                json!([]),
+            );
+            let i = pick["i"].as_u64().unwrap();
+            browser.click(&browser.element(&format!("#pods tbody tr[data-i=\"{i}\"]")));
+            let trail = browser.run(
+                "var t = document.getElementById('trail');
+                 if (!t) return null;
+                 var blocks = t.querySelectorAll('div.attempt');
+                 var last = blocks[blocks.length - 1];
+                 return {blocks: blocks.length,
+                         heads: [...t.querySelectorAll('h4')].map(function (h) { return h.textContent; }),
+                         chosen: (last.querySelector('tr.chosen') || {}).textContent || '',
+                         refused: [...t.querySelectorAll('tr.refused')].map(function (r) { return r.textContent; }),
+                         cell: document.querySelector('#pods tbody tr.sel').lastChild.textContent};",
+                json!([]),
+            );
+            assert!(trail.is_object(), "no trail shown for {pick}");
+            assert_eq!(trail["blocks"], pick["attempts"], "{trail}");
+            let heads = trail["heads"].as_array().unwrap();
+            let node = pick["node"].as_str().unwrap();
+            assert!(
+                heads.last().unwrap().as_str().unwrap().ends_with(&format!("bound to {node}")),
+                "{trail}"
+            );
+            assert!(heads[0].as_str().unwrap().contains("not scheduled: 0/16 nodes are available"), "{trail}");
+            assert!(trail["chosen"].as_str().unwrap().starts_with(node), "{trail}");
+            assert!(
+                trail["refused"].as_array().unwrap().iter().any(|r| r.as_str().unwrap().contains("NodeResourcesFit: Insufficient cpu")),
+                "{trail}"
+            );
+            assert_eq!(trail["cell"], json!(format!("{} attempts", pick["last"])), "{trail}");
+            browser.screenshot(&shots.join("burst-trail.png"));
+            browser.run(
+                "var f = document.getElementById('pod-filter');
+                 f.value = ''; f.dispatchEvent(new Event('input')); return null;",
+                json!([]),
+            );
+        }
         browser.screenshot(&shots.join(format!("{name}.png")));
         let section = browser.element("#machines");
         browser.element_screenshot(&section, &shots.join(format!("{name}-machines.png")));

@@ -17,6 +17,7 @@
 //! The overcommit invariant (requests on a node never above its
 //! allocatable) is checked on every binding.
 
+pub mod decisions;
 mod jobs;
 pub mod kubelet;
 pub mod lifecycle;
@@ -276,6 +277,8 @@ pub struct Broker {
     samples: NodeLog,
     /// pods.csv: the records of retired jobs.
     pods_log: PodLog,
+    /// decisions.jsonl: the attempts schedulers explained on their pods.
+    decisions: decisions::DecisionLog,
     /// Jobs that may have become retirable (see `retire_jobs`).
     retirable: Vec<usize>,
     /// Images and scheduler names, one copy each.
@@ -366,6 +369,7 @@ impl Broker {
             done: 0,
             samples: NodeLog::default(),
             pods_log: PodLog::default(),
+            decisions: decisions::DecisionLog::default(),
             retirable: Vec::new(),
             names: BTreeSet::new(),
             gc,
@@ -1351,6 +1355,9 @@ impl Broker {
                 Ok(1)
             }
             EventType::Modified | EventType::Added => {
+                let r = &self.jobs[i].record;
+                self.decisions
+                    .observe(now, &r.job_id, &r.pod, &ch.object, ch.old.as_deref());
                 let node_name = ch.object["spec"]["nodeName"].as_str().unwrap_or("");
                 let was = ch
                     .old
@@ -1989,9 +1996,17 @@ impl Broker {
         self.samples.stream_to(&dir.join("nodes.csv"))
     }
 
-    /// Flushes the streamed `pods.csv` and `nodes.csv` (after
+    /// Records the attempts schedulers explain on their pods in `path`
+    /// (`decisions.jsonl`, see [`decisions`]): created now when `eager`
+    /// (`--explain`), else at the first explained attempt.
+    pub fn stream_decisions(&mut self, path: &std::path::Path, eager: bool) -> std::io::Result<()> {
+        self.decisions.stream_to(path, eager)
+    }
+
+    /// Flushes the streamed `pods.csv`, `nodes.csv` and `decisions.jsonl` (after
     /// [`report`](Self::report)).
     pub fn finish_records(&mut self) -> std::io::Result<()> {
+        self.decisions.flush()?;
         self.pods_log.flush()?;
         self.queues.finish()?;
         self.samples.flush()

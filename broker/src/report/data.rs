@@ -1,6 +1,6 @@
 //! A run's output directory read back for the report: whatever of
-//! `summary.json`, `pods.csv`, `nodes.csv`, `timeline.csv` and `jobs.csv`
-//! is there, tolerantly. A missing file is one line in [`RunData::missing`]
+//! `summary.json`, `pods.csv`, `nodes.csv`, `timeline.csv`, `jobs.csv` and
+//! `decisions.jsonl` (`--explain`: the decision trail) is there, tolerantly. A missing file is one line in [`RunData::missing`]
 //! saying what the page lacks without it; a row that cannot be read is one
 //! line in [`RunData::problems`] (file, line, reason) and is left out. The
 //! report of a run that was killed half-way, or of a directory that is not
@@ -29,6 +29,29 @@ pub struct Pod {
     /// The gang (empty for a job of one pod).
     pub group: String,
 }
+
+/// One explained scheduling attempt (a line of decisions.jsonl).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Attempt {
+    pub pod: String,
+    pub time: f64,
+    /// The scheduler's number for it, when it gives one.
+    pub attempt: Option<u64>,
+    /// The node chosen, or none (the attempt failed).
+    pub node: Option<String>,
+    pub reason: Option<String>,
+    /// Each node the filters looked at, in name order: `None` when it
+    /// passed every filter, else the refusing plugin and its message.
+    pub filter: Vec<(String, Option<(String, String)>)>,
+    /// The score plugins, in name order.
+    pub plugins: Vec<String>,
+    /// Each scored node: raw and final scores, one per plugin of `plugins`.
+    pub scores: Vec<(String, Vec<i64>, Vec<i64>)>,
+}
+
+/// decisions.jsonl beyond this many bytes is left out of the page (the
+/// attempts before it are shown; the file has every one).
+pub const MAX_DECISION_BYTES: u64 = 12 * 1024 * 1024;
 
 /// A machine (a Kubernetes node, a row of the Gantt chart).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -68,6 +91,13 @@ pub struct RunData {
     pub more_problems: usize,
     /// Files in the directory: (name, bytes).
     pub files: Vec<(String, u64)>,
+    /// The explained attempts (decisions.jsonl), in the file's order.
+    pub decisions: Vec<Attempt>,
+    /// decisions.jsonl is there (even empty).
+    pub explained: bool,
+    /// Attempts of decisions.jsonl left out of the page (over
+    /// [`MAX_DECISION_BYTES`]).
+    pub decisions_left_out: usize,
 }
 
 const MAX_PROBLEMS: usize = 8;
@@ -153,6 +183,7 @@ impl RunData {
                 .push("jobs.csv: not found (Batsim's own record of the jobs)".into());
         }
         let down = d.read_timeline(&mut names);
+        d.read_decisions(&dir.join("decisions.jsonl"), MAX_DECISION_BYTES);
         // Machines in natural order; indices given while reading remapped.
         let mut order: Vec<u32> = (0..names.list.len() as u32).collect();
         order.sort_by(|&a, &b| natural_cmp(&names.list[a as usize], &names.list[b as usize]));
@@ -202,6 +233,44 @@ impl RunData {
         d.unavailable
             .sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
         d
+    }
+
+    /// decisions.jsonl, up to `budget` bytes of lines.
+    pub fn read_decisions(&mut self, path: &Path, budget: u64) {
+        use std::io::BufRead;
+        let Ok(f) = std::fs::File::open(path) else {
+            return;
+        };
+        self.explained = true;
+        let mut used = 0u64;
+        for (k, line) in std::io::BufReader::new(f).lines().enumerate() {
+            let Ok(line) = line else {
+                self.problem(format!("decisions.jsonl line {}: not text", k + 1));
+                break;
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            used += line.len() as u64 + 1;
+            if used > budget {
+                self.decisions_left_out += 1;
+                continue;
+            }
+            match serde_json::from_str::<serde_json::Value>(&line)
+                .map_err(|e| e.to_string())
+                .and_then(|v| attempt_from(&v))
+            {
+                Ok(a) => self.decisions.push(a),
+                Err(why) => self.problem(format!("decisions.jsonl line {}: {why}", k + 1)),
+            }
+        }
+        if self.decisions_left_out > 0 {
+            self.missing.push(format!(
+                "decisions.jsonl: the trail of {} later attempts is not in the page (over {} MiB; the file has it)",
+                self.decisions_left_out,
+                budget / (1024 * 1024)
+            ));
+        }
     }
 
     fn read_summary(&mut self) {
@@ -547,6 +616,68 @@ impl MachineNames {
 }
 
 /// A number column: empty is `None`.
+/// An attempt from its line of decisions.jsonl (see `broker::decisions`).
+fn attempt_from(v: &serde_json::Value) -> Result<Attempt, String> {
+    use serde_json::Value;
+    let pod = v["pod"].as_str().ok_or("no `pod`")?.to_string();
+    let time = v["time"].as_f64().ok_or("no `time`")?;
+    let text = |x: &Value| x.as_str().filter(|s| !s.is_empty()).map(str::to_string);
+    // A score as the simulator writes it: a decimal string.
+    let score = |x: &Value| {
+        x.as_str()
+            .and_then(|s| s.parse::<i64>().ok())
+            .or_else(|| x.as_i64())
+            .unwrap_or(0)
+    };
+    let mut filter = Vec::new();
+    if let Some(nodes) = v["filter"].as_object() {
+        for (node, plugins) in nodes {
+            let refused = plugins
+                .as_object()
+                .into_iter()
+                .flatten()
+                .find(|(_, verdict)| verdict.as_str() != Some("passed"))
+                .map(|(p, verdict)| {
+                    let m = verdict.as_str().map_or_else(|| verdict.to_string(), str::to_string);
+                    (p.clone(), m)
+                });
+            filter.push((node.clone(), refused));
+        }
+    }
+    filter.sort_by(|a, b| natural_cmp(&a.0, &b.0));
+    let mut plugins: Vec<String> = Vec::new();
+    for per_node in v["finalscore"].as_object().into_iter().flatten().map(|(_, p)| p) {
+        for p in per_node.as_object().into_iter().flatten().map(|(p, _)| p) {
+            if !plugins.contains(p) {
+                plugins.push(p.clone());
+            }
+        }
+    }
+    plugins.sort();
+    let mut scores = Vec::new();
+    if let Some(nodes) = v["finalscore"].as_object() {
+        for (node, fin) in nodes {
+            let raw = &v["score"][node.as_str()];
+            scores.push((
+                node.clone(),
+                plugins.iter().map(|p| score(&raw[p.as_str()])).collect(),
+                plugins.iter().map(|p| score(&fin[p.as_str()])).collect(),
+            ));
+        }
+    }
+    scores.sort_by(|a, b| natural_cmp(&a.0, &b.0));
+    Ok(Attempt {
+        pod,
+        time,
+        attempt: v["attempt"].as_u64(),
+        node: text(&v["node"]),
+        reason: text(&v["reason"]),
+        filter,
+        plugins,
+        scores,
+    })
+}
+
 fn number(text: &str, column: &str) -> Result<Option<f64>, String> {
     if text.is_empty() {
         return Ok(None);
@@ -593,6 +724,35 @@ mod tests {
         let mut v = vec!["node-10", "node-2", "node-1", "master", "node-02", "a"];
         v.sort_by(|a, b| natural_cmp(a, b));
         assert_eq!(v, ["a", "master", "node-1", "node-2", "node-02", "node-10"]);
+    }
+
+    #[test]
+    fn decisions_are_read_per_attempt_bad_lines_named_and_a_budget_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("decisions.jsonl");
+        let ok = r#"{"time":3.0,"job":"w0!1","pod":"p","attempt":1,"node":null,"reason":"0/2 nodes are available: 1 Insufficient cpu.","filter":{"node-10":{"NodeName":"passed","NodeResourcesFit":"Insufficient cpu"},"node-2":{"NodeName":"passed","NodeResourcesFit":"passed"}},"score":{},"finalscore":{},"postfilter":{}}"#;
+        let bound = r#"{"time":4.0,"job":"w0!1","pod":"p","attempt":2,"node":"node-2","reason":null,"filter":{"node-2":{"NodeResourcesFit":"passed"}},"score":{"node-2":{"TaintToleration":"0","NodeResourcesFit":"50"},"node-3":{"TaintToleration":"1","NodeResourcesFit":"40"}},"finalscore":{"node-2":{"TaintToleration":"300","NodeResourcesFit":"50"},"node-3":{"TaintToleration":"0","NodeResourcesFit":"40"}},"postfilter":{}}"#;
+        std::fs::write(&path, format!("{ok}\nnot json\n{bound}\n{ok}\n")).unwrap();
+        let mut d = RunData::default();
+        d.read_decisions(&path, (ok.len() + bound.len() + 12) as u64);
+        assert!(d.explained);
+        assert_eq!(d.decisions.len(), 2);
+        assert_eq!(d.decisions_left_out, 1);
+        assert!(d.problems[0].starts_with("decisions.jsonl line 2:"), "{:?}", d.problems);
+        let a = &d.decisions[0];
+        assert_eq!((a.pod.as_str(), a.time, a.attempt, a.node.as_deref()), ("p", 3.0, Some(1), None));
+        assert_eq!(
+            a.filter,
+            vec![
+                ("node-2".to_string(), None),
+                ("node-10".to_string(), Some(("NodeResourcesFit".to_string(), "Insufficient cpu".to_string()))),
+            ]
+        );
+        let b = &d.decisions[1];
+        assert_eq!(b.node.as_deref(), Some("node-2"));
+        assert_eq!(b.plugins, vec!["NodeResourcesFit", "TaintToleration"]);
+        assert_eq!(b.scores[0], ("node-2".to_string(), vec![50, 0], vec![50, 300]));
+        assert_eq!(b.scores[1], ("node-3".to_string(), vec![40, 1], vec![40, 0]));
     }
 
     #[test]

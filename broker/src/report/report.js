@@ -205,6 +205,81 @@
     return members[g] || [];
   }
   function nodeName(p) { return p[P.node] >= 0 ? machines[p[P.node]] : ''; }
+
+  // ---- the decision trail (--explain): a pod's attempts, found on first use.
+  var trail = data.trail || [], trailOf = null;
+  var T = { pod: 0, time: 1, n: 2, node: 3, reason: 4, passed: 5, refused: 6, plugins: 7, scores: 8 };
+  function attemptsOf(i) {
+    if (!trailOf) {
+      trailOf = {};
+      trail.forEach(function (a, k) { (trailOf[a[T.pod]] = trailOf[a[T.pod]] || []).push(k); });
+    }
+    return trailOf[i] || [];
+  }
+  function trailWord(i) {
+    var mine = attemptsOf(i);
+    if (!mine.length) return data.explained ? 'none recorded' : '';
+    // The scheduler's count (it does not write an attempt that repeats the last).
+    var n = trail[mine[mine.length - 1]][T.n];
+    if (n === null || n < mine.length) n = mine.length;
+    return n + (n === 1 ? ' attempt' : ' attempts');
+  }
+  var MAX_TRAIL_ROWS = 40;
+  // One attempt: what was chosen or why not, then a row per node: the
+  // filters' verdict, each plugin's final score (raw in the tooltip), the total.
+  function attemptBlock(a, k, before) {
+    var div = document.createElement('div');
+    div.className = 'attempt';
+    if (before !== null && a[T.n] !== null && a[T.n] > before + 1) {
+      var gap = document.createElement('p');
+      gap.className = 'repeats';
+      gap.textContent = 'Attempt' + (a[T.n] > before + 2 ? 's ' + (before + 1) + '\u2013' + (a[T.n] - 1) : ' ' + (before + 1)) +
+        ': as attempt ' + before + ' (not written again)';
+      div.appendChild(gap);
+    }
+    var h = document.createElement('h4');
+    var node = texts[a[T.node]], reason = texts[a[T.reason]];
+    h.textContent = 'Attempt ' + (a[T.n] !== null ? a[T.n] : k + 1) + ' at ' + fmt(a[T.time]) + ' s: ' +
+      (node ? 'bound to ' + node : 'not scheduled' + (reason ? ': ' + reason : ''));
+    div.appendChild(h);
+    var plugins = a[T.plugins], np = plugins.length;
+    var score = {};
+    a[T.scores].forEach(function (r) { score[r[0]] = r; });
+    var rows = [];
+    a[T.passed].forEach(function (n) { rows.push({ n: n, ok: true, s: score[n] }); });
+    a[T.refused].forEach(function (r) { rows.push({ n: r[0], ok: false, why: texts[r[1]] + ': ' + texts[r[2]] }); });
+    rows.sort(function (x, y) {
+      var cx = texts[x.n] === node ? 0 : x.ok ? 1 : 2, cy = texts[y.n] === node ? 0 : y.ok ? 1 : 2;
+      if (cx !== cy) return cx - cy;
+      var sx = x.s ? x.s[1] : -1, sy = y.s ? y.s[1] : -1;
+      return sy - sx || texts[x.n].localeCompare(texts[y.n], undefined, { numeric: true });
+    });
+    var t = document.createElement('table');
+    t.className = 'trail';
+    var head = t.createTHead().insertRow();
+    ['node', 'filters'].concat(plugins.map(function (p) { return texts[p]; }), np ? ['total'] : [])
+      .forEach(function (x) { var th = document.createElement('th'); th.textContent = x; head.appendChild(th); });
+    var body = t.createTBody();
+    rows.slice(0, MAX_TRAIL_ROWS).forEach(function (r) {
+      var tr = body.insertRow();
+      if (texts[r.n] === node) tr.className = 'chosen';
+      else if (!r.ok) tr.className = 'refused';
+      tr.insertCell().textContent = texts[r.n];
+      tr.insertCell().textContent = r.ok ? 'passed' : r.why;
+      for (var q = 0; q < np; q++) {
+        var td = tr.insertCell();
+        if (r.s) { td.textContent = r.s[2 + np + q]; td.title = 'raw ' + r.s[2 + q]; }
+      }
+      if (np) tr.insertCell().textContent = r.s ? r.s[1] : '';
+    });
+    div.appendChild(t);
+    if (rows.length > MAX_TRAIL_ROWS) {
+      var more = document.createElement('p');
+      more.textContent = (rows.length - MAX_TRAIL_ROWS) + ' more nodes (decisions.jsonl has them)';
+      div.appendChild(more);
+    }
+    return div;
+  }
   function brief(i) {
     var p = pods[i];
     return p[1] + ' on ' + (nodeName(p) || '(no node)') + ': ' + fmt(p[P.started] !== null ? p[P.started] : p[P.bound]) +
@@ -223,7 +298,7 @@
       ['attempts', String(p[P.attempts])], ['last unschedulable reason', texts[p[P.reason]] || '\u2014'],
       ['outcome', texts[p[P.outcome]] || '(none: the run ended first)'],
       ['cpu request', p[P.cpu] + 'm'], ['memory request', bytes(p[P.mem])],
-      ['decision trail', 'not recorded']
+      ['decision trail', trailWord(i) || 'not recorded (run with --explain)']
     ];
     var body = document.getElementById('details-body');
     body.textContent = '';
@@ -236,6 +311,18 @@
       th.textContent = kv[0]; tr.insertBefore(th, td); td.textContent = kv[1];
     });
     body.appendChild(t);
+    var mine = attemptsOf(i);
+    if (mine.length) {
+      var sec = document.createElement('div');
+      sec.id = 'trail';
+      var th3 = document.createElement('h3');
+      th3.textContent = 'Decision trail';
+      sec.appendChild(th3);
+      mine.forEach(function (k, n) {
+        sec.appendChild(attemptBlock(trail[k], n, n ? trail[mine[n - 1]][T.n] : null));
+      });
+      body.appendChild(sec);
+    }
     var gang = gangOf(i);
     if (gang.length) {
       var gp = document.createElement('p');
@@ -298,7 +385,8 @@
   var table = document.getElementById('pods');
   var order = pods.map(function (_, i) { return i; });
   var shown = order, page = 0, sortCol = -1, sortDesc = false, hay = null;
-  function cell(p, c) {
+  function cell(i, c) {
+    var p = pods[i];
     switch (c) {
       case 0: return p[P.job];
       case 1: return p[P.name];
@@ -312,6 +400,7 @@
       case 9: return texts[p[P.reason]];
       case 10: return texts[p[P.outcome]];
       case 11: return texts[p[P.group]];
+      case 12: return trailWord(i);
       default: return '';
     }
   }
@@ -319,9 +408,9 @@
     var q = document.getElementById('pod-filter').value.trim().toLowerCase();
     var cls = document.getElementById('pod-outcome').value;
     if (q && !hay) {
-      hay = pods.map(function (p) {
+      hay = pods.map(function (_, i) {
         var s = [];
-        for (var c = 0; c < 12; c++) s.push(c >= 3 && c <= 8 ? fmt(cell(p, c)) : cell(p, c));
+        for (var c = 0; c < 12; c++) s.push(c >= 3 && c <= 8 ? fmt(cell(i, c)) : cell(i, c));
         return s.join('\u0001').toLowerCase();
       });
     }
@@ -340,7 +429,7 @@
       var i = shown[k], p = pods[i], tr = document.createElement('tr');
       tr.setAttribute('data-i', i);
       for (var c = 0; c < 13; c++) {
-        var v = cell(p, c), td = document.createElement('td');
+        var v = cell(i, c), td = document.createElement('td');
         td.textContent = (c >= 3 && c <= 8) ? fmt(v) : (v || '');
         tr.appendChild(td);
       }
@@ -369,7 +458,7 @@
         th.classList.add(sortDesc ? 'desc' : 'asc');
         var numeric = c >= 3 && c <= 8;
         order.sort(function (a, b) {
-          var x = cell(pods[a], c), y = cell(pods[b], c);
+          var x = cell(a, c), y = cell(b, c);
           var ex = x === null || x === '' || x === undefined, ey = y === null || y === '' || y === undefined;
           if (ex || ey) return ex === ey ? a - b : (ex ? 1 : -1); // empty cells last either way
           var r = numeric ? x - y : String(x).localeCompare(String(y), undefined, { numeric: true });

@@ -1144,8 +1144,9 @@ fn pods_section(out: &mut String, d: &RunData) {
         out,
         "</select> <span id=\"pod-count\">{} pods</span> <button type=\"button\" id=\"pod-prev\">previous</button> \
          <button type=\"button\" id=\"pod-next\">next</button></p>\
-         <p class=\"hint\">A click on a header sorts; a click on a row shows the pod on the chart. \
-         The decision trail (each plugin's verdict per node) is not recorded by this version.</p>\
+         <p class=\"hint\">A click on a header sorts; a click on a row shows the pod on the chart \
+         and its decision trail: each attempt, each filter's verdict per node, the scores and the \
+         choice (recorded when the run had --explain).</p>\
          <noscript><p>The table is filled by the page's script.</p></noscript>\
          <div class=\"tablewrap\"><table id=\"pods\"><thead><tr>",
         thousands(d.pods.len() as f64)
@@ -1175,7 +1176,7 @@ pub const POD_COLUMNS: [&str; 13] = [
 
 /// The data the script needs: machine names and each pod, strings shared
 /// through one table.
-fn data_json(d: &RunData, span: &Span, bars: usize) -> String {
+fn data_json<'a>(d: &'a RunData, span: &Span, bars: usize) -> String {
     let mut out = String::with_capacity(d.pods.len() * 90 + 1024);
     let _ = write!(out, "{{\"W\":{W},\"t0\":");
     num_into(&mut out, span.t0, 6);
@@ -1234,6 +1235,89 @@ fn data_json(d: &RunData, span: &Span, bars: usize) -> String {
             p.cpu_m,
             p.memory
         );
+    }
+    out.push_str("],\"explained\":");
+    out.push_str(if d.explained { "true" } else { "false" });
+    // The decision trail: per attempt [pod, time, attempt number, node,
+    // reason, [nodes that passed], [[node, plugin, message]...] refused,
+    // [score plugins], [[node, total, raw..., final...]...]], strings as
+    // indices into `texts`.
+    out.push_str(",\"trail\":[");
+    let by_name: HashMap<&str, usize> = d
+        .pods
+        .iter()
+        .enumerate()
+        .map(|(k, p)| (p.name.as_str(), k))
+        .collect();
+    let mut first = true;
+    for a in &d.decisions {
+        let Some(&pod) = by_name.get(a.pod.as_str()) else {
+            continue;
+        };
+        let mut id = |s: &'a str| -> usize {
+            *index.entry(s).or_insert_with(|| {
+                texts.push(s);
+                texts.len() - 1
+            })
+        };
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        let _ = write!(out, "[{pod},");
+        num_into(&mut out, a.time, 6);
+        match a.attempt {
+            Some(n) => {
+                let _ = write!(out, ",{n}");
+            }
+            None => out.push_str(",null"),
+        }
+        let _ = write!(
+            out,
+            ",{},{},[",
+            id(a.node.as_deref().unwrap_or("")),
+            id(a.reason.as_deref().unwrap_or(""))
+        );
+        let mut k = 0;
+        for (node, refused) in &a.filter {
+            if refused.is_none() {
+                if k > 0 {
+                    out.push(',');
+                }
+                k += 1;
+                let _ = write!(out, "{}", id(node));
+            }
+        }
+        out.push_str("],[");
+        let mut k = 0;
+        for (node, refused) in &a.filter {
+            if let Some((plugin, msg)) = refused {
+                if k > 0 {
+                    out.push(',');
+                }
+                k += 1;
+                let _ = write!(out, "[{},{},{}]", id(node), id(plugin), id(msg));
+            }
+        }
+        out.push_str("],[");
+        for (k, p) in a.plugins.iter().enumerate() {
+            if k > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{}", id(p));
+        }
+        out.push_str("],[");
+        for (k, (node, raw, fin)) in a.scores.iter().enumerate() {
+            if k > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "[{},{}", id(node), fin.iter().sum::<i64>());
+            for x in raw.iter().chain(fin) {
+                let _ = write!(out, ",{x}");
+            }
+            out.push(']');
+        }
+        out.push_str("]]");
     }
     out.push_str("],\"texts\":[");
     for (k, t) in texts.iter().enumerate() {

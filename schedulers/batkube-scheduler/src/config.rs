@@ -256,6 +256,17 @@ pub enum ScorePlugin {
     NodeAffinity,
 }
 
+impl ScorePlugin {
+    pub fn name(self) -> &'static str {
+        match self {
+            ScorePlugin::NodeResourcesFit => "NodeResourcesFit",
+            ScorePlugin::NodeResourcesBalancedAllocation => "NodeResourcesBalancedAllocation",
+            ScorePlugin::TaintToleration => "TaintToleration",
+            ScorePlugin::NodeAffinity => "NodeAffinity",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceWeight {
     pub name: String,

@@ -438,9 +438,25 @@ pub fn default_normalize(scores: &mut [i64], reverse: bool) {
 
 /// Weighted total score of each node (same order as `nodes`).
 pub fn score_nodes(profile: &Profile, pod: &PodInfo, nodes: &[&NodeInfo]) -> Vec<i64> {
+    score_nodes_recorded(profile, pod, nodes, None)
+}
+
+/// Per score plugin that ran: its name, the raw score per node and the
+/// final one (normalized, times the weight), as `--explain` writes them.
+pub type PluginScores = Vec<(&'static str, Vec<i64>, Vec<i64>)>;
+
+/// [`score_nodes`], also keeping each plugin's raw and final scores in
+/// `record` when given.
+pub fn score_nodes_recorded(
+    profile: &Profile,
+    pod: &PodInfo,
+    nodes: &[&NodeInfo],
+    mut record: Option<&mut PluginScores>,
+) -> Vec<i64> {
     let mut total = vec![0i64; nodes.len()];
     let mut scores = vec![0i64; nodes.len()];
     for &(plugin, weight) in &profile.scores {
+        let mut raw = None;
         match plugin {
             ScorePlugin::NodeResourcesFit => {
                 for (s, n) in scores.iter_mut().zip(nodes) {
@@ -456,17 +472,27 @@ pub fn score_nodes(profile: &Profile, pod: &PodInfo, nodes: &[&NodeInfo]) -> Vec
                 for (s, n) in scores.iter_mut().zip(nodes) {
                     *s = taint_toleration_raw(pod, n);
                 }
+                if record.is_some() {
+                    raw = Some(scores.clone());
+                }
                 default_normalize(&mut scores, true);
             }
             ScorePlugin::NodeAffinity => {
                 for (s, n) in scores.iter_mut().zip(nodes) {
                     *s = node_affinity_raw(pod, n);
                 }
+                if record.is_some() {
+                    raw = Some(scores.clone());
+                }
                 default_normalize(&mut scores, false);
             }
         }
         for (t, s) in total.iter_mut().zip(&scores) {
             *t += s * weight;
+        }
+        if let Some(r) = record.as_deref_mut() {
+            let raw = raw.unwrap_or_else(|| scores.clone());
+            r.push((plugin.name(), raw, scores.iter().map(|s| s * weight).collect()));
         }
     }
     total

@@ -20,6 +20,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
+use crate::explain::Attempt;
 use crate::queue::QueuedPod;
 use crate::scheduler::{CycleOutcome, Decision, Scheduler};
 
@@ -144,9 +145,14 @@ impl Scheduler {
 
         // Tentative placements, each assumed before the next member is tried.
         let start = (self.next_start_node_index, self.rng);
+        let mut attempts: Vec<Option<Attempt>> = Vec::with_capacity(members.len());
         let decisions: Vec<Decision> = members
             .iter()
-            .map(|m| self.schedule_pod(&m.info, false))
+            .map(|m| {
+                let d = self.schedule_pod(&m.info, false);
+                attempts.push(self.last_attempt.take());
+                d
+            })
             .collect();
         let fit = decisions
             .iter()
@@ -156,7 +162,7 @@ impl Scheduler {
             // Enough: the group starts. A member beyond minMember that did
             // not fit waits on its own, as Coscheduling lets it.
             let mut out: Vec<CycleOutcome> = Vec::new();
-            for (m, d) in members.into_iter().zip(decisions) {
+            for ((m, d), a) in members.into_iter().zip(decisions).zip(attempts) {
                 match &d {
                     Decision::Bind { .. } => self.queue.done(&m.info.key),
                     Decision::Unschedulable { plugins, .. } => {
@@ -164,7 +170,7 @@ impl Scheduler {
                             .requeue_unschedulable(&m.info.key, plugins.clone(), now)
                     }
                 }
-                out.push(CycleOutcome::single(m, d));
+                out.push(CycleOutcome::single(m, d).with_explain(a));
             }
             return Self::popped_first(out, &popped_key);
         }
@@ -201,7 +207,19 @@ impl Scheduler {
             "pod group {group}: {counted} (minMember {min}); {}",
             first_refusal.unwrap_or_default()
         );
-        self.park(members, &popped_key, message, plugins, now)
+        // Each member's record keeps what its placement saw; none was
+        // chosen, and the group's message says why.
+        let attempts = attempts
+            .into_iter()
+            .map(|a| {
+                a.map(|mut a| {
+                    a.selected = None;
+                    a.message = Some(message.clone());
+                    a
+                })
+            })
+            .collect();
+        self.park_recorded(members, &popped_key, message, plugins, now, attempts)
     }
 
     /// Every member waits as unschedulable with the same message.
@@ -213,8 +231,30 @@ impl Scheduler {
         plugins: BTreeSet<String>,
         now: Instant,
     ) -> CycleOutcome {
+        // Nothing was tried: when explained, the record is the message alone.
+        let attempts = members
+            .iter()
+            .map(|_| {
+                self.explain().map(|_| Attempt {
+                    message: Some(message.clone()),
+                    ..Attempt::default()
+                })
+            })
+            .collect();
+        self.park_recorded(members, popped_key, message, plugins, now, attempts)
+    }
+
+    fn park_recorded(
+        &mut self,
+        members: Vec<QueuedPod>,
+        popped_key: &str,
+        message: String,
+        plugins: BTreeSet<String>,
+        now: Instant,
+        attempts: Vec<Option<Attempt>>,
+    ) -> CycleOutcome {
         let mut out = Vec::with_capacity(members.len());
-        for m in members {
+        for (m, a) in members.into_iter().zip(attempts) {
             self.queue
                 .requeue_unschedulable(&m.info.key, plugins.clone(), now);
             out.push(CycleOutcome::single(
@@ -224,7 +264,8 @@ impl Scheduler {
                     plugins: plugins.clone(),
                     preemption: None,
                 },
-            ));
+            )
+            .with_explain(a));
         }
         Self::popped_first(out, popped_key)
     }

@@ -3,7 +3,7 @@
 //! exercise, written to run under the batkube time shim.
 //!
 //! The core ([`scheduler::Scheduler`]: [`queue`], [`cache`], [`framework`],
-//! [`affinity`], [`gang`], [`preemption`]) never talks to an API server and never reads the clock:
+//! [`affinity`], [`gang`], [`preemption`]; [`explain`] records why) never talks to an API server and never reads the clock:
 //! time is passed in. [`runner`] connects it to an API server with kube-rs:
 //! watches, bindings, status patches, events, preemption deletions.
 //! [`metrics`] serves Prometheus text.
@@ -11,6 +11,7 @@
 pub mod affinity;
 pub mod cache;
 pub mod config;
+pub mod explain;
 pub mod framework;
 pub mod gang;
 pub mod metrics;

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use batkube_scheduler::explain::ExplainConfig;
 use batkube_scheduler::metrics::{self, Metrics};
 use batkube_scheduler::runner::{self, RunOptions};
 use batkube_scheduler::{Scheduler, SchedulerConfig, TieBreak};
@@ -37,6 +38,17 @@ struct Args {
     /// Accepted for compatibility with upstream's flags; JSON is always used.
     #[arg(long, value_name = "TYPE")]
     kube_api_content_type: Option<String>,
+    /// Write on each pod why it went where it went, after every attempt:
+    /// each filter's verdict per node, each score, the choice, in the
+    /// kube-scheduler-simulator's annotations (see the README). Also
+    /// BATKUBE_EXPLAIN=1 (as `batkube run --explain` sets it).
+    #[arg(long, env = "BATKUBE_EXPLAIN", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    explain: bool,
+    /// With --explain: also write the simulator's result-history annotation
+    /// (every attempt's results), cut oldest attempts first to this many
+    /// bytes (the simulator's bound: 262144); 0, the default: not written.
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    explain_history_bytes: usize,
     /// More logs: -v info, -vv debug, -vvv trace (RUST_LOG overrides).
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -127,7 +139,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .map(|p| p.scheduler_name.as_str())
         .collect();
     tracing::info!(?profiles, "starting");
-    let sched = Scheduler::new(config, tie_break);
+    let mut sched = Scheduler::new(config, tie_break);
+    if args.explain {
+        sched.set_explain(Some(ExplainConfig {
+            history_bytes: args.explain_history_bytes,
+        }));
+    }
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };

@@ -225,9 +225,14 @@ impl SchedulingQueue {
     pub fn add_or_update(&mut self, info: PodInfo, now: Instant) {
         let key = info.key.clone();
         if let Some(existing) = self.pods.get(&key) {
+            // Our own explanation of the last attempt (`--explain`) is no
+            // change: it must not requeue the pod it explains.
             let spec_changed = existing.info.pod.spec != info.pod.spec
                 || existing.info.pod.metadata.labels != info.pod.metadata.labels
-                || existing.info.pod.metadata.annotations != info.pod.metadata.annotations;
+                || !crate::explain::same_but_explanations(
+                    existing.info.pod.metadata.annotations.as_ref(),
+                    info.pod.metadata.annotations.as_ref(),
+                );
             let loc = existing.location;
             let old_group = existing.info.group.clone();
             if old_group != info.group {
@@ -575,6 +580,19 @@ mod tests {
         pod.status = Some(Default::default());
         updated.pod = std::sync::Arc::new(pod);
         q.add_or_update(updated, t0);
+        assert_eq!(q.location("default/p"), Some(Location::Unschedulable));
+        // Nor does our explanation of the attempt (--explain).
+        let mut explained = info("p", 0);
+        let mut pod = (*explained.pod).clone();
+        pod.metadata.annotations = Some(
+            [
+                (crate::explain::FILTER_RESULT.to_string(), "{}".to_string()),
+                (crate::explain::ATTEMPT.to_string(), "1".to_string()),
+            ]
+            .into(),
+        );
+        explained.pod = std::sync::Arc::new(pod);
+        q.add_or_update(explained, t0);
         assert_eq!(q.location("default/p"), Some(Location::Unschedulable));
         // A spec change does.
         q.add_or_update(info("p", 5), t0 + Duration::from_secs(5));

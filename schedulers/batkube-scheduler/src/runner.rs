@@ -13,7 +13,7 @@
 //! shows the API serves them; otherwise the scheduler runs without gangs
 //! (a pod's group label is ignored) and says so once.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -31,6 +31,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use crate::explain::{self, Attempt};
 use crate::gang;
 use crate::metrics::{AttemptResult, Metrics};
 use crate::model::{node_scheduling_properties_changed, PodInfo, PodKey};
@@ -69,6 +70,17 @@ pub enum Notice {
 pub struct RunOptions {
     pub metrics: Option<Arc<Metrics>>,
     pub notices: Option<mpsc::UnboundedSender<Notice>>,
+}
+
+/// What the runner remembers of a pod's explanations (`--explain`).
+#[derive(Debug, Clone)]
+struct Explained {
+    /// The last attempt number given.
+    given: u64,
+    /// The last one written on the pod.
+    written: u64,
+    /// The `result-history` last written.
+    history: Option<Arc<str>>,
 }
 
 struct BindResult {
@@ -160,6 +172,12 @@ struct Runner {
     group_relist: Option<HashSet<String>>,
     /// A labelled pod was seen while PodGroups are not served (said once).
     warned_unserved_group: bool,
+    /// `--explain`: the last attempt number given and the `result-history`
+    /// last written on a pod, until the watch shows the pod with them (the
+    /// next attempt may come first; the pod's own annotations are read
+    /// otherwise), or, for an attempt not written (the same as the last),
+    /// until the pod is bound or gone.
+    explained: HashMap<PodKey, Explained>,
 }
 
 impl Runner {
@@ -183,6 +201,11 @@ impl Runner {
         };
         let key = info.key.clone();
         let now = Instant::now();
+        if let Some(e) = self.explained.get(&key) {
+            if attempt_of(&info.pod) >= e.given {
+                self.explained.remove(&key);
+            }
+        }
         if info.is_finished() {
             self.pod_gone(&key, now);
             return;
@@ -219,6 +242,7 @@ impl Runner {
     }
 
     fn pod_gone(&mut self, key: &str, now: Instant) {
+        self.explained.remove(key);
         self.sched.queue.delete(key);
         self.sched.victim_gone(key);
         self.sched.cache.clear_nomination(key);
@@ -403,6 +427,7 @@ impl Runner {
         let now = Instant::now();
         match r.result {
             Ok(()) => {
+                self.explained.remove(&r.key);
                 if let Some(qp) = self.binding.remove(&r.key) {
                     if let Some(m) = &self.metrics {
                         m.observe_e2e(now.saturating_duration_since(qp.first_seen));
@@ -439,13 +464,105 @@ impl Runner {
         }
     }
 
-    fn spawn_binding(&self, info: &PodInfo, node: &str) {
+    /// The annotations of an explained attempt: the attempt's, and the
+    /// history with it appended. `None` for a failed attempt that the pod
+    /// already shows (the same verdicts, scores and message as its last
+    /// written one): as the `PodScheduled` condition, it is not written
+    /// again, and the next attempt written carries the count (its number
+    /// jumps). A retry in an unchanged cluster costs no request.
+    fn explain_annotations(
+        &mut self,
+        info: &PodInfo,
+        a: &Attempt,
+    ) -> Option<BTreeMap<String, String>> {
+        let limit = self.sched.explain().map_or(0, |c| c.history_bytes);
+        let seen = attempt_of(&info.pod);
+        let last = match self.explained.get(&info.key) {
+            Some(e) => e.clone(),
+            None => Explained {
+                given: seen,
+                written: seen,
+                history: info
+                    .pod
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(explain::RESULT_HISTORY))
+                    .map(|h| Arc::from(h.as_str())),
+            },
+        };
+        let n = last.given + 1;
+        let mut ann = a.annotations(n);
+        // Only a view of the pod that has our last write can tell.
+        let up_to_date = seen >= last.written;
+        if a.selected.is_none() && up_to_date && shows_already(&info.pod, &ann) {
+            self.explained.insert(
+                info.key.clone(),
+                Explained {
+                    given: n,
+                    ..last
+                },
+            );
+            return None;
+        }
+        let history = match explain::next_history(last.history.as_deref(), &ann, limit) {
+            Some(h) => {
+                let h: Arc<str> = Arc::from(h);
+                ann.insert(explain::RESULT_HISTORY.to_string(), h.to_string());
+                Some(h)
+            }
+            None => last.history,
+        };
+        self.explained.insert(
+            info.key.clone(),
+            Explained {
+                given: n,
+                written: n,
+                history,
+            },
+        );
+        Some(ann)
+    }
+
+    /// Writes an explained failed attempt on the pod (one merge patch; a
+    /// binding carries a successful one itself).
+    fn spawn_explain_patch(&self, info: &PodInfo, annotations: BTreeMap<String, String>) {
+        let client = self.client.clone();
+        let name = info.name().to_string();
+        let path = format!("/api/v1/namespaces/{}/pods", info.namespace());
+        tokio::spawn(async move {
+            let patch = Patch::Merge(json!({"metadata": {"annotations": annotations}}));
+            // The answer (the whole pod) is read but not decoded: the
+            // watch brings the pod anyway.
+            let sent = match kube::core::Request::new(path).patch(&name, &PatchParams::default(), &patch) {
+                Ok(req) => client
+                    .request::<serde::de::IgnoredAny>(req)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(err) = sent {
+                tracing::debug!(pod = %name, %err, "writing the explanation failed");
+            }
+        });
+    }
+
+    fn spawn_binding(
+        &self,
+        info: &PodInfo,
+        node: &str,
+        annotations: Option<BTreeMap<String, String>>,
+    ) {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), info.namespace());
+        // The API server copies a binding's annotations onto the pod, in
+        // the same write as the node: an explained decision costs no request.
         let binding = Binding {
             metadata: ObjectMeta {
                 name: Some(info.name().to_string()),
                 namespace: Some(info.namespace().to_string()),
                 uid: info.pod.metadata.uid.clone(),
+                annotations,
                 ..ObjectMeta::default()
             },
             target: ObjectReference {
@@ -562,19 +679,20 @@ impl Runner {
     }
 
     fn handle_outcome(&mut self, out: CycleOutcome) {
-        for (pod, decision) in out.all() {
-            self.handle_decision(pod, decision);
+        for (pod, decision, explain) in out.all_explained() {
+            self.handle_decision(pod, decision, explain.as_deref());
         }
     }
 
-    fn handle_decision(&mut self, pod: QueuedPod, decision: Decision) {
+    fn handle_decision(&mut self, pod: QueuedPod, decision: Decision, explain: Option<&Attempt>) {
+        let annotations = explain.and_then(|a| self.explain_annotations(&pod.info, a));
         match decision {
             Decision::Bind { node } => {
                 tracing::debug!(pod = %pod.info.key, %node, "assumed");
                 if let Some(m) = &self.metrics {
                     m.attempt(AttemptResult::Scheduled);
                 }
-                self.spawn_binding(&pod.info, &node);
+                self.spawn_binding(&pod.info, &node, annotations);
                 self.notify(Notice::Assumed {
                     pod: pod.info.key.clone(),
                     node: node.clone(),
@@ -591,6 +709,9 @@ impl Runner {
                     m.attempt(AttemptResult::Unschedulable);
                 }
                 let nominated = preemption.as_ref().map(|c| c.node.as_str());
+                if let Some(a) = annotations {
+                    self.spawn_explain_patch(&pod.info, a);
+                }
                 self.on_unschedulable(&pod.info, &message, nominated);
                 if let Some(c) = &preemption {
                     self.spawn_preemption(&pod.info, &c.node, &c.victims);
@@ -614,6 +735,27 @@ impl Runner {
             m.set_pending(l.active, l.backoff, l.unschedulable);
         }
     }
+}
+
+/// Whether the pod's annotations show this attempt's results (every key
+/// but the attempt's number and the history).
+fn shows_already(pod: &Pod, ann: &BTreeMap<String, String>) -> bool {
+    let Some(current) = pod.metadata.annotations.as_ref() else {
+        return false;
+    };
+    ann.iter()
+        .filter(|(k, _)| k.as_str() != explain::ATTEMPT)
+        .all(|(k, v)| current.get(k) == Some(v))
+}
+
+/// The explained attempt last written on the pod (0: none).
+fn attempt_of(pod: &Pod) -> u64 {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(explain::ATTEMPT))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 fn watch<K>(api: Api<K>) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send
@@ -676,6 +818,7 @@ pub async fn run(
         node_relist: None,
         group_relist: None,
         warned_unserved_group: false,
+        explained: HashMap::new(),
     };
     tokio::pin!(shutdown);
     // Whether everything that was ready to be read has been taken in since

@@ -9,7 +9,8 @@ use std::time::Instant;
 use crate::affinity::InterPodState;
 use crate::cache::Cache;
 use crate::config::{FilterPlugin, Profile, SchedulerConfig};
-use crate::framework::{run_filters, score_nodes, FilterFailure};
+use crate::explain::{Attempt, ExplainConfig, Verdict};
+use crate::framework::{run_filters, score_nodes_recorded, FilterFailure};
 use crate::gang::PodGroups;
 use crate::model::{NodeInfo, PodInfo, PodKey};
 use crate::preemption::{nodes_available_message, nominated_extra, preempt, Candidate};
@@ -50,6 +51,8 @@ pub struct CycleOutcome {
     /// The other pending members of the popped pod's group, decided in the
     /// same cycle (empty for a pod outside a group).
     pub members: Vec<CycleOutcome>,
+    /// What the attempt saw, when decisions are explained.
+    pub explain: Option<Box<Attempt>>,
 }
 
 impl CycleOutcome {
@@ -58,7 +61,24 @@ impl CycleOutcome {
             pod,
             decision,
             members: Vec::new(),
+            explain: None,
         }
+    }
+
+    pub(crate) fn with_explain(mut self, explain: Option<Attempt>) -> CycleOutcome {
+        self.explain = explain.map(Box::new);
+        self
+    }
+
+    /// [`Self::all`] with what each attempt saw (when explained).
+    pub fn all_explained(self) -> Vec<(QueuedPod, Decision, Option<Box<Attempt>>)> {
+        let mut out = vec![(self.pod, self.decision, self.explain)];
+        out.extend(
+            self.members
+                .into_iter()
+                .flat_map(CycleOutcome::all_explained),
+        );
+        out
     }
 
     /// Every pod decided in the cycle with its decision: the popped one, then the members.
@@ -81,6 +101,10 @@ pub struct Scheduler {
     /// Pod groups, when the API serves them (`None`: no gangs, a pod's
     /// group label is ignored).
     pub(crate) groups: Option<PodGroups>,
+    /// Record what each attempt saw (`--explain`).
+    explain: Option<ExplainConfig>,
+    /// The last attempt's record, taken by the cycle.
+    pub(crate) last_attempt: Option<Attempt>,
 }
 
 impl Scheduler {
@@ -99,7 +123,19 @@ impl Scheduler {
             rng,
             deleting: HashSet::new(),
             groups: None,
+            explain: None,
+            last_attempt: None,
         }
+    }
+
+    /// Record what each attempt sees (filters per node, scores, the
+    /// choice), for [`CycleOutcome::explain`]; `None` turns it off.
+    pub fn set_explain(&mut self, explain: Option<ExplainConfig>) {
+        self.explain = explain;
+    }
+
+    pub fn explain(&self) -> Option<ExplainConfig> {
+        self.explain
     }
 
     /// Whether a pod is ours to schedule: one of our profiles, not bound, not finished.
@@ -159,9 +195,30 @@ impl Scheduler {
 
     /// [`Self::schedule_one`], with or without preemption when the pod fits
     /// nowhere (members of a pod group do not preempt).
+    pub(crate) fn schedule_pod(&mut self, pod: &PodInfo, allow_preemption: bool) -> Decision {
+        if self.explain.is_none() {
+            return self.decide(pod, allow_preemption, &mut None);
+        }
+        let mut rec = Some(Attempt::default());
+        let decision = self.decide(pod, allow_preemption, &mut rec);
+        let mut a = rec.expect("recording");
+        match &decision {
+            Decision::Bind { node } => a.selected = Some(node.clone()),
+            Decision::Unschedulable { message, .. } => a.message = Some(message.clone()),
+        }
+        self.last_attempt = Some(a);
+        decision
+    }
+
+    /// [`Self::schedule_pod`], recording into `rec` when given.
     // `is_multiple_of` needs Rust 1.87; the workspace supports 1.80.
     #[allow(clippy::manual_is_multiple_of)]
-    pub(crate) fn schedule_pod(&mut self, pod: &PodInfo, allow_preemption: bool) -> Decision {
+    fn decide(
+        &mut self,
+        pod: &PodInfo,
+        allow_preemption: bool,
+        rec: &mut Option<Attempt>,
+    ) -> Decision {
         let Some(profile) = self.config.profile(pod.scheduler_name()).cloned() else {
             return Decision::Unschedulable {
                 message: format!("no profile for schedulerName {:?}", pod.scheduler_name()),
@@ -177,8 +234,27 @@ impl Scheduler {
                 preemption: None,
             };
         }
+        if let Some(a) = rec.as_mut() {
+            a.filters = profile.filters.iter().map(|f| f.name()).collect();
+        }
+        // A refusal as the record names it: the plugin's place and message
+        // (upstream's status message joins the reasons).
+        let verdict = |r: &Result<(), FilterFailure>| match r {
+            Ok(()) => Verdict::Passed,
+            Err(f) => Verdict::Failed(
+                profile
+                    .filters
+                    .iter()
+                    .position(|p| p.name() == f.plugin)
+                    .unwrap_or(0),
+                f.reasons.join(", "),
+            ),
+        };
         let inter_pod_affinity = profile.filters.contains(&FilterPlugin::InterPodAffinity);
         if let (true, Some(e)) = (inter_pod_affinity, &pod.terms_error) {
+            if let Some(a) = rec.as_mut() {
+                a.prefilter.push((FilterPlugin::InterPodAffinity.name(), e.clone()));
+            }
             // Upstream's PreFilter refuses a pod whose terms it cannot parse.
             return Decision::Unschedulable {
                 message: format!("pod {}: {e}", pod.key),
@@ -200,7 +276,11 @@ impl Scheduler {
             .or_else(|| pod.nominated_node_name().map(str::to_string));
         if let Some(n) = nominated {
             if let Some(node) = self.cache.node(&n) {
-                if self.filter_one(&profile, pod, node, &inter_pod).is_ok() {
+                let r = self.filter_one(&profile, pod, node, &inter_pod);
+                if let Some(a) = rec.as_mut() {
+                    a.verdicts.push((n.clone(), verdict(&r)));
+                }
+                if r.is_ok() {
                     return self.assume(pod, n);
                 }
             }
@@ -215,7 +295,11 @@ impl Scheduler {
             let name = &names[(self.next_start_node_index + i) % all];
             let node = self.cache.node(name).expect("ordered nodes exist");
             processed += 1;
-            match self.filter_one(&profile, pod, node, &inter_pod) {
+            let r = self.filter_one(&profile, pod, node, &inter_pod);
+            if let Some(a) = rec.as_mut() {
+                a.verdicts.push((name.clone(), verdict(&r)));
+            }
+            match r {
                 Ok(()) => {
                     feasible.push(node);
                     if feasible.len() >= to_find {
@@ -256,6 +340,12 @@ impl Scheduler {
                     }
                 }
             }
+            if let (Some(a), true) = (rec.as_mut(), profile.preemption && allow_preemption) {
+                a.postfilter = Some((
+                    failures.keys().cloned().collect(),
+                    preemption.as_ref().map(|c| c.node.clone()),
+                ));
+            }
             if let Some(c) = &preemption {
                 for v in &c.victims {
                     self.deleting.insert(v.key.clone());
@@ -272,7 +362,15 @@ impl Scheduler {
         let chosen = if feasible.len() == 1 {
             feasible[0].name.clone()
         } else {
-            let scores = score_nodes(&profile, pod, &feasible);
+            let scores = score_nodes_recorded(
+                &profile,
+                pod,
+                &feasible,
+                rec.as_mut().map(|a| &mut a.scores),
+            );
+            if let Some(a) = rec.as_mut() {
+                a.scored = feasible.iter().map(|n| n.name.clone()).collect();
+            }
             let max = scores.iter().copied().max().unwrap_or(0);
             let ties: Vec<&str> = feasible
                 .iter()
@@ -331,7 +429,8 @@ impl Scheduler {
                     self.queue.requeue_unschedulable(&key, plugins.clone(), now)
                 }
             }
-            return Some(CycleOutcome::single(pod, decision));
+            let explain = self.last_attempt.take();
+            return Some(CycleOutcome::single(pod, decision).with_explain(explain));
         }
     }
 }

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use batkube_scheduler::config::{default_profile, ScoringStrategy};
+use batkube_scheduler::explain::{self, ExplainConfig};
 use batkube_scheduler::runner::{self, Notice, RunOptions};
 use batkube_scheduler::{Scheduler, SchedulerConfig, TieBreak};
 use fakeapi::{Change, Store};
@@ -66,6 +67,16 @@ async fn client_for(addr: std::net::SocketAddr) -> kube::Client {
 
 /// Starts fakeapi with `nodes` and `pods`, then the scheduler.
 async fn start(config: SchedulerConfig, nodes: Vec<Node>, pods: Vec<Pod>) -> Harness {
+    start_explained(config, nodes, pods, None).await
+}
+
+/// [`start`], the scheduler explaining its decisions when asked.
+async fn start_explained(
+    config: SchedulerConfig,
+    nodes: Vec<Node>,
+    pods: Vec<Pod>,
+    explain: Option<ExplainConfig>,
+) -> Harness {
     let store = Store::new();
     let changes = store.subscribe();
     for n in nodes {
@@ -80,7 +91,8 @@ async fn start(config: SchedulerConfig, nodes: Vec<Node>, pods: Vec<Pod>) -> Har
     let client = client_for(server.addr()).await;
     let (ntx, notices) = mpsc::unbounded_channel();
     let (stop, stop_rx) = oneshot::channel::<()>();
-    let sched = Scheduler::new(config, TieBreak::NodeName);
+    let mut sched = Scheduler::new(config, TieBreak::NodeName);
+    sched.set_explain(explain);
     tokio::spawn(runner::run(
         client,
         sched,
@@ -355,6 +367,109 @@ async fn most_allocated_packs_where_least_allocated_spreads() {
     let mut packed = placements(ScoringStrategy::MostAllocated).await;
     packed.dedup();
     assert_eq!(packed, vec!["node-0"]);
+}
+
+/// The annotations of a pod change, each value read as the JSON it holds
+/// (selected-node and our attempt number and message are plain strings).
+fn explained(c: &Change) -> Option<BTreeMap<String, Value>> {
+    let a = c.object["metadata"]["annotations"].as_object()?;
+    a.get(explain::FILTER_RESULT)?;
+    Some(
+        a.iter()
+            .map(|(k, v)| {
+                let s = v.as_str().unwrap();
+                let v = serde_json::from_str(s).unwrap_or_else(|_| json!(s));
+                (k.clone(), v)
+            })
+            .collect(),
+    )
+}
+
+/// `--explain`: a failed attempt is written on the pod (one patch), a
+/// successful one with the binding, in the kube-scheduler-simulator's keys
+/// and layout, and the history keeps both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explained_attempts_are_written_as_the_simulator_writes_them() {
+    let mut h = start_explained(
+        fast_backoff(SchedulerConfig::default()),
+        vec![node("node-0", "1")],
+        vec![pod("big", "2", 0)],
+        Some(ExplainConfig {
+            history_bytes: explain::SIMULATOR_HISTORY_BYTES,
+        }),
+    )
+    .await;
+    let want = "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod..";
+    let failed = loop {
+        let c = h.next_change().await;
+        if c.name == "big" {
+            if let Some(a) = explained(&c) {
+                break a;
+            }
+        }
+    };
+    assert_eq!(failed[explain::ATTEMPT], json!(1));
+    assert_eq!(failed[explain::MESSAGE], json!(want));
+    assert_eq!(failed[explain::SELECTED_NODE], json!(""));
+    assert_eq!(failed[explain::BIND_RESULT], json!({}));
+    // Filters stop at the first failure: InterPodAffinity (after
+    // NodeResourcesFit in the default profile) is not named.
+    assert_eq!(
+        failed[explain::FILTER_RESULT],
+        json!({"node-0": {"NodeAffinity": "passed", "NodeName": "passed",
+            "NodeResourcesFit": "Insufficient cpu", "NodeUnschedulable": "passed",
+            "TaintToleration": "passed"}})
+    );
+    assert_eq!(failed[explain::SCORE_RESULT], json!({}));
+    assert_eq!(failed[explain::POSTFILTER_RESULT], json!({"node-0": {}}));
+    assert_eq!(failed[explain::RESULT_HISTORY].as_array().unwrap().len(), 1);
+
+    // Two nodes that fit, seen at once: both are scored.
+    {
+        let _hold = h.store.hold();
+        h.store.create_node(node("node-big", "4")).unwrap();
+        h.store.create_node(node("node-huge", "8")).unwrap();
+    }
+    let c = loop {
+        let c = h.next_change().await;
+        if binding_of(&c).is_some() {
+            break c;
+        }
+    };
+    let (bound, node) = binding_of(&c).unwrap();
+    assert_eq!(bound, "big");
+    let ok = explained(&c).expect("the binding carries the explanation");
+    assert_eq!(ok[explain::SELECTED_NODE], json!(node));
+    assert_eq!(ok[explain::BIND_RESULT], json!({"DefaultBinder": "success"}));
+    // A binding adds annotations, it cannot remove one: success is an empty message.
+    assert_eq!(ok[explain::MESSAGE], json!(""));
+    let fin = &ok[explain::FINALSCORE_RESULT];
+    let raw = &ok[explain::SCORE_RESULT];
+    for n in ["node-big", "node-huge"] {
+        // Default weights: TaintToleration 3, NodeAffinity 2, the others 1.
+        assert_eq!(fin[n]["TaintToleration"], json!("300"), "{fin}");
+        assert_eq!(raw[n]["TaintToleration"], json!("0"), "{raw}");
+        assert_eq!(fin[n]["NodeResourcesFit"], raw[n]["NodeResourcesFit"]);
+    }
+    // LeastAllocated: 2 of 8 cpu leaves more than 2 of 4.
+    let fit = |n: &str| fin[n]["NodeResourcesFit"].as_str().unwrap().parse::<i64>().unwrap();
+    assert!(fit("node-huge") > fit("node-big"), "{fin}");
+    assert_eq!(node, "node-huge");
+    assert_eq!(ok[explain::FILTER_RESULT]["node-0"]["NodeResourcesFit"], json!("Insufficient cpu"));
+    // The retries before the nodes came saw what the first saw: not
+    // written again, they only count (the binding's attempt number jumps).
+    let history = ok[explain::RESULT_HISTORY].as_array().unwrap();
+    let n: u64 = ok[explain::ATTEMPT].as_u64().unwrap();
+    assert!(n >= 2, "{n}");
+    let numbers: Vec<u64> = history
+        .iter()
+        .map(|e| e[explain::ATTEMPT].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(numbers.first(), Some(&1));
+    assert_eq!(numbers.last(), Some(&n));
+    assert!(numbers.windows(2).all(|w| w[0] < w[1]), "{numbers:?}");
+    assert_eq!(history.last().unwrap()[explain::SELECTED_NODE], json!(node));
+    assert_eq!(history[0][explain::SELECTED_NODE], json!(""));
 }
 
 /// A high-priority pod evicts the lowest-priority pod only, then lands.
