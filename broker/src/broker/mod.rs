@@ -1225,6 +1225,15 @@ impl Broker {
                 self.retirable.push(i);
             }
         }
+        if self.cfg.gang == translate::GangStyle::Kueue
+            && ch.origin == Origin::Http
+            && ch.kind != EventType::Deleted
+            && ch.resource.group == "kueue.x-k8s.io"
+            && ch.resource.plural == "workloads"
+        {
+            self.kueue_workload_reason(&ch.object);
+            return Ok(0);
+        }
         if ch.origin != Origin::Http || ch.resource.plural != "pods" {
             return Ok(0);
         }
@@ -1299,7 +1308,13 @@ impl Broker {
                 // A scheduling failure written into the pod's status.
                 if let Some(conds) = ch.object["status"]["conditions"].as_array() {
                     for c in conds {
-                        if c["type"] == "PodScheduled" && c["status"] == "False" {
+                        // SchedulingGated is the API's, written when a
+                        // gated pod is created: no scheduling attempt, and
+                        // the gate holder's reason (Kueue's) says more.
+                        if c["type"] == "PodScheduled"
+                            && c["status"] == "False"
+                            && c["reason"] != "SchedulingGated"
+                        {
                             let msg = c["message"].as_str().unwrap_or("").to_string();
                             let old_msg = ch.old.as_ref().and_then(|o| {
                                 o["status"]["conditions"].as_array().and_then(|cs| {
@@ -1317,6 +1332,40 @@ impl Broker {
                     }
                 }
                 Ok(0)
+            }
+        }
+    }
+
+    /// Kueue writes why a workload waits into the Workload, not into its
+    /// pods (they keep the `kueue.x-k8s.io/admission` gate, which the
+    /// scheduler does not look past): the reason of a Workload's
+    /// `QuotaReserved=False` becomes its pods' `last_unschedulable_reason`
+    /// in pods.csv (`Kueue <reason>: <message>`), not counted as a
+    /// scheduling attempt. The pods are the Workload's owners.
+    fn kueue_workload_reason(&mut self, wl: &Value) {
+        let Some(c) = wl["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "QuotaReserved"))
+        else {
+            return;
+        };
+        if c["status"] != "False" {
+            return;
+        }
+        let why = format!(
+            "Kueue {}: {}",
+            c["reason"].as_str().unwrap_or(""),
+            c["message"].as_str().unwrap_or("")
+        );
+        for owner in wl["metadata"]["ownerReferences"].as_array().into_iter().flatten() {
+            if owner["kind"] != "Pod" {
+                continue;
+            }
+            let Some(&i) = owner["name"].as_str().and_then(|n| self.job_by_pod.get(n)) else {
+                continue;
+            };
+            if self.jobs[i].phase == Phase::Pending {
+                self.jobs[i].record.last_unschedulable_reason = Some(why.clone());
             }
         }
     }
