@@ -475,6 +475,8 @@ pub const KUEUE_ADMISSION_GATE: &str = "kueue.x-k8s.io/admission";
 /// Kueue's pod-group label (a gang) and its size annotation.
 pub const KUEUE_POD_GROUP_LABEL: &str = "kueue.x-k8s.io/pod-group-name";
 pub const KUEUE_GROUP_TOTAL_COUNT: &str = "kueue.x-k8s.io/pod-group-total-count";
+/// Kueue ends a pod group's workload when a pod of it fails, if "false".
+pub const KUEUE_RETRIABLE_IN_GROUP: &str = "kueue.x-k8s.io/retriable-in-group";
 
 /// What Kueue's pod webhook (`PodWebhook.Default`, sigs.k8s.io/kueue
 /// v0.17 `pkg/controller/jobs/pod`) writes on a pod that names a
@@ -566,6 +568,12 @@ pub fn pods_from_job(
                     // are the template's (kueue_admission).
                     labels.insert(KUEUE_POD_GROUP_LABEL.into(), group.clone());
                     annotations.insert(KUEUE_GROUP_TOTAL_COUNT.into(), n.to_string());
+                    // A Batsim job whose pods are killed (preempted) is over,
+                    // not re-run by new pods: without this Kueue keeps a
+                    // preempted group's workload waiting for replacement
+                    // pods (seen: re-admitted every 40 ms of simulated time,
+                    // for ever) and never releases the pods' finalizers.
+                    annotations.insert(KUEUE_RETRIABLE_IN_GROUP.into(), "false".into());
                 }
                 GangStyle::None => {}
             }
@@ -886,6 +894,7 @@ mod tests {
                         assert_eq!(labels["kueue.x-k8s.io/queue-name"], "q1");
                         assert_eq!(ann["kueue.x-k8s.io/pod-group-total-count"], "3");
                         assert_eq!(labels["kueue.x-k8s.io/managed"], "true");
+                        assert_eq!(ann["kueue.x-k8s.io/retriable-in-group"], "false");
                         assert_eq!(
                             m.finalizers.as_deref(),
                             Some(&["kueue.x-k8s.io/managed".to_string()][..])

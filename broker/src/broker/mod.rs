@@ -982,34 +982,7 @@ impl Broker {
             _ => ("Failed", "Error", 1),
         };
         let started = self.jobs[i].record.started.unwrap_or(now);
-        let status = PodStatus {
-            phase: Some(phase.into()),
-            reason: (phase == "Failed").then(|| reason.to_string()),
-            start_time: Some(to_time(started)),
-            conditions: Some(vec![
-                condition("PodScheduled", "True", None, started),
-                condition("Ready", "False", Some("PodCompleted"), now),
-            ]),
-            container_statuses: Some(vec![ContainerStatus {
-                name: "job".into(),
-                image: self.jobs[i].image.to_string(),
-                image_id: String::new(),
-                ready: false,
-                restart_count: 0,
-                state: Some(ContainerState {
-                    terminated: Some(ContainerStateTerminated {
-                        exit_code: code,
-                        reason: Some(reason.into()),
-                        started_at: Some(to_time(started)),
-                        finished_at: Some(to_time(now)),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        };
+        let status = terminal_status(phase, reason, code, started, now, &self.jobs[i].image);
         self.write_status(i, status, "final");
         let r = &self.jobs[i].record;
         self.gc
@@ -1194,6 +1167,45 @@ fn running_status(now: f64, image: &str) -> PodStatus {
     }
 }
 
+/// The status a kubelet writes when a pod's container has ended.
+fn terminal_status(
+    phase: &str,
+    reason: &str,
+    code: i32,
+    started: f64,
+    now: f64,
+    image: &str,
+) -> PodStatus {
+    PodStatus {
+        phase: Some(phase.into()),
+        reason: (phase == "Failed").then(|| reason.to_string()),
+        start_time: Some(to_time(started)),
+        conditions: Some(vec![
+            condition("PodScheduled", "True", None, started),
+            condition("Ready", "False", Some("PodCompleted"), now),
+        ]),
+        container_statuses: Some(vec![ContainerStatus {
+            name: "job".into(),
+            image: image.to_string(),
+            image_id: String::new(),
+            ready: false,
+            restart_count: 0,
+            state: Some(ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    exit_code: code,
+                    reason: Some(reason.into()),
+                    started_at: Some(to_time(started)),
+                    finished_at: Some(to_time(now)),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    }
+}
+
 fn condition(kind: &str, status: &str, reason: Option<&str>, at: f64) -> PodCondition {
     PodCondition {
         type_: kind.into(),
@@ -1245,54 +1257,44 @@ impl Broker {
             self.served.insert(self.jobs[i].scheduler.to_string());
         }
         let now = self.clock.now();
+        // A client's deletion of a pod with finalizers (Kueue's, on the pods
+        // it manages) only marks it: as for a deletion, its job ends now
+        // (a kubelet stops the containers of a terminating pod); the pod
+        // stays until its finalizers are gone, with the status a kubelet
+        // would write, which is what the finalizers' owner waits for.
+        let marked = ch.kind == EventType::Modified
+            && !ch.object["metadata"]["deletionTimestamp"].is_null()
+            && ch
+                .old
+                .as_ref()
+                .is_some_and(|o| o["metadata"]["deletionTimestamp"].is_null());
+        if marked {
+            let running = matches!(
+                self.jobs[i].phase,
+                Phase::Bound { .. } | Phase::Running { .. }
+            );
+            let started = self.jobs[i].record.started.unwrap_or(now);
+            self.pod_deleted(i, now, out);
+            if running {
+                let status =
+                    terminal_status("Failed", "Killed", 137, started, now, &self.jobs[i].image);
+                self.write_status(i, status, "killed");
+            }
+            return Ok(1);
+        }
         match ch.kind {
             EventType::Deleted => {
                 let r = &self.jobs[i].record;
                 self.gc.forget(&r.pod, SIM_EPOCH_SECS + r.created, false);
-                let job_id = self.jobs[i].record.job_id.clone();
-                let ends_gang = self.jobs[i].gang.is_some()
-                    && matches!(
-                        self.jobs[i].phase,
-                        Phase::Pending | Phase::Bound { .. } | Phase::Running { .. }
-                    );
-                match self.jobs[i].phase.clone() {
-                    Phase::Pending => {
-                        out.push(build::reject_job(&job_id));
-                        self.set_phase(i, Phase::Done);
-                        self.jobs[i].record.outcome = "REJECTED: pod deleted before binding".into();
-                    }
-                    Phase::Bound { node } | Phase::Running { node } => {
-                        // Preemption: the job is killed, its node freed now.
-                        if matches!(self.jobs[i].phase, Phase::Running { .. }) {
-                            out.push(build::kill_jobs([job_id.as_str()]));
-                        } else {
-                            self.cancel_start(i);
-                            if let Some(b) = self.jobs[i]
-                                .record
-                                .bound
-                                .filter(|_| self.jobs[i].gang.is_some())
-                            {
-                                self.partial_gang_node_seconds += now - b;
-                            }
-                            out.push(build::reject_job(&job_id));
-                        }
-                        self.set_phase(i, Phase::Done);
-                        self.jobs[i].record.finished = Some(now);
-                        self.jobs[i].record.outcome = "PREEMPTED".into();
-                        self.release(i, node);
-                    }
-                    Phase::Completing { node } => {
-                        self.set_phase(i, Phase::Done);
-                        self.jobs[i].record.finished = Some(now);
-                        self.release(i, node);
-                    }
-                    Phase::Done => {}
+                let was_marked = ch
+                    .old
+                    .as_ref()
+                    .is_some_and(|o| !o["metadata"]["deletionTimestamp"].is_null());
+                if was_marked && self.jobs[i].phase == Phase::Done {
+                    // Its deletion was seen when it was marked.
+                    return Ok(0);
                 }
-                if ends_gang {
-                    self.end_gang_with(i, "was deleted");
-                }
-                self.last_decision_at = now;
-                self.last_decision_wall = Instant::now();
+                self.pod_deleted(i, now, out);
                 Ok(1)
             }
             EventType::Modified | EventType::Added => {
@@ -1334,6 +1336,56 @@ impl Broker {
                 Ok(0)
             }
         }
+    }
+
+    /// A client deleted (or marked for deletion) job `i`'s pod: a pending
+    /// job is rejected, a bound or running one killed (preemption), its
+    /// node freed now, and the rest of its gang ended.
+    fn pod_deleted(&mut self, i: usize, now: f64, out: &mut Vec<EventData>) {
+        let job_id = self.jobs[i].record.job_id.clone();
+        let ends_gang = self.jobs[i].gang.is_some()
+            && matches!(
+                self.jobs[i].phase,
+                Phase::Pending | Phase::Bound { .. } | Phase::Running { .. }
+            );
+        match self.jobs[i].phase.clone() {
+            Phase::Pending => {
+                out.push(build::reject_job(&job_id));
+                self.set_phase(i, Phase::Done);
+                self.jobs[i].record.outcome = "REJECTED: pod deleted before binding".into();
+            }
+            Phase::Bound { node } | Phase::Running { node } => {
+                // Preemption: the job is killed, its node freed now.
+                if matches!(self.jobs[i].phase, Phase::Running { .. }) {
+                    out.push(build::kill_jobs([job_id.as_str()]));
+                } else {
+                    self.cancel_start(i);
+                    if let Some(b) = self.jobs[i]
+                        .record
+                        .bound
+                        .filter(|_| self.jobs[i].gang.is_some())
+                    {
+                        self.partial_gang_node_seconds += now - b;
+                    }
+                    out.push(build::reject_job(&job_id));
+                }
+                self.set_phase(i, Phase::Done);
+                self.jobs[i].record.finished = Some(now);
+                self.jobs[i].record.outcome = "PREEMPTED".into();
+                self.release(i, node);
+            }
+            Phase::Completing { node } => {
+                self.set_phase(i, Phase::Done);
+                self.jobs[i].record.finished = Some(now);
+                self.release(i, node);
+            }
+            Phase::Done => {}
+        }
+        if ends_gang {
+            self.end_gang_with(i, "was deleted");
+        }
+        self.last_decision_at = now;
+        self.last_decision_wall = Instant::now();
     }
 
     /// Kueue writes why a workload waits into the Workload, not into its
