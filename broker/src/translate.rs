@@ -923,20 +923,35 @@ mod tests {
         // Kueue runs a one-machine job as a plain pod, gated like a gang's
         // (what its webhook would write); a job without a queue is not
         // Kueue's.
-        let queued = job(json!({"id": "w0!10", "subtime": 0, "res": 1, "profile": "d", "queue": "q1"}));
+        let queued =
+            job(json!({"id": "w0!10", "subtime": 0, "res": 1, "profile": "d", "queue": "q1"}));
         let pods = pods_from_job("w0!10", &queued, Some(&p), t0(), GangStyle::Kueue).unwrap();
         let m = &pods[0].metadata;
         let labels = m.labels.as_ref().unwrap();
         assert_eq!(labels[KUEUE_QUEUE_LABEL], "q1");
         assert_eq!(labels[KUEUE_MANAGED], "true");
         assert!(!labels.contains_key(KUEUE_POD_GROUP_LABEL));
-        assert_eq!(m.finalizers.as_deref(), Some(&[KUEUE_MANAGED.to_string()][..]));
-        let gates = pods[0].spec.as_ref().unwrap().scheduling_gates.as_ref().unwrap();
+        assert_eq!(
+            m.finalizers.as_deref(),
+            Some(&[KUEUE_MANAGED.to_string()][..])
+        );
+        let gates = pods[0]
+            .spec
+            .as_ref()
+            .unwrap()
+            .scheduling_gates
+            .as_ref()
+            .unwrap();
         assert_eq!(gates[0].name, KUEUE_ADMISSION_GATE);
         let pods = pods_from_job("w0!8", &one, Some(&p), t0(), GangStyle::Kueue).unwrap();
         assert!(pods[0].metadata.finalizers.is_none());
         assert!(pods[0].spec.as_ref().unwrap().scheduling_gates.is_none());
-        assert!(!pods[0].metadata.labels.as_ref().unwrap().contains_key(KUEUE_MANAGED));
+        assert!(!pods[0]
+            .metadata
+            .labels
+            .as_ref()
+            .unwrap()
+            .contains_key(KUEUE_MANAGED));
         assert!(pods_from_job("w0!9", &zero, Some(&p), t0(), GangStyle::None).is_err());
     }
 

@@ -180,7 +180,10 @@ fn run(dir: &Path, w: &Path, scenario: &Path) -> (PathBuf, serde_json::Value) {
 /// cpu is within nominal + borrowing limit and the cohort's within the two
 /// nominal quotas; each gang's pods started (and ended) together. Returns
 /// the largest cpu a queue ran at once, per queue.
-fn check_quota_and_gangs(rows: &[PodRow], queue_of: &BTreeMap<String, &str>) -> BTreeMap<String, i64> {
+fn check_quota_and_gangs(
+    rows: &[PodRow],
+    queue_of: &BTreeMap<String, &str>,
+) -> BTreeMap<String, i64> {
     // (time, +/- cpu, queue): ends before starts at one instant.
     let mut steps: Vec<(f64, i64, &str)> = Vec::new();
     let mut by_job: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
@@ -210,10 +213,17 @@ fn check_quota_and_gangs(rows: &[PodRow], queue_of: &BTreeMap<String, &str>) -> 
             "at {t}: {q} runs {now}m cpu, over its nominal quota plus borrowing limit"
         );
         let total: i64 = running.values().sum();
-        assert!(total <= 2 * NOMINAL_M, "at {t}: the cohort runs {total}m cpu");
+        assert!(
+            total <= 2 * NOMINAL_M,
+            "at {t}: the cohort runs {total}m cpu"
+        );
     }
     for (job, times) in by_job {
-        assert_eq!(times.len(), 1, "{job}: its pods started or ended apart: {times:?}");
+        assert_eq!(
+            times.len(),
+            1,
+            "{job}: its pods started or ended apart: {times:?}"
+        );
     }
     peak
 }
@@ -235,15 +245,30 @@ fn kueue_manager_builds_with_its_crds() {
         let path = e.unwrap().path();
         let crd: serde_yaml::Value =
             serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        assert_eq!(crd["kind"], "CustomResourceDefinition", "{}", path.display());
+        assert_eq!(
+            crd["kind"],
+            "CustomResourceDefinition",
+            "{}",
+            path.display()
+        );
         assert_eq!(crd["spec"]["group"], "kueue.x-k8s.io");
         // Kueue reads and writes v1beta2; batkube converts by rewriting
         // apiVersion, so no conversion webhook may be asked for.
         assert!(crd["spec"]["conversion"].is_null(), "{}", path.display());
         kinds.insert(crd["spec"]["names"]["kind"].as_str().unwrap().to_string());
     }
-    for k in ["ClusterQueue", "LocalQueue", "ResourceFlavor", "Workload", "Cohort"] {
-        assert!(kinds.contains(k), "no {k} CRD in {}: {kinds:?}", crds.display());
+    for k in [
+        "ClusterQueue",
+        "LocalQueue",
+        "ResourceFlavor",
+        "Workload",
+        "Cohort",
+    ] {
+        assert!(
+            kinds.contains(k),
+            "no {k} CRD in {}: {kinds:?}",
+            crds.display()
+        );
     }
 }
 
@@ -265,14 +290,18 @@ fn kueue_admits_two_queues_within_their_quotas_and_borrows() {
         })
         .collect();
     let w = workload(dir.path(), &jobs);
-    let shipped = std::fs::read_to_string(root().join("schedulers/kueue/kueue-queues.yaml")).unwrap();
+    let shipped =
+        std::fs::read_to_string(root().join("schedulers/kueue/kueue-queues.yaml")).unwrap();
     assert_eq!(shipped.matches("reclaimWithinCohort: Any").count(), 2);
     let scenario = dir.path().join("queues.yaml");
     std::fs::write(
         &scenario,
         shipped
             .replace("reclaimWithinCohort: Any", "reclaimWithinCohort: Never")
-            .replace("withinClusterQueue: LowerPriority", "withinClusterQueue: Never"),
+            .replace(
+                "withinClusterQueue: LowerPriority",
+                "withinClusterQueue: Never",
+            ),
     )
     .unwrap();
     let (out, s) = run(dir.path(), &w, &scenario);
@@ -293,7 +322,9 @@ fn kueue_admits_two_queues_within_their_quotas_and_borrows() {
         "no pod shows Kueue's reason for waiting"
     );
     assert!(
-        waited.iter().any(|r| r.reason.contains("insufficient unused quota")),
+        waited
+            .iter()
+            .any(|r| r.reason.contains("insufficient unused quota")),
         "{}",
         waited[0].reason
     );
@@ -325,7 +356,11 @@ fn kueue_reclaims_lent_quota_by_preempting_a_whole_gang() {
         });
     }
     let w = workload(dir.path(), &jobs);
-    let (out, s) = run(dir.path(), &w, &root().join("schedulers/kueue/kueue-queues.yaml"));
+    let (out, s) = run(
+        dir.path(),
+        &w,
+        &root().join("schedulers/kueue/kueue-queues.yaml"),
+    );
     let rows = pods(&out);
     check_quota_and_gangs(&rows, &queues_of(&jobs));
     let outcome = |job: &str| -> BTreeSet<String> {
@@ -338,13 +373,31 @@ fn kueue_reclaims_lent_quota_by_preempting_a_whole_gang() {
         .map(|i| format!("w0!{i}"))
         .filter(|j| !outcome(j).contains("COMPLETED_SUCCESSFULLY"))
         .collect();
-    assert_eq!(preempted.len(), 1, "team-a's jobs: {:?}", (1..=3).map(|i| outcome(&format!("w0!{i}"))).collect::<Vec<_>>());
+    assert_eq!(
+        preempted.len(),
+        1,
+        "team-a's jobs: {:?}",
+        (1..=3)
+            .map(|i| outcome(&format!("w0!{i}")))
+            .collect::<Vec<_>>()
+    );
     let killed = outcome(&preempted[0]);
     assert!(killed.contains("PREEMPTED"), "{killed:?}");
     // Killed at the reclaim, not later: all four pods ended at 20 s.
     for r in rows.iter().filter(|r| r.job == preempted[0]) {
         assert_eq!(r.finished, Some(20.0), "{}: {}", r.job, r.outcome);
     }
+    // Kueue drops the preempted group's Workload's finalizer once its pods
+    // are gone and leaves the deletion to the garbage collector (the pods
+    // own it); left behind, it would be queued again with no pod to run.
+    let timeline = std::fs::read_to_string(out.join("timeline.csv")).unwrap();
+    let workload = preempted[0].replace('!', "-");
+    assert!(
+        timeline.lines().any(|l| l.contains(&format!(
+            "garbage-collector,delete,Workload,default,{workload},"
+        ))),
+        "the Workload {workload} of the preempted gang was not collected"
+    );
     for j in ["w0!4", "w0!5"] {
         assert_eq!(
             outcome(j),

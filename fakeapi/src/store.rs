@@ -2090,7 +2090,10 @@ fn default_pod(obj: &mut Value) {
 /// (`kubernetes.io/metadata.name`, its name): namespace selectors, such as
 /// Kueue's `managedJobsNamespaceSelector`, select on it.
 fn label_namespace(obj: &mut Value, name: &str) {
-    if !obj.pointer("/metadata/labels").is_some_and(Value::is_object) {
+    if !obj
+        .pointer("/metadata/labels")
+        .is_some_and(Value::is_object)
+    {
         obj["metadata"]["labels"] = json!({});
     }
     obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
@@ -2104,11 +2107,17 @@ mod tests {
     fn namespaces_carry_their_name_label_and_gated_pods_say_why_they_wait() {
         let s = Store::new();
         let ns = s.get("namespaces", None, "default").unwrap();
-        assert_eq!(ns["metadata"]["labels"]["kubernetes.io/metadata.name"], "default");
+        assert_eq!(
+            ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "default"
+        );
         let mut upd = ns.clone();
         upd["metadata"]["labels"] = json!({"team": "a"});
         let upd = s.update("namespaces", None, upd).unwrap();
-        assert_eq!(upd["metadata"]["labels"]["kubernetes.io/metadata.name"], "default");
+        assert_eq!(
+            upd["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "default"
+        );
         assert_eq!(upd["metadata"]["labels"]["team"], "a");
 
         let gated = s

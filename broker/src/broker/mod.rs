@@ -20,6 +20,7 @@
 mod jobs;
 pub mod kubelet;
 pub mod lifecycle;
+pub mod owners;
 pub mod podgc;
 pub mod record;
 pub mod sync;
@@ -276,6 +277,8 @@ pub struct Broker {
     /// Images and scheduler names, one copy each.
     names: BTreeSet<Arc<str>>,
     gc: PodGc,
+    /// kube-controller-manager's garbage collector (ownerReferences).
+    owners: owners::OwnerGc,
     overcommits: u64,
     no_more_static: bool,
     last_decision_at: f64,
@@ -363,6 +366,7 @@ impl Broker {
             retirable: Vec::new(),
             names: BTreeSet::new(),
             gc,
+            owners: owners::OwnerGc::default(),
             overcommits: 0,
             no_more_static: false,
             last_decision_at: 0.0,
@@ -1228,6 +1232,21 @@ impl Broker {
 
     /// Reads one change made through the API; returns 1 for a decision.
     fn on_change(&mut self, ch: Change, out: &mut Vec<EventData>) -> anyhow::Result<usize> {
+        for d in self.owners.observe(&ch) {
+            let ns = (!d.namespace.is_empty()).then_some(d.namespace.as_str());
+            match self.store.delete(&d.resource, ns, &d.name) {
+                Ok(_) => self.timeline.push(
+                    self.clock.now(),
+                    "garbage-collector",
+                    "delete",
+                    d.kind,
+                    d.namespace,
+                    d.name,
+                    "its owners are gone".to_string(),
+                ),
+                Err(e) => tracing::debug!(object = %d.name, error = %e, "dependent not collected"),
+            }
+        }
         if ch.origin == Origin::Http {
             self.timeline.http_change(self.clock.now(), &ch);
         }
@@ -1409,7 +1428,11 @@ impl Broker {
             c["reason"].as_str().unwrap_or(""),
             c["message"].as_str().unwrap_or("")
         );
-        for owner in wl["metadata"]["ownerReferences"].as_array().into_iter().flatten() {
+        for owner in wl["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             if owner["kind"] != "Pod" {
                 continue;
             }
