@@ -276,12 +276,13 @@ fn kueue_manager_builds_with_its_crds() {
 /// `withinClusterQueue` set to Never): a generated workload of 20 jobs on
 /// 1 to 6 machines, 60 % for team-a, all complete; team-a borrows (runs
 /// over its nominal 8 cpu) but never over 12; jobs wait for quota with
-/// Kueue's reason in pods.csv.
+/// Kueue's reason in pods.csv. A 21st job names a LocalQueue that does
+/// not exist: Kueue says so, and the broker rejects it at the end.
 #[test]
 fn kueue_admits_two_queues_within_their_quotas_and_borrows() {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = SplitMix64::new(27);
-    let jobs: Vec<JobSpec> = (0..20)
+    let mut jobs: Vec<JobSpec> = (0..20)
         .map(|i| JobSpec {
             subtime: (i * 4) as f64,
             res: *rng.pick(&[1, 1, 2, 3, 4, 6]),
@@ -289,6 +290,12 @@ fn kueue_admits_two_queues_within_their_quotas_and_borrows() {
             queue: if rng.chance(0.6) { "team-a" } else { "team-b" },
         })
         .collect();
+    jobs.push(JobSpec {
+        subtime: 10.0,
+        res: 2,
+        delay: 30,
+        queue: "nope",
+    });
     let w = workload(dir.path(), &jobs);
     let shipped =
         std::fs::read_to_string(root().join("schedulers/kueue/kueue-queues.yaml")).unwrap();
@@ -306,8 +313,16 @@ fn kueue_admits_two_queues_within_their_quotas_and_borrows() {
     .unwrap();
     let (out, s) = run(dir.path(), &w, &scenario);
     assert_eq!(s["jobs_succeeded"], 20, "{s}");
+    assert_eq!(s["jobs_rejected"], 1, "{s}");
     assert_eq!(s["overcommit_count"], 0);
     let rows = pods(&out);
+    for r in rows.iter().filter(|r| r.job == "w0!21") {
+        assert_eq!(
+            r.reason,
+            "Kueue Inadmissible: LocalQueue nope doesn't exist"
+        );
+        assert!(r.outcome.starts_with("REJECTED"), "{}", r.outcome);
+    }
     let peak = check_quota_and_gangs(&rows, &queues_of(&jobs));
     assert!(
         peak["team-a"] > NOMINAL_M,
