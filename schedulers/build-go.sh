@@ -11,6 +11,9 @@
 #                                Volcano's CRDs into OUT_DIR/crds/volcano/
 #   vc-controller-manager        Volcano's controller manager, unmodified
 #                                (volcano.sh/volcano/cmd/controller-manager); same CRDs
+#   kueue-manager                Kueue's controller manager (sigs.k8s.io/kueue/cmd/kueue,
+#                                schedulers/kueue); also copies Kueue's CRDs from the
+#                                module cache into OUT_DIR/crds/kueue/
 #
 # Usage: schedulers/build-go.sh [--check] [OUT_DIR] [PROGRAM...]
 #   PROGRAM   one of the names above (default: all of them)
@@ -37,6 +40,7 @@ declare -A module=(
 	[kube-scheduler-coscheduling]=coscheduling
 	[vc-scheduler]=volcano
 	[vc-controller-manager]=volcano
+	[kueue-manager]=kueue
 )
 # program -> the package built, when it is not the module's own main package
 # (Volcano's programs are built from the published module as they are).
@@ -44,7 +48,7 @@ declare -A package=(
 	[vc-scheduler]=volcano.sh/volcano/cmd/scheduler
 	[vc-controller-manager]=volcano.sh/volcano/cmd/controller-manager
 )
-all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-coscheduling vc-scheduler vc-controller-manager)
+all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-coscheduling vc-scheduler vc-controller-manager kueue-manager)
 
 check=0
 out=""
@@ -63,7 +67,7 @@ for arg in "$@"; do
 	*)
 		if [[ -n "${module[$arg]+x}" ]]; then
 			wanted+=("$arg")
-		elif [[ $arg == kube-scheduler* || $arg == vc-* ]]; then
+		elif [[ $arg == kube-scheduler* || $arg == vc-* || $arg == kueue* ]]; then
 			# A misspelt program, not a directory to create.
 			echo "build-go.sh: unknown program $arg (${all[*]})" >&2
 			exit 2
@@ -148,8 +152,51 @@ volcano_crds() {
 	echo "build-go.sh: CRDs (volcano.sh/volcano $(modversion volcano.sh/volcano)) -> $dest" >&2
 }
 
+# Copies Kueue's CRDs (the generated config/components/crd/bases/, without
+# the kustomize patches that add conversion webhooks: batkube serves every
+# version with the `None` conversion) into $out/crds/kueue/.
+kueue_crds() {
+	local dir dest n=0
+	dir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)/config/components/crd/bases
+	dest="$out/crds/kueue"
+	if ! compgen -G "$dir/kueue.x-k8s.io_*.yaml" >/dev/null; then
+		echo "build-go.sh: no kueue.x-k8s.io_*.yaml in $dir (has the module's layout changed?)" >&2
+		exit 1
+	fi
+	rm -rf "$dest"
+	mkdir -p "$dest"
+	for crd in "$dir"/kueue.x-k8s.io_*.yaml; do
+		install -m 0644 "$crd" "$dest/"
+		n=$((n + 1))
+	done
+	echo "build-go.sh: $n CRDs (sigs.k8s.io/kueue $(modversion sigs.k8s.io/kueue)) -> $dest" >&2
+}
+
+# Kueue's controller manager: its own main package, built from the module
+# cache (go.mod's `tool` line), stamped as Kueue's Makefile stamps it.
+build_kueue() {
+	local kver ldflags
+	kver=$(modversion sigs.k8s.io/kueue)
+	ldflags="-X sigs.k8s.io/kueue/pkg/version.GitVersion=$kver"
+	ldflags+=" -X sigs.k8s.io/kueue/pkg/version.GitCommit=module-$kver"
+	if [[ "${DBG:-0}" != 1 ]]; then
+		ldflags+=" -s -w"
+	fi
+	echo "build-go.sh: kueue-manager (sigs.k8s.io/kueue $kver) -> $out/kueue-manager" >&2
+	go build -trimpath -buildvcs=false -ldflags="$ldflags" -o "$out/kueue-manager" sigs.k8s.io/kueue/cmd/kueue
+	kueue_crds
+	if [[ $check == 1 ]]; then
+		# Only the module's own packages: Kueue's tests are upstream's.
+		go vet -trimpath sigs.k8s.io/kueue/cmd/kueue
+	fi
+}
+
 for bin in "${wanted[@]}"; do
 	cd "$here/${module[$bin]}"
+	if [[ $bin == kueue-manager ]]; then
+		build_kueue
+		continue
+	fi
 	# The Kubernetes version this module pins, for `--version` and the
 	# User-Agent (unstamped, upstream code says v0.0.0-master).
 	kver=$(modversion k8s.io/kubernetes)

@@ -404,7 +404,9 @@ pub struct RunArgs {
     /// How a parallel job's gang of pods is written for the scheduler:
     /// coscheduling (a scheduling.x-k8s.io PodGroup, kubernetes-sigs/
     /// scheduler-plugins), volcano (a scheduling.volcano.sh PodGroup),
-    /// kueue (Kueue's pod-group labels), none (plain pods). Every gang's
+    /// kueue (Kueue's pod-group labels; pods of a job with a queue also
+    /// get what Kueue's pod webhook writes: labels, finalizer, admission
+    /// gate), none (plain pods). Every gang's
     /// pods carry a required anti-affinity on kubernetes.io/hostname.
     #[arg(long = "gang", value_enum, default_value_t = crate::translate::GangStyle::Coscheduling)]
     pub gang: crate::translate::GangStyle,

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Pod,
-    PodAffinityTerm, PodAntiAffinity, PodSpec, ResourceRequirements,
+    PodAffinityTerm, PodAntiAffinity, PodSchedulingGate, PodSpec, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
@@ -468,6 +468,52 @@ pub fn group_object(
     }
 }
 
+/// Kueue's LocalQueue label on a job's pods (the job's `queue`).
+pub const KUEUE_QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
+/// Kueue's label (and finalizer) on the pods it manages.
+pub const KUEUE_MANAGED: &str = "kueue.x-k8s.io/managed";
+/// The scheduling gate Kueue removes when it admits a pod's workload.
+pub const KUEUE_ADMISSION_GATE: &str = "kueue.x-k8s.io/admission";
+/// Kueue's pod-group label (a gang) and its size annotation.
+pub const KUEUE_POD_GROUP_LABEL: &str = "kueue.x-k8s.io/pod-group-name";
+pub const KUEUE_GROUP_TOTAL_COUNT: &str = "kueue.x-k8s.io/pod-group-total-count";
+/// Kueue ends a pod group's workload when a pod of it fails, if "false".
+pub const KUEUE_RETRIABLE_IN_GROUP: &str = "kueue.x-k8s.io/retriable-in-group";
+
+/// What Kueue's pod webhook (`PodWebhook.Default`, sigs.k8s.io/kueue
+/// v0.17 `pkg/controller/jobs/pod`) writes on a pod that names a
+/// LocalQueue, written here because batkube runs Kueue without its
+/// webhooks: the queue label, the `kueue.x-k8s.io/managed` label (Kueue's
+/// pod reconciler skips pods without it), the finalizer of the same name
+/// (Kueue removes it once the workload is finished, so a pod stays in the
+/// API until then) and the `kueue.x-k8s.io/admission` scheduling gate (the
+/// scheduler leaves the pod alone until Kueue admits its workload and
+/// removes the gate). Not written: the `kueue.x-k8s.io/role-hash`
+/// annotation, which Kueue computes from the spec when absent (the same
+/// for every pod of a gang, as long as admission does not change the
+/// spec's nodeSelector: use ResourceFlavors without nodeLabels). A job
+/// without a queue is left alone, as the webhook leaves it (with
+/// `manageJobsWithoutQueueName` off, Kueue's default).
+fn kueue_admission(pod: &mut Pod, queue: Option<&str>) {
+    let Some(q) = queue.filter(|q| !q.is_empty()) else {
+        return;
+    };
+    let m = &mut pod.metadata;
+    let labels = m.labels.get_or_insert_with(BTreeMap::new);
+    labels.insert(KUEUE_QUEUE_LABEL.into(), q.to_string());
+    labels.insert(KUEUE_MANAGED.into(), "true".into());
+    m.finalizers
+        .get_or_insert_with(Vec::new)
+        .push(KUEUE_MANAGED.into());
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.scheduling_gates
+            .get_or_insert_with(Vec::new)
+            .push(PodSchedulingGate {
+                name: KUEUE_ADMISSION_GATE.into(),
+            });
+    }
+}
+
 /// The queue a job names (`queue`, in the job or its profile).
 pub fn job_queue<'a>(job: &'a Job, profile: Option<&'a Value>) -> Option<&'a str> {
     field(job, profile, "queue").and_then(Value::as_str)
@@ -520,6 +566,9 @@ pub fn pods_from_job(
             .get_or_insert_with(BTreeMap::new)
             .insert("scheduling.volcano.sh/queue-name".into(), q.to_string());
     }
+    if style == GangStyle::Kueue {
+        kueue_admission(&mut pod, queue);
+    }
     if n == 1 {
         return Ok(vec![pod]);
     }
@@ -549,12 +598,16 @@ pub fn pods_from_job(
                     annotations.insert("scheduling.k8s.io/group-name".into(), group.clone());
                 }
                 GangStyle::Kueue => {
-                    labels.insert("kueue.x-k8s.io/pod-group-name".into(), group.clone());
-                    if let Some(q) = queue {
-                        labels.insert("kueue.x-k8s.io/queue-name".into(), q.to_string());
-                    }
-                    annotations
-                        .insert("kueue.x-k8s.io/pod-group-total-count".into(), n.to_string());
+                    // The queue label, managed label, finalizer and gate
+                    // are the template's (kueue_admission).
+                    labels.insert(KUEUE_POD_GROUP_LABEL.into(), group.clone());
+                    annotations.insert(KUEUE_GROUP_TOTAL_COUNT.into(), n.to_string());
+                    // A Batsim job whose pods are killed (preempted) is over,
+                    // not re-run by new pods: without this Kueue keeps a
+                    // preempted group's workload waiting for replacement
+                    // pods (seen: re-admitted every 40 ms of simulated time,
+                    // for ever) and never releases the pods' finalizers.
+                    annotations.insert(KUEUE_RETRIABLE_IN_GROUP.into(), "false".into());
                 }
                 GangStyle::None => {}
             }
@@ -877,6 +930,14 @@ mod tests {
                         assert_eq!(labels["kueue.x-k8s.io/pod-group-name"], "w0-7");
                         assert_eq!(labels["kueue.x-k8s.io/queue-name"], "q1");
                         assert_eq!(ann["kueue.x-k8s.io/pod-group-total-count"], "3");
+                        assert_eq!(labels["kueue.x-k8s.io/managed"], "true");
+                        assert_eq!(ann["kueue.x-k8s.io/retriable-in-group"], "false");
+                        assert_eq!(
+                            m.finalizers.as_deref(),
+                            Some(&["kueue.x-k8s.io/managed".to_string()][..])
+                        );
+                        let gates = pod.spec.as_ref().unwrap().scheduling_gates.as_ref();
+                        assert_eq!(gates.unwrap()[0].name, "kueue.x-k8s.io/admission");
                     }
                     GangStyle::None => {}
                 }
@@ -947,6 +1008,44 @@ mod tests {
             .as_ref()
             .unwrap()
             .contains_key("scheduling.volcano.sh/queue-name"));
+    }
+
+    #[test]
+    fn kueue_pods_carry_what_its_webhook_writes() {
+        let p = json!({"type": "delay", "delay": 5, "cpu": "1"});
+        let one = job(json!({"id": "w0!8", "subtime": 0, "res": 1, "profile": "d"}));
+        // Kueue runs a one-machine job as a plain pod, gated like a gang's
+        // (what its webhook would write); a job without a queue is not
+        // Kueue's.
+        let queued =
+            job(json!({"id": "w0!10", "subtime": 0, "res": 1, "profile": "d", "queue": "q1"}));
+        let pods = pods_from_job("w0!10", &queued, Some(&p), t0(), GangStyle::Kueue, None).unwrap();
+        let m = &pods[0].metadata;
+        let labels = m.labels.as_ref().unwrap();
+        assert_eq!(labels[KUEUE_QUEUE_LABEL], "q1");
+        assert_eq!(labels[KUEUE_MANAGED], "true");
+        assert!(!labels.contains_key(KUEUE_POD_GROUP_LABEL));
+        assert_eq!(
+            m.finalizers.as_deref(),
+            Some(&[KUEUE_MANAGED.to_string()][..])
+        );
+        let gates = pods[0]
+            .spec
+            .as_ref()
+            .unwrap()
+            .scheduling_gates
+            .as_ref()
+            .unwrap();
+        assert_eq!(gates[0].name, KUEUE_ADMISSION_GATE);
+        let pods = pods_from_job("w0!8", &one, Some(&p), t0(), GangStyle::Kueue, None).unwrap();
+        assert!(pods[0].metadata.finalizers.is_none());
+        assert!(pods[0].spec.as_ref().unwrap().scheduling_gates.is_none());
+        assert!(!pods[0]
+            .metadata
+            .labels
+            .as_ref()
+            .unwrap()
+            .contains_key(KUEUE_MANAGED));
     }
 
     #[test]

@@ -308,7 +308,10 @@ fn an_explained_runs_decisions_are_recorded_and_in_its_page() {
             None => assert_eq!(n, 1, "{l}"),
             Some(before) => assert!(n > before["attempt"].as_u64().unwrap(), "{l}"),
         }
-        assert!(l["filter"].as_object().is_some_and(|f| !f.is_empty()), "{l}");
+        assert!(
+            l["filter"].as_object().is_some_and(|f| !f.is_empty()),
+            "{l}"
+        );
         last.insert(pod, l);
     }
     for p in &pods {
@@ -317,7 +320,11 @@ fn an_explained_runs_decisions_are_recorded_and_in_its_page() {
         assert_eq!(l["reason"], Value::Null);
         // pods.csv counts the attempts whose PodScheduled condition changed
         // (the scheduler skips an unchanged one), the trail every attempt.
-        assert!(count[p["pod"].as_str()] >= p["attempts"].parse::<u64>().unwrap(), "{}", p["pod"]);
+        assert!(
+            count[p["pod"].as_str()] >= p["attempts"].parse::<u64>().unwrap(),
+            "{}",
+            p["pod"]
+        );
         // The node chosen passed every filter and had the best total.
         let fin = l["finalscore"].as_object().unwrap();
         if !fin.is_empty() {
@@ -337,7 +344,10 @@ fn an_explained_runs_decisions_are_recorded_and_in_its_page() {
     assert!(failed > 100, "{failed} failed attempts");
     let some_failure = lines.iter().find(|l| l["node"].is_null()).unwrap();
     assert!(
-        some_failure["reason"].as_str().unwrap().contains("Insufficient cpu"),
+        some_failure["reason"]
+            .as_str()
+            .unwrap()
+            .contains("Insufficient cpu"),
         "{some_failure}"
     );
     let page = Page::read(&r.burst.join("report.html"));
@@ -755,16 +765,37 @@ fn the_pages_render_and_answer_in_chromium() {
             let heads = trail["heads"].as_array().unwrap();
             let node = pick["node"].as_str().unwrap();
             assert!(
-                heads.last().unwrap().as_str().unwrap().ends_with(&format!("bound to {node}")),
+                heads
+                    .last()
+                    .unwrap()
+                    .as_str()
+                    .unwrap()
+                    .ends_with(&format!("bound to {node}")),
                 "{trail}"
             );
-            assert!(heads[0].as_str().unwrap().contains("not scheduled: 0/16 nodes are available"), "{trail}");
-            assert!(trail["chosen"].as_str().unwrap().starts_with(node), "{trail}");
             assert!(
-                trail["refused"].as_array().unwrap().iter().any(|r| r.as_str().unwrap().contains("NodeResourcesFit: Insufficient cpu")),
+                heads[0]
+                    .as_str()
+                    .unwrap()
+                    .contains("not scheduled: 0/16 nodes are available"),
                 "{trail}"
             );
-            assert_eq!(trail["cell"], json!(format!("{} attempts", pick["last"])), "{trail}");
+            assert!(
+                trail["chosen"].as_str().unwrap().starts_with(node),
+                "{trail}"
+            );
+            assert!(
+                trail["refused"].as_array().unwrap().iter().any(|r| r
+                    .as_str()
+                    .unwrap()
+                    .contains("NodeResourcesFit: Insufficient cpu")),
+                "{trail}"
+            );
+            assert_eq!(
+                trail["cell"],
+                json!(format!("{} attempts", pick["last"])),
+                "{trail}"
+            );
             browser.screenshot(&shots.join("burst-trail.png"));
             browser.run(
                 "var f = document.getElementById('pod-filter');

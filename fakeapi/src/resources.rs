@@ -325,6 +325,19 @@ pub static RESOURCES: &[ResourceInfo] = &[
         &["pc"],
         &[],
     ),
+    // Read by Kueue (a pod's overhead comes from its RuntimeClass): its
+    // controllers wait for their RuntimeClass cache to sync.
+    row(
+        "node.k8s.io",
+        "v1",
+        "RuntimeClass",
+        "runtimeclasses",
+        "runtimeclass",
+        CLUSTER,
+        &[],
+        &[],
+        &[],
+    ),
     row(
         "storage.k8s.io",
         "v1",

@@ -1153,8 +1153,11 @@ impl Store {
         m.remove("managedFields");
         match (info.group, info.kind) {
             ("", "Pod") => default_pod(obj),
-            ("", "Namespace") if obj.pointer("/status/phase").is_none() => {
-                obj["status"] = json!({"phase": "Active"});
+            ("", "Namespace") => {
+                if obj.pointer("/status/phase").is_none() {
+                    obj["status"] = json!({"phase": "Active"});
+                }
+                label_namespace(obj, &name);
             }
             _ => {}
         }
@@ -1543,6 +1546,9 @@ impl Store {
             }
             m.insert("resourceVersion".into(), json!(old.rv.to_string()));
             m.remove("managedFields");
+        }
+        if (info.group, info.kind) == ("", "Namespace") {
+            label_namespace(&mut obj, &key.1);
         }
         self.admit(served, &mut obj, Some(old_v), origin)?;
         if obj == *old_v {
@@ -2107,13 +2113,87 @@ fn default_pod(obj: &mut Value) {
     if !obj.get("status").is_some_and(Value::is_object) {
         obj["status"] = json!({});
     }
+    let gated = obj
+        .pointer("/spec/schedulingGates")
+        .and_then(Value::as_array)
+        .is_some_and(|g| !g.is_empty());
     let status = obj["status"].as_object_mut().expect("status is an object");
     status.entry("phase").or_insert(json!("Pending"));
+    // As kube-apiserver's pod strategy: a pod created with scheduling gates
+    // says why it waits (controllers such as Kueue gate pods until they
+    // admit them; the scheduler leaves gated pods alone).
+    if gated {
+        let conditions = status.entry("conditions").or_insert(json!([]));
+        if let Some(cs) = conditions.as_array_mut() {
+            if !cs.iter().any(|c| c["type"] == "PodScheduled") {
+                cs.push(json!({
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "SchedulingGated",
+                    "message": "Scheduling is blocked due to non-empty scheduling gates",
+                    "lastProbeTime": null,
+                    "lastTransitionTime": null,
+                }));
+            }
+        }
+    }
+}
+
+/// The label the real API server keeps on every namespace
+/// (`kubernetes.io/metadata.name`, its name): namespace selectors, such as
+/// Kueue's `managedJobsNamespaceSelector`, select on it.
+fn label_namespace(obj: &mut Value, name: &str) {
+    if !obj
+        .pointer("/metadata/labels")
+        .is_some_and(Value::is_object)
+    {
+        obj["metadata"]["labels"] = json!({});
+    }
+    obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn namespaces_carry_their_name_label_and_gated_pods_say_why_they_wait() {
+        let s = Store::new();
+        let ns = s.get("namespaces", None, "default").unwrap();
+        assert_eq!(
+            ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "default"
+        );
+        let mut upd = ns.clone();
+        upd["metadata"]["labels"] = json!({"team": "a"});
+        let upd = s.update("namespaces", None, upd).unwrap();
+        assert_eq!(
+            upd["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "default"
+        );
+        assert_eq!(upd["metadata"]["labels"]["team"], "a");
+
+        let gated = s
+            .create(
+                "pods",
+                Some("default"),
+                json!({"metadata": {"name": "g"}, "spec": {"containers": [],
+                    "schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]}}),
+            )
+            .unwrap();
+        let c = &gated["status"]["conditions"][0];
+        assert_eq!(c["type"], "PodScheduled");
+        assert_eq!(c["status"], "False");
+        assert_eq!(c["reason"], "SchedulingGated");
+        let plain = s
+            .create(
+                "pods",
+                Some("default"),
+                json!({"metadata": {"name": "p"}, "spec": {"containers": []}}),
+            )
+            .unwrap();
+        assert!(plain["status"].get("conditions").is_none());
+    }
 
     #[test]
     fn create_get_update_conflict_delete() {

@@ -49,10 +49,7 @@ pub struct DecisionLog {
 }
 
 fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.get("metadata")?
-        .get("annotations")?
-        .get(key)?
-        .as_str()
+    obj.get("metadata")?.get("annotations")?.get(key)?.as_str()
 }
 
 /// What tells one attempt from the next on the same pod.
@@ -209,13 +206,22 @@ mod tests {
         log.flush().unwrap();
         assert_eq!(log.lines(), 2);
         let text = std::fs::read_to_string(&path).unwrap();
-        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0]["time"], json!(2.0));
         assert_eq!(lines[0]["attempt"], json!(1));
         assert_eq!(lines[0]["node"], Value::Null);
-        assert_eq!(lines[0]["reason"], json!("0/2 nodes are available: 1 Insufficient cpu."));
-        assert_eq!(lines[0]["filter"]["n1"]["NodeResourcesFit"], json!("Insufficient cpu"));
+        assert_eq!(
+            lines[0]["reason"],
+            json!("0/2 nodes are available: 1 Insufficient cpu.")
+        );
+        assert_eq!(
+            lines[0]["filter"]["n1"]["NodeResourcesFit"],
+            json!("Insufficient cpu")
+        );
         assert_eq!(lines[0]["postfilter"], json!("not json"));
         assert_eq!(lines[1]["node"], json!("n2"));
         assert_eq!(lines[1]["reason"], Value::Null);

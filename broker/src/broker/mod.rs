@@ -1043,34 +1043,7 @@ impl Broker {
             _ => ("Failed", "Error", 1),
         };
         let started = self.jobs[i].record.started.unwrap_or(now);
-        let status = PodStatus {
-            phase: Some(phase.into()),
-            reason: (phase == "Failed").then(|| reason.to_string()),
-            start_time: Some(to_time(started)),
-            conditions: Some(vec![
-                condition("PodScheduled", "True", None, started),
-                condition("Ready", "False", Some("PodCompleted"), now),
-            ]),
-            container_statuses: Some(vec![ContainerStatus {
-                name: "job".into(),
-                image: self.jobs[i].image.to_string(),
-                image_id: String::new(),
-                ready: false,
-                restart_count: 0,
-                state: Some(ContainerState {
-                    terminated: Some(ContainerStateTerminated {
-                        exit_code: code,
-                        reason: Some(reason.into()),
-                        started_at: Some(to_time(started)),
-                        finished_at: Some(to_time(now)),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        };
+        let status = terminal_status(phase, reason, code, started, now, &self.jobs[i].image);
         self.write_status(i, status, "final");
         let r = &self.jobs[i].record;
         self.gc
@@ -1256,6 +1229,45 @@ fn running_status(now: f64, image: &str) -> PodStatus {
     }
 }
 
+/// The status a kubelet writes when a pod's container has ended.
+fn terminal_status(
+    phase: &str,
+    reason: &str,
+    code: i32,
+    started: f64,
+    now: f64,
+    image: &str,
+) -> PodStatus {
+    PodStatus {
+        phase: Some(phase.into()),
+        reason: (phase == "Failed").then(|| reason.to_string()),
+        start_time: Some(to_time(started)),
+        conditions: Some(vec![
+            condition("PodScheduled", "True", None, started),
+            condition("Ready", "False", Some("PodCompleted"), now),
+        ]),
+        container_statuses: Some(vec![ContainerStatus {
+            name: "job".into(),
+            image: image.to_string(),
+            image_id: String::new(),
+            ready: false,
+            restart_count: 0,
+            state: Some(ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    exit_code: code,
+                    reason: Some(reason.into()),
+                    started_at: Some(to_time(started)),
+                    finished_at: Some(to_time(now)),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    }
+}
+
 fn condition(kind: &str, status: &str, reason: Option<&str>, at: f64) -> PodCondition {
     PodCondition {
         type_: kind.into(),
@@ -1293,6 +1305,15 @@ impl Broker {
                 self.retirable.push(i);
             }
         }
+        if self.cfg.gang == translate::GangStyle::Kueue
+            && ch.origin.is_client()
+            && ch.kind != EventType::Deleted
+            && ch.resource.group == "kueue.x-k8s.io"
+            && ch.resource.plural == "workloads"
+        {
+            self.kueue_workload_reason(&ch.object);
+            return Ok(0);
+        }
         if !ch.origin.is_client() || ch.resource.plural != "pods" {
             return Ok(0);
         }
@@ -1304,54 +1325,44 @@ impl Broker {
             self.served.insert(self.jobs[i].scheduler.to_string());
         }
         let now = self.clock.now();
+        // A client's deletion of a pod with finalizers (Kueue's, on the pods
+        // it manages) only marks it: as for a deletion, its job ends now
+        // (a kubelet stops the containers of a terminating pod); the pod
+        // stays until its finalizers are gone, with the status a kubelet
+        // would write, which is what the finalizers' owner waits for.
+        let marked = ch.kind == EventType::Modified
+            && !ch.object["metadata"]["deletionTimestamp"].is_null()
+            && ch
+                .old
+                .as_ref()
+                .is_some_and(|o| o["metadata"]["deletionTimestamp"].is_null());
+        if marked {
+            let running = matches!(
+                self.jobs[i].phase,
+                Phase::Bound { .. } | Phase::Running { .. }
+            );
+            let started = self.jobs[i].record.started.unwrap_or(now);
+            self.pod_deleted(i, now, out);
+            if running {
+                let status =
+                    terminal_status("Failed", "Killed", 137, started, now, &self.jobs[i].image);
+                self.write_status(i, status, "killed");
+            }
+            return Ok(1);
+        }
         match ch.kind {
             EventType::Deleted => {
                 let r = &self.jobs[i].record;
                 self.gc.forget(&r.pod, SIM_EPOCH_SECS + r.created, false);
-                let job_id = self.jobs[i].record.job_id.clone();
-                let ends_gang = self.jobs[i].gang.is_some()
-                    && matches!(
-                        self.jobs[i].phase,
-                        Phase::Pending | Phase::Bound { .. } | Phase::Running { .. }
-                    );
-                match self.jobs[i].phase.clone() {
-                    Phase::Pending => {
-                        out.push(build::reject_job(&job_id));
-                        self.set_phase(i, Phase::Done);
-                        self.jobs[i].record.outcome = "REJECTED: pod deleted before binding".into();
-                    }
-                    Phase::Bound { node } | Phase::Running { node } => {
-                        // Preemption: the job is killed, its node freed now.
-                        if matches!(self.jobs[i].phase, Phase::Running { .. }) {
-                            out.push(build::kill_jobs([job_id.as_str()]));
-                        } else {
-                            self.cancel_start(i);
-                            if let Some(b) = self.jobs[i]
-                                .record
-                                .bound
-                                .filter(|_| self.jobs[i].gang.is_some())
-                            {
-                                self.partial_gang_node_seconds += now - b;
-                            }
-                            out.push(build::reject_job(&job_id));
-                        }
-                        self.set_phase(i, Phase::Done);
-                        self.jobs[i].record.finished = Some(now);
-                        self.jobs[i].record.outcome = "PREEMPTED".into();
-                        self.release(i, node);
-                    }
-                    Phase::Completing { node } => {
-                        self.set_phase(i, Phase::Done);
-                        self.jobs[i].record.finished = Some(now);
-                        self.release(i, node);
-                    }
-                    Phase::Done => {}
+                let was_marked = ch
+                    .old
+                    .as_ref()
+                    .is_some_and(|o| !o["metadata"]["deletionTimestamp"].is_null());
+                if was_marked && self.jobs[i].phase == Phase::Done {
+                    // Its deletion was seen when it was marked.
+                    return Ok(0);
                 }
-                if ends_gang {
-                    self.end_gang_with(i, "was deleted");
-                }
-                self.last_decision_at = now;
-                self.last_decision_wall = Instant::now();
+                self.pod_deleted(i, now, out);
                 Ok(1)
             }
             EventType::Modified | EventType::Added => {
@@ -1370,7 +1381,13 @@ impl Broker {
                 // A scheduling failure written into the pod's status.
                 if let Some(conds) = ch.object["status"]["conditions"].as_array() {
                     for c in conds {
-                        if c["type"] == "PodScheduled" && c["status"] == "False" {
+                        // SchedulingGated is the API's, written when a
+                        // gated pod is created: no scheduling attempt, and
+                        // the gate holder's reason (Kueue's) says more.
+                        if c["type"] == "PodScheduled"
+                            && c["status"] == "False"
+                            && c["reason"] != "SchedulingGated"
+                        {
                             let msg = c["message"].as_str().unwrap_or("").to_string();
                             let old_msg = ch.old.as_ref().and_then(|o| {
                                 o["status"]["conditions"].as_array().and_then(|cs| {
@@ -1388,6 +1405,94 @@ impl Broker {
                     }
                 }
                 Ok(0)
+            }
+        }
+    }
+
+    /// A client deleted (or marked for deletion) job `i`'s pod: a pending
+    /// job is rejected, a bound or running one killed (preemption), its
+    /// node freed now, and the rest of its gang ended.
+    fn pod_deleted(&mut self, i: usize, now: f64, out: &mut Vec<EventData>) {
+        let job_id = self.jobs[i].record.job_id.clone();
+        let ends_gang = self.jobs[i].gang.is_some()
+            && matches!(
+                self.jobs[i].phase,
+                Phase::Pending | Phase::Bound { .. } | Phase::Running { .. }
+            );
+        match self.jobs[i].phase.clone() {
+            Phase::Pending => {
+                out.push(build::reject_job(&job_id));
+                self.set_phase(i, Phase::Done);
+                self.jobs[i].record.outcome = "REJECTED: pod deleted before binding".into();
+            }
+            Phase::Bound { node } | Phase::Running { node } => {
+                // Preemption: the job is killed, its node freed now.
+                if matches!(self.jobs[i].phase, Phase::Running { .. }) {
+                    out.push(build::kill_jobs([job_id.as_str()]));
+                } else {
+                    self.cancel_start(i);
+                    if let Some(b) = self.jobs[i]
+                        .record
+                        .bound
+                        .filter(|_| self.jobs[i].gang.is_some())
+                    {
+                        self.partial_gang_node_seconds += now - b;
+                    }
+                    out.push(build::reject_job(&job_id));
+                }
+                self.set_phase(i, Phase::Done);
+                self.jobs[i].record.finished = Some(now);
+                self.jobs[i].record.outcome = "PREEMPTED".into();
+                self.release(i, node);
+            }
+            Phase::Completing { node } => {
+                self.set_phase(i, Phase::Done);
+                self.jobs[i].record.finished = Some(now);
+                self.release(i, node);
+            }
+            Phase::Done => {}
+        }
+        if ends_gang {
+            self.end_gang_with(i, "was deleted");
+        }
+        self.last_decision_at = now;
+        self.last_decision_wall = Instant::now();
+    }
+
+    /// Kueue writes why a workload waits into the Workload, not into its
+    /// pods (they keep the `kueue.x-k8s.io/admission` gate, which the
+    /// scheduler does not look past): the reason of a Workload's
+    /// `QuotaReserved=False` becomes its pods' `last_unschedulable_reason`
+    /// in pods.csv (`Kueue <reason>: <message>`), not counted as a
+    /// scheduling attempt. The pods are the Workload's owners.
+    fn kueue_workload_reason(&mut self, wl: &Value) {
+        let Some(c) = wl["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "QuotaReserved"))
+        else {
+            return;
+        };
+        if c["status"] != "False" {
+            return;
+        }
+        let why = format!(
+            "Kueue {}: {}",
+            c["reason"].as_str().unwrap_or(""),
+            c["message"].as_str().unwrap_or("")
+        );
+        for owner in wl["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if owner["kind"] != "Pod" {
+                continue;
+            }
+            let Some(&i) = owner["name"].as_str().and_then(|n| self.job_by_pod.get(n)) else {
+                continue;
+            };
+            if self.jobs[i].phase == Phase::Pending {
+                self.jobs[i].record.last_unschedulable_reason = Some(why.clone());
             }
         }
     }

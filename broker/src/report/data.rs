@@ -638,7 +638,9 @@ fn attempt_from(v: &serde_json::Value) -> Result<Attempt, String> {
                 .flatten()
                 .find(|(_, verdict)| verdict.as_str() != Some("passed"))
                 .map(|(p, verdict)| {
-                    let m = verdict.as_str().map_or_else(|| verdict.to_string(), str::to_string);
+                    let m = verdict
+                        .as_str()
+                        .map_or_else(|| verdict.to_string(), str::to_string);
                     (p.clone(), m)
                 });
             filter.push((node.clone(), refused));
@@ -646,7 +648,12 @@ fn attempt_from(v: &serde_json::Value) -> Result<Attempt, String> {
     }
     filter.sort_by(|a, b| natural_cmp(&a.0, &b.0));
     let mut plugins: Vec<String> = Vec::new();
-    for per_node in v["finalscore"].as_object().into_iter().flatten().map(|(_, p)| p) {
+    for per_node in v["finalscore"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(_, p)| p)
+    {
         for p in per_node.as_object().into_iter().flatten().map(|(p, _)| p) {
             if !plugins.contains(p) {
                 plugins.push(p.clone());
@@ -738,21 +745,40 @@ mod tests {
         assert!(d.explained);
         assert_eq!(d.decisions.len(), 2);
         assert_eq!(d.decisions_left_out, 1);
-        assert!(d.problems[0].starts_with("decisions.jsonl line 2:"), "{:?}", d.problems);
+        assert!(
+            d.problems[0].starts_with("decisions.jsonl line 2:"),
+            "{:?}",
+            d.problems
+        );
         let a = &d.decisions[0];
-        assert_eq!((a.pod.as_str(), a.time, a.attempt, a.node.as_deref()), ("p", 3.0, Some(1), None));
+        assert_eq!(
+            (a.pod.as_str(), a.time, a.attempt, a.node.as_deref()),
+            ("p", 3.0, Some(1), None)
+        );
         assert_eq!(
             a.filter,
             vec![
                 ("node-2".to_string(), None),
-                ("node-10".to_string(), Some(("NodeResourcesFit".to_string(), "Insufficient cpu".to_string()))),
+                (
+                    "node-10".to_string(),
+                    Some((
+                        "NodeResourcesFit".to_string(),
+                        "Insufficient cpu".to_string()
+                    ))
+                ),
             ]
         );
         let b = &d.decisions[1];
         assert_eq!(b.node.as_deref(), Some("node-2"));
         assert_eq!(b.plugins, vec!["NodeResourcesFit", "TaintToleration"]);
-        assert_eq!(b.scores[0], ("node-2".to_string(), vec![50, 0], vec![50, 300]));
-        assert_eq!(b.scores[1], ("node-3".to_string(), vec![40, 1], vec![40, 0]));
+        assert_eq!(
+            b.scores[0],
+            ("node-2".to_string(), vec![50, 0], vec![50, 300])
+        );
+        assert_eq!(
+            b.scores[1],
+            ("node-3".to_string(), vec![40, 1], vec![40, 0])
+        );
     }
 
     #[test]

@@ -58,7 +58,8 @@ pub const SCORE_RESULT: &str = "kube-scheduler-simulator.sigs.k8s.io/score-resul
 pub const FINALSCORE_RESULT: &str = "kube-scheduler-simulator.sigs.k8s.io/finalscore-result";
 pub const RESERVE_RESULT: &str = "kube-scheduler-simulator.sigs.k8s.io/reserve-result";
 pub const PERMIT_RESULT: &str = "kube-scheduler-simulator.sigs.k8s.io/permit-result";
-pub const PERMIT_TIMEOUT_RESULT: &str = "kube-scheduler-simulator.sigs.k8s.io/permit-result-timeout";
+pub const PERMIT_TIMEOUT_RESULT: &str =
+    "kube-scheduler-simulator.sigs.k8s.io/permit-result-timeout";
 pub const PREBIND_RESULT: &str = "kube-scheduler-simulator.sigs.k8s.io/prebind-result";
 pub const BIND_RESULT: &str = "kube-scheduler-simulator.sigs.k8s.io/bind-result";
 pub const SELECTED_NODE: &str = "kube-scheduler-simulator.sigs.k8s.io/selected-node";
@@ -330,7 +331,9 @@ pub fn next_history(
         return None;
     }
     let mut entries: Vec<String> = previous
-        .and_then(|p| serde_json::from_str::<Vec<serde_json::Map<String, serde_json::Value>>>(p).ok())
+        .and_then(|p| {
+            serde_json::from_str::<Vec<serde_json::Map<String, serde_json::Value>>>(p).ok()
+        })
         .unwrap_or_default()
         .into_iter()
         .map(|m| serde_json::Value::Object(m).to_string())
@@ -374,10 +377,17 @@ mod tests {
     use serde_json::{json, Value};
 
     fn attempt() -> Attempt {
-        let mut a = Attempt::new(vec!["NodeUnschedulable", "NodeResourcesFit", "TaintToleration"]);
+        let mut a = Attempt::new(vec![
+            "NodeUnschedulable",
+            "NodeResourcesFit",
+            "TaintToleration",
+        ]);
         a.verdicts = vec![
             ("node-2".into(), Verdict::Passed),
-            ("node-10".into(), Verdict::Failed(1, "Insufficient cpu, Insufficient memory".into())),
+            (
+                "node-10".into(),
+                Verdict::Failed(1, "Insufficient cpu, Insufficient memory".into()),
+            ),
             ("node-1".into(), Verdict::Passed),
         ];
         a.scored = vec!["node-2".into(), "node-1".into()];
@@ -433,9 +443,20 @@ mod tests {
         a.selected = Some("node-1".into());
         let m = a.annotations(3);
         for k in [
-            PREFILTER_STATUS, PREFILTER_RESULT, FILTER_RESULT, POSTFILTER_RESULT, PRESCORE_RESULT,
-            SCORE_RESULT, FINALSCORE_RESULT, RESERVE_RESULT, PERMIT_RESULT, PERMIT_TIMEOUT_RESULT,
-            PREBIND_RESULT, BIND_RESULT, SELECTED_NODE, ATTEMPT,
+            PREFILTER_STATUS,
+            PREFILTER_RESULT,
+            FILTER_RESULT,
+            POSTFILTER_RESULT,
+            PRESCORE_RESULT,
+            SCORE_RESULT,
+            FINALSCORE_RESULT,
+            RESERVE_RESULT,
+            PERMIT_RESULT,
+            PERMIT_TIMEOUT_RESULT,
+            PREBIND_RESULT,
+            BIND_RESULT,
+            SELECTED_NODE,
+            ATTEMPT,
         ] {
             assert!(m.contains_key(k), "{k} missing");
         }
@@ -445,7 +466,10 @@ mod tests {
         assert_eq!(m[MESSAGE], "");
         let mut failed = attempt();
         failed.message = Some("0/3 nodes are available: 3 Insufficient cpu.".into());
-        failed.postfilter = Some((vec!["node-10".into(), "node-2".into()], Some("node-2".into())));
+        failed.postfilter = Some((
+            vec!["node-10".into(), "node-2".into()],
+            Some("node-2".into()),
+        ));
         let m = failed.annotations(1);
         assert_eq!(m[SELECTED_NODE], "");
         assert_eq!(m[BIND_RESULT], "{}");
@@ -459,13 +483,27 @@ mod tests {
     #[test]
     fn explanations_are_no_change_of_the_pod() {
         let m = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
         };
         let plain = m(&[("a", "1")]);
-        let explained = m(&[("a", "1"), (FILTER_RESULT, "{}"), (ATTEMPT, "2"), (MESSAGE, "")]);
+        let explained = m(&[
+            ("a", "1"),
+            (FILTER_RESULT, "{}"),
+            (ATTEMPT, "2"),
+            (MESSAGE, ""),
+        ]);
         assert!(same_but_explanations(Some(&plain), Some(&explained)));
-        assert!(same_but_explanations(None, Some(&m(&[(SELECTED_NODE, "n")]))));
-        assert!(!same_but_explanations(Some(&plain), Some(&m(&[("a", "2")]))));
+        assert!(same_but_explanations(
+            None,
+            Some(&m(&[(SELECTED_NODE, "n")]))
+        ));
+        assert!(!same_but_explanations(
+            Some(&plain),
+            Some(&m(&[("a", "2")]))
+        ));
         assert!(!same_but_explanations(None, Some(&plain)));
     }
 

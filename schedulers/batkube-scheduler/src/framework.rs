@@ -492,7 +492,11 @@ pub fn score_nodes_recorded(
         }
         if let Some(r) = record.as_deref_mut() {
             let raw = raw.unwrap_or_else(|| scores.clone());
-            r.push((plugin.name(), raw, scores.iter().map(|s| s * weight).collect()));
+            r.push((
+                plugin.name(),
+                raw,
+                scores.iter().map(|s| s * weight).collect(),
+            ));
         }
     }
     total

@@ -257,15 +257,17 @@ impl Scheduler {
         for (m, a) in members.into_iter().zip(attempts) {
             self.queue
                 .requeue_unschedulable(&m.info.key, plugins.clone(), now);
-            out.push(CycleOutcome::single(
-                m,
-                Decision::Unschedulable {
-                    message: message.clone(),
-                    plugins: plugins.clone(),
-                    preemption: None,
-                },
-            )
-            .with_explain(a));
+            out.push(
+                CycleOutcome::single(
+                    m,
+                    Decision::Unschedulable {
+                        message: message.clone(),
+                        plugins: plugins.clone(),
+                        preemption: None,
+                    },
+                )
+                .with_explain(a),
+            );
         }
         Self::popped_first(out, popped_key)
     }

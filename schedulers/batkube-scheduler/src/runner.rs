@@ -496,13 +496,8 @@ impl Runner {
         // Only a view of the pod that has our last write can tell.
         let up_to_date = seen >= last.written;
         if a.selected.is_none() && up_to_date && shows_already(&info.pod, &ann) {
-            self.explained.insert(
-                info.key.clone(),
-                Explained {
-                    given: n,
-                    ..last
-                },
-            );
+            self.explained
+                .insert(info.key.clone(), Explained { given: n, ..last });
             return None;
         }
         let history = match explain::next_history(last.history.as_deref(), &ann, limit) {
@@ -534,7 +529,11 @@ impl Runner {
             let patch = Patch::Merge(json!({"metadata": {"annotations": annotations}}));
             // The answer (the whole pod) is read but not decoded: the
             // watch brings the pod anyway.
-            let sent = match kube::core::Request::new(path).patch(&name, &PatchParams::default(), &patch) {
+            let sent = match kube::core::Request::new(path).patch(
+                &name,
+                &PatchParams::default(),
+                &patch,
+            ) {
                 Ok(req) => client
                     .request::<serde::de::IgnoredAny>(req)
                     .await

@@ -253,7 +253,8 @@ impl Scheduler {
         let inter_pod_affinity = profile.filters.contains(&FilterPlugin::InterPodAffinity);
         if let (true, Some(e)) = (inter_pod_affinity, &pod.terms_error) {
             if let Some(a) = rec.as_mut() {
-                a.prefilter.push((FilterPlugin::InterPodAffinity.name(), e.clone()));
+                a.prefilter
+                    .push((FilterPlugin::InterPodAffinity.name(), e.clone()));
             }
             // Upstream's PreFilter refuses a pod whose terms it cannot parse.
             return Decision::Unschedulable {

@@ -440,7 +440,10 @@ async fn explained_attempts_are_written_as_the_simulator_writes_them() {
     assert_eq!(bound, "big");
     let ok = explained(&c).expect("the binding carries the explanation");
     assert_eq!(ok[explain::SELECTED_NODE], json!(node));
-    assert_eq!(ok[explain::BIND_RESULT], json!({"DefaultBinder": "success"}));
+    assert_eq!(
+        ok[explain::BIND_RESULT],
+        json!({"DefaultBinder": "success"})
+    );
     // A binding adds annotations, it cannot remove one: success is an empty message.
     assert_eq!(ok[explain::MESSAGE], json!(""));
     let fin = &ok[explain::FINALSCORE_RESULT];
@@ -452,10 +455,19 @@ async fn explained_attempts_are_written_as_the_simulator_writes_them() {
         assert_eq!(fin[n]["NodeResourcesFit"], raw[n]["NodeResourcesFit"]);
     }
     // LeastAllocated: 2 of 8 cpu leaves more than 2 of 4.
-    let fit = |n: &str| fin[n]["NodeResourcesFit"].as_str().unwrap().parse::<i64>().unwrap();
+    let fit = |n: &str| {
+        fin[n]["NodeResourcesFit"]
+            .as_str()
+            .unwrap()
+            .parse::<i64>()
+            .unwrap()
+    };
     assert!(fit("node-huge") > fit("node-big"), "{fin}");
     assert_eq!(node, "node-huge");
-    assert_eq!(ok[explain::FILTER_RESULT]["node-0"]["NodeResourcesFit"], json!("Insufficient cpu"));
+    assert_eq!(
+        ok[explain::FILTER_RESULT]["node-0"]["NodeResourcesFit"],
+        json!("Insufficient cpu")
+    );
     // The retries before the nodes came saw what the first saw: not
     // written again, they only count (the binding's attempt number jumps).
     let history = ok[explain::RESULT_HISTORY].as_array().unwrap();

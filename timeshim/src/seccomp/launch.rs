@@ -38,6 +38,8 @@ const SECCOMP_FILTER_FLAG_NEW_LISTENER: libc::c_ulong = 1 << 3;
 const WRAPPERS: &[&str] = &[
     "sh", "dash", "bash", "zsh", "busybox", "env", "nice", "ionice", "taskset", "chrt", "setsid",
     "stdbuf", "numactl", "nohup",
+    // schedulers/kueue/run.sh: a private /etc for Kueue's certificates.
+    "unshare",
 ];
 
 /// A program being started: the listener of its seccomp filter, to be
