@@ -83,20 +83,20 @@ def kueue_queues():
     quota in proportion to its weight, the rest borrowable), a LocalQueue
     of the tenant's name in the jobs' namespace."""
     total = sum(TENANTS.values())
-    docs = ["- at: 0\n  create:\n    apiVersion: kueue.x-k8s.io/v1beta1\n    kind: ResourceFlavor\n"
+    docs = ["- at: 0\n  create:\n    apiVersion: kueue.x-k8s.io/v1beta2\n    kind: ResourceFlavor\n"
             "    metadata: {name: default-flavor}\n"]
     for t, w in TENANTS.items():
         quota = NODES * w // total
         docs.append(
-            f"- at: 0\n  create:\n    apiVersion: kueue.x-k8s.io/v1beta1\n    kind: ClusterQueue\n"
-            f"    metadata: {{name: {t}}}\n    spec:\n      cohort: tenants\n      namespaceSelector: {{}}\n"
+            f"- at: 0\n  create:\n    apiVersion: kueue.x-k8s.io/v1beta2\n    kind: ClusterQueue\n"
+            f"    metadata: {{name: {t}}}\n    spec:\n      cohortName: tenants\n      namespaceSelector: {{}}\n"
             f"      fairSharing: {{weight: \"{w}\"}}\n"
             f"      preemption: {{reclaimWithinCohort: Any, withinClusterQueue: LowerPriority}}\n"
             f"      resourceGroups:\n      - coveredResources: [cpu, memory]\n        flavors:\n"
             f"        - name: default-flavor\n          resources:\n"
             f"          - {{name: cpu, nominalQuota: \"{quota}\"}}\n"
             f"          - {{name: memory, nominalQuota: \"{quota * 4}Gi\"}}\n")
-        docs.append(f"- at: 0\n  create:\n    apiVersion: kueue.x-k8s.io/v1beta1\n    kind: LocalQueue\n"
+        docs.append(f"- at: 0\n  create:\n    apiVersion: kueue.x-k8s.io/v1beta2\n    kind: LocalQueue\n"
                     f"    metadata: {{name: {t}, namespace: default}}\n    spec: {{clusterQueue: {t}}}\n")
     p = OUT / "kueue-queues.yaml"
     p.write_text("".join(docs))
@@ -117,9 +117,16 @@ def schedulers(which):
         subprocess.run(["bash", str(c.ROOT / "schedulers" / "build-go.sh"), *go], check=True)
     kueue_cmd = f'{GO / "kube-scheduler"} --kubeconfig "$KUBECONFIG" --secure-port=0'
 
-    def kueue(config):
+    def kueue(fair):
+        config = c.ROOT / "schedulers/kueue/config.yaml"
+        if fair:
+            # config.yaml with its fairSharing section uncommented.
+            text = config.read_text()
+            text = text.replace("#fairSharing:", "fairSharing:").replace("#  preemptionStrategies", "  preemptionStrategies")
+            config = OUT / "kueue-config-fair-sharing.yaml"
+            config.write_text(text)
         return (["--gang", "kueue", "--crds", str(GO / "crds" / "kueue"), "--scenario", str(kueue_queues()),
-                 "--controller", f'{GO / "kueue-manager"} --config {c.ROOT / "schedulers/kueue" / config} '
+                 "--controller", f'{c.ROOT / "schedulers/kueue/run.sh"} {GO / "kueue-manager"} --config {config} '
                                  '--kubeconfig "$KUBECONFIG"'])
 
     all_ = {
@@ -128,8 +135,8 @@ def schedulers(which):
                     f'{c.ROOT / "schedulers/volcano/scheduler.conf"} --leader-elect=false',
                     ["--gang", "volcano", "--crds", str(GO / "crds" / "volcano"), "--scenario", str(volcano_queues()),
                      "--controller", f'{GO / "vc-controller-manager"} --kubeconfig "$KUBECONFIG" --leader-elect=false']),
-        "kueue": ("Kueue (cohort, borrowing)", kueue_cmd, lambda: kueue("config.yaml")),
-        "kueue-fair": ("Kueue (cohort, fair sharing)", kueue_cmd, lambda: kueue("config-fair-sharing.yaml")),
+        "kueue": ("Kueue (cohort, borrowing)", kueue_cmd, lambda: kueue(False)),
+        "kueue-fair": ("Kueue (cohort, fair sharing)", kueue_cmd, lambda: kueue(True)),
         "batkube": ("batkube-scheduler (no queues)", str(rel / "batkube-scheduler"), ["--gang", "coscheduling"]),
     }
     unknown = [w for w in which if w not in all_]
