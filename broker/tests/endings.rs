@@ -468,7 +468,8 @@ fn unserved_scheduler_name_warns() {
 }
 
 /// `batkube serve` (Batsim and the scheduler are the user's) interrupted
-/// while it waits for Batsim: its outputs are written all the same.
+/// while it waits for Batsim: its outputs are written all the same, and
+/// with `--report` its page, saying how the run ended.
 #[test]
 fn serve_sigint() {
     let dir = tempfile::tempdir().unwrap();
@@ -483,6 +484,7 @@ fn serve_sigint() {
         .args(["serve", "--api", "127.0.0.1:0", "--out"])
         .arg(&out)
         .args(["--socket-endpoint", &format!("tcp://127.0.0.1:{port}")])
+        .arg("--report")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&stderr).unwrap())
@@ -507,4 +509,14 @@ fn serve_sigint() {
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["end_reason"], "sigint", "{summary}");
     assert_eq!(summary["completed"], false);
+    let page = std::fs::read_to_string(out.join("report.html"))
+        .unwrap_or_else(|e| panic!("no report.html ({e}); stderr:\n{err}"));
+    assert!(
+        page.contains("sigint"),
+        "the page does not say how the run ended"
+    );
+    assert!(
+        err.contains(&format!("report {}", out.join("report.html").display())),
+        "{err}"
+    );
 }

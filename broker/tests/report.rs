@@ -111,7 +111,12 @@ fn runs() -> &'static Runs {
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        std::fs::write(&gang_w, &o.stdout).unwrap();
+        // Two tenants, job by job in turn: the page gets per-queue panels.
+        let mut w: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        for (k, job) in w["jobs"].as_array_mut().unwrap().iter_mut().enumerate() {
+            job["queue"] = json!(if k % 2 == 0 { "tenant-a" } else { "tenant-b" });
+        }
+        std::fs::write(&gang_w, serde_json::to_vec(&w).unwrap()).unwrap();
         let gang = dir.join("gang");
         run(&gang, &r.join("platforms/16-node.xml"), &gang_w, &[]);
         let sweep = make_sweep(&dir.join("sweep"), &[("b1", &burst), ("g1", &gang)]);
@@ -432,6 +437,92 @@ fn unavailable_machines_are_hatched_and_gangs_joined() {
         .filter(|n| has_class(n, "b") && has_class(n, "g"))
         .count();
     assert_eq!(gang_class, in_gang_bars);
+}
+
+#[test]
+fn a_run_with_queues_has_a_panel_per_queue_and_bars_by_queue() {
+    let r = runs();
+    let pods = pods_csv(&r.gang);
+    let queues: HashSet<&str> = pods.iter().map(|p| p["queue"].as_str()).collect();
+    assert_eq!(queues, HashSet::from(["tenant-a", "tenant-b"]));
+    assert!(r.gang.join("queues.csv").is_file());
+    let page = Page::read(&r.gang.join("report.html"));
+    let doc = page.doc();
+    let data = page.data();
+    let texts = data["texts"].as_array().unwrap();
+    // Every pod carries its queue, and its bar the queue's colour class.
+    for (i, p) in data["pods"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(
+            texts[p[14].as_u64().unwrap() as usize],
+            pods[i]["queue"].as_str()
+        );
+        let q = if pods[i]["queue"] == "tenant-a" { 1 } else { 2 };
+        assert_eq!(p[15], q, "{p}");
+    }
+    for n in by_id(&doc, "gantt")
+        .unwrap()
+        .descendants()
+        .filter(|n| has_class(n, "b"))
+    {
+        let i: usize = n.attribute("data-i").unwrap().parse().unwrap();
+        let q = if pods[i]["queue"] == "tenant-a" {
+            "q1"
+        } else {
+            "q2"
+        };
+        assert!(
+            has_class(&n, q),
+            "{:?} of {:?}",
+            n.attribute("class"),
+            pods[i]
+        );
+    }
+    // The table: a row per queue with its jobs; lanes of cpu and of jobs.
+    let section = by_id(&doc, "queues").expect("a queues section");
+    let rows: Vec<Vec<String>> = section
+        .descendants()
+        .filter(|n| n.has_tag_name("tr") && n.parent().is_some_and(|p| p.has_tag_name("tbody")))
+        .map(|tr| {
+            tr.children()
+                .filter(|c| c.has_tag_name("td"))
+                .map(|td| {
+                    td.descendants()
+                        .filter(|t| t.is_text())
+                        .filter_map(|t| t.text())
+                        .collect::<String>()
+                        .trim()
+                        .to_string()
+                })
+                .collect()
+        })
+        .collect();
+    let jobs = |q: &str| {
+        pods.iter()
+            .filter(|p| p["queue"] == q)
+            .map(|p| p["job_id"].as_str())
+            .collect::<HashSet<_>>()
+            .len()
+    };
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0][0], "tenant-a");
+    assert_eq!(rows[1][0], "tenant-b");
+    assert_eq!(rows[0][1], jobs("tenant-a").to_string());
+    assert_eq!(rows[1][1], jobs("tenant-b").to_string());
+    for id in [
+        "series-queue-cpu-0",
+        "series-queue-cpu-1",
+        "series-queue-jobs-0",
+        "series-queue-jobs-1",
+    ] {
+        let lane = by_id(&doc, id).unwrap_or_else(|| panic!("no {id}"));
+        assert!(
+            has_class(&lane, "timeview"),
+            "{id} does not zoom with the chart"
+        );
+    }
+    // A run without queues has no such section.
+    let page = Page::read(&r.burst.join("report.html"));
+    assert!(by_id(&page.doc(), "queues").is_none());
 }
 
 /// Each drawn pod's bar (x, y, w, h) as the page's rects or paths give it.
@@ -803,6 +894,38 @@ fn the_pages_render_and_answer_in_chromium() {
                 json!([]),
             );
         }
+        if name == "gang" {
+            // Colour by queue: the bars take their queue's colour, the
+            // queue legend shows; the queue panels are drawn.
+            let colours = browser.run(
+                "var before = getComputedStyle(document.querySelector('#gantt rect.b.q1')).fill;
+                 var r = document.querySelector('input[name=\"colour-by\"][value=\"queue\"]');
+                 r.click();
+                 var fill = function (q) { return getComputedStyle(document.querySelector('#gantt rect.b.' + q)).fill; };
+                 var out = {by_queue: document.getElementById('gantt').classList.contains('by-queue'),
+                            legend: !document.getElementById('legend-queue').hidden,
+                            outcome_legend: !document.getElementById('legend-outcome').hidden,
+                            q1: fill('q1'), q2: fill('q2'), before: before,
+                            lanes: document.querySelectorAll('#queues svg.qlane').length,
+                            rows: document.querySelectorAll('#queues table tbody tr').length};
+                 document.getElementById('queues').scrollIntoView();
+                 return out;",
+                json!([]),
+            );
+            assert_eq!(colours["by_queue"], true, "{colours}");
+            assert_eq!(colours["legend"], true, "{colours}");
+            assert_eq!(colours["outcome_legend"], false, "{colours}");
+            assert_ne!(colours["q1"], colours["q2"], "{colours}");
+            assert_ne!(colours["q1"], colours["before"], "{colours}");
+            assert_eq!(colours["lanes"], 4, "{colours}");
+            assert_eq!(colours["rows"], 2, "{colours}");
+            browser.screenshot(&shots.join("gang-queues.png"));
+            browser.run(
+                "var r = document.querySelector('input[name=\"colour-by\"][value=\"outcome\"]');
+                 r.click(); window.scrollTo(0, 0); return null;",
+                json!([]),
+            );
+        }
         browser.screenshot(&shots.join(format!("{name}.png")));
         let section = browser.element("#machines");
         browser.element_screenshot(&section, &shots.join(format!("{name}-machines.png")));
@@ -824,7 +947,7 @@ fn the_pages_render_and_answer_in_chromium() {
         // the rows that match.
         browser.click(&browser.element("#zoom-reset"));
         let last = pods.len() - 1;
-        let row = browser.element(&format!("#pods tbody tr[data-i=\"{last}\"]"));
+        let row = browser.element(&format!("#pods tbody tr[data-i=\"{last}\"] td"));
         browser.click(&row);
         let sel = browser.run(
             "var s = document.querySelector('#gantt rect.sel');
@@ -851,6 +974,7 @@ fn the_pages_render_and_answer_in_chromium() {
                     "last_unschedulable_reason",
                     "outcome",
                     "group",
+                    "queue",
                 ]
                 .iter()
                 .any(|k| p[*k].to_lowercase().contains(&q))

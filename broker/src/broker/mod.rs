@@ -199,8 +199,6 @@ struct JobRt {
     /// For a pod of a parallel job: its gang (every pod of it is a job
     /// entry here, numbered `first..first + size`, sharing one Batsim id).
     gang: Option<Gang>,
-    /// The queue its job counts in (`queues.rs`), if it names one.
-    queue: Option<Arc<str>>,
 }
 
 /// A parallel job's pods: entries `first..first + size` of the broker's
@@ -451,7 +449,7 @@ impl Broker {
             self.retirable.push(i);
             let j = &self.jobs[i];
             let first = j.gang.is_none_or(|g| g.first == i);
-            if let (true, Some(q), Some(started)) = (first, &j.queue, j.record.started) {
+            if let (true, Some(q), Some(started)) = (first, &j.record.queue, j.record.started) {
                 let end = j.record.finished.unwrap_or(self.clock.now());
                 self.queues.finished(q, j.record.created, started, end);
             }
@@ -459,7 +457,7 @@ impl Broker {
     }
 
     fn count_phase(&mut self, i: usize, phase: &Phase, by: isize) {
-        if let Some(q) = self.jobs[i].queue.clone() {
+        if let Some(q) = self.jobs[i].record.queue.clone() {
             self.count_in_queue(i, &q, phase, by);
         }
         match phase {
@@ -875,6 +873,7 @@ impl Broker {
                                 requests: translate::pod_requests(&pod),
                                 group: group.clone(),
                                 rank: rank as u32,
+                                queue: queue.clone(),
                                 ..Default::default()
                             };
                             let idx = self.jobs.len();
@@ -902,7 +901,6 @@ impl Broker {
                                 batsim_open: false,
                                 pod_gone: false,
                                 gang,
-                                queue: queue.clone(),
                             });
                             self.job_by_pod.insert(pod_name, idx);
                         }
@@ -923,7 +921,6 @@ impl Broker {
                             batsim_open: false,
                             pod_gone: true,
                             gang: None,
-                            queue: None,
                         });
                         self.job_by_id.insert(s.job_id.clone(), idx);
                         self.retirable.push(idx);

@@ -30,6 +30,9 @@ pub struct PodRecord {
     pub group: Option<std::sync::Arc<str>>,
     /// The pod's rank in its gang (0 for a job's only pod).
     pub rank: u32,
+    /// The queue its job counts in (`queues.csv`'s name: a Volcano Queue, a
+    /// Kueue ClusterQueue), if it names one.
+    pub queue: Option<std::sync::Arc<str>>,
 }
 
 fn opt(x: Option<f64>) -> String {
@@ -119,13 +122,13 @@ impl<T: CsvRow> RowSink<T> {
 }
 
 impl CsvRow for PodRecord {
-    const HEADER: &'static str = "job_id,pod,node,created,bound,started,finished,attempts,last_unschedulable_reason,outcome,cpu_request_m,memory_request,group";
+    const HEADER: &'static str = "job_id,pod,node,created,bound,started,finished,attempts,last_unschedulable_reason,outcome,cpu_request_m,memory_request,group,queue";
 
     fn write(&self, w: &mut impl Write) -> std::io::Result<()> {
         let p = self;
         writeln!(
             w,
-            "{},{},{},{:.6},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{:.6},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&p.job_id),
             p.pod,
             p.node.as_deref().unwrap_or(""),
@@ -139,6 +142,7 @@ impl CsvRow for PodRecord {
             p.requests.get("cpu").copied().unwrap_or(0),
             p.requests.get("memory").copied().unwrap_or(0),
             p.group.as_deref().unwrap_or(""),
+            csv_field(p.queue.as_deref().unwrap_or("")),
         )
     }
 }

@@ -1,6 +1,7 @@
 //! A run's output directory read back for the report: whatever of
 //! `summary.json`, `pods.csv`, `nodes.csv`, `timeline.csv`, `jobs.csv` and
-//! `decisions.jsonl` (`--explain`: the decision trail) is there, tolerantly. A missing file is one line in [`RunData::missing`]
+//! `decisions.jsonl` (`--explain`: the decision trail) and `queues.csv`
+//! (per-queue allocation) is there, tolerantly. A missing file is one line in [`RunData::missing`]
 //! saying what the page lacks without it; a row that cannot be read is one
 //! line in [`RunData::problems`] (file, line, reason) and is left out. The
 //! report of a run that was killed half-way, or of a directory that is not
@@ -28,6 +29,8 @@ pub struct Pod {
     pub memory: i64,
     /// The gang (empty for a job of one pod).
     pub group: String,
+    /// Index into [`RunData::queue_names`]: the queue its job counts in.
+    pub queue: Option<u32>,
 }
 
 /// One explained scheduling attempt (a line of decisions.jsonl).
@@ -65,6 +68,19 @@ pub struct Machine {
 /// that time on, in time order.
 pub type Steps = Vec<(f64, f64)>;
 
+/// One queue over the run (queues.csv): each a step function in time order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueueSeries {
+    /// Cpu allocated to its jobs' pods, in cpus.
+    pub cpu: Steps,
+    /// Its cpu quota or capability, in cpus (empty: none known).
+    pub quota: Steps,
+    /// Jobs waiting to start.
+    pub pending: Steps,
+    /// Jobs running.
+    pub running: Steps,
+}
+
 /// What the report knows of a run.
 #[derive(Debug, Default)]
 pub struct RunData {
@@ -98,6 +114,12 @@ pub struct RunData {
     /// Attempts of decisions.jsonl left out of the page (over
     /// [`MAX_DECISION_BYTES`]).
     pub decisions_left_out: usize,
+    /// The queues jobs counted in (pods.csv's `queue`, queues.csv), in
+    /// natural order.
+    pub queue_names: Vec<String>,
+    /// Per queue of `queue_names`, from queues.csv (empty series when it
+    /// has no row there).
+    pub queues: Vec<QueueSeries>,
 }
 
 const MAX_PROBLEMS: usize = 8;
@@ -162,11 +184,12 @@ impl RunData {
         }
         d.files.sort_by(|a, b| a.0.cmp(&b.0));
         let mut names = MachineNames::default();
+        let mut queues = MachineNames::default();
         d.read_summary();
         d.read_nodes(&mut names);
         let pods_csv = dir.join("pods.csv");
         if pods_csv.is_file() {
-            d.read_pods(&pods_csv, &mut names);
+            d.read_pods(&pods_csv, &mut names, &mut queues);
         } else if dir.join("jobs.csv").is_file() {
             d.missing.push(
                 "pods.csv: not found; bars drawn from jobs.csv (machines by Batsim resource id, \
@@ -184,6 +207,26 @@ impl RunData {
         }
         let down = d.read_timeline(&mut names);
         d.read_decisions(&dir.join("decisions.jsonl"), MAX_DECISION_BYTES);
+        let series = d.read_queues(&mut queues);
+        // Queues in natural order, as machines below.
+        let mut qorder: Vec<u32> = (0..queues.list.len() as u32).collect();
+        qorder.sort_by(|&a, &b| natural_cmp(&queues.list[a as usize], &queues.list[b as usize]));
+        let mut qremap = vec![0u32; qorder.len()];
+        for (new, &old) in qorder.iter().enumerate() {
+            qremap[old as usize] = new as u32;
+        }
+        d.queue_names = qorder
+            .iter()
+            .map(|&o| queues.list[o as usize].clone())
+            .collect();
+        let mut series: HashMap<u32, QueueSeries> = series;
+        d.queues = qorder
+            .iter()
+            .map(|o| series.remove(o).unwrap_or_default())
+            .collect();
+        for p in &mut d.pods {
+            p.queue = p.queue.map(|q| qremap[q as usize]);
+        }
         // Machines in natural order; indices given while reading remapped.
         let mut order: Vec<u32> = (0..names.list.len() as u32).collect();
         order.sort_by(|&a, &b| natural_cmp(&names.list[a as usize], &names.list[b as usize]));
@@ -219,6 +262,11 @@ impl RunData {
         }
         if let Some(&(t, _)) = d.utilisation.last() {
             end = end.max(t);
+        }
+        for q in &d.queues {
+            if let Some(&(t, _)) = q.cpu.last() {
+                end = end.max(t);
+            }
         }
         for &(_, _, t) in &down {
             if t.is_finite() {
@@ -321,8 +369,8 @@ impl RunData {
         Some((r, cols))
     }
 
-    fn read_pods(&mut self, path: &Path, names: &mut MachineNames) {
-        const COLS: [&str; 13] = [
+    fn read_pods(&mut self, path: &Path, names: &mut MachineNames, queues: &mut MachineNames) {
+        const COLS: [&str; 14] = [
             "job_id",
             "pod",
             "node",
@@ -336,6 +384,7 @@ impl RunData {
             "cpu_request_m",
             "memory_request",
             "group",
+            "queue",
         ];
         let Some((mut r, cols)) = self.open_csv("pods.csv", path, &COLS) else {
             return;
@@ -366,6 +415,10 @@ impl RunData {
                     let node = get(2);
                     if !node.is_empty() {
                         p.node = Some(names.id(node));
+                    }
+                    let queue = get(13);
+                    if !queue.is_empty() {
+                        p.queue = Some(queues.id(queue));
                     }
                     self.pods.push(p);
                 }
@@ -595,6 +648,108 @@ impl RunData {
     }
 }
 
+impl RunData {
+    /// queues.csv, when there is one: each queue's series, by its index in
+    /// `queues` (the names pods.csv gave first). Missing only matters when
+    /// pods name queues or the summary counts some.
+    fn read_queues(&mut self, queues: &mut MachineNames) -> HashMap<u32, QueueSeries> {
+        let mut out: HashMap<u32, QueueSeries> = HashMap::new();
+        let path = self.dir.join("queues.csv");
+        if !path.is_file() {
+            let summarised = self
+                .summary
+                .as_ref()
+                .and_then(|s| s.get("queues"))
+                .and_then(|q| q.as_object())
+                .is_some_and(|q| !q.is_empty());
+            if summarised || !queues.list.is_empty() {
+                self.missing
+                    .push("queues.csv: not found; no allocation per queue over time".into());
+            }
+            return out;
+        }
+        const COLS: [&str; 5] = ["time", "queue", "pending", "running", "cpu_allocated_m"];
+        let Some((mut r, cols)) = self.open_csv("queues.csv", &path, &COLS) else {
+            return out;
+        };
+        if cols.iter().any(Option::is_none) {
+            self.problem(
+                "queues.csv: the header lacks time, queue, pending, running or cpu_allocated_m"
+                    .into(),
+            );
+            return out;
+        }
+        let quota_col = r
+            .headers()
+            .ok()
+            .and_then(|h| h.iter().position(|c| c == "cpu_quota_m"));
+        let cols: Vec<usize> = cols.into_iter().flatten().collect();
+        let mut rec = csv::StringRecord::new();
+        loop {
+            let line = r.position().line();
+            match r.read_record(&mut rec) {
+                Ok(false) => break,
+                Ok(true) => {}
+                Err(e) => {
+                    self.problem(format!("queues.csv line {line}: {e}"));
+                    continue;
+                }
+            }
+            let get = |i: usize| rec.get(cols[i]).unwrap_or("");
+            let row = (|| -> Result<_, String> {
+                let t = number(get(0), "time")?.ok_or("time is empty")?;
+                let n = |i: usize, c: &str| number(get(i), c).map(|x| x.unwrap_or(0.0));
+                let quota = match quota_col.and_then(|c| rec.get(c)) {
+                    Some(q) => number(q, "cpu_quota_m")?,
+                    None => None,
+                };
+                Ok((
+                    t,
+                    n(2, "pending")?,
+                    n(3, "running")?,
+                    n(4, "cpu_allocated_m")? / 1000.0,
+                    quota.map(|q| q / 1000.0),
+                ))
+            })();
+            let (t, pending, running, cpu, quota) = match row {
+                Ok(r) => r,
+                Err(why) => {
+                    self.problem(format!("queues.csv line {line}: {why}"));
+                    continue;
+                }
+            };
+            if get(1).is_empty() {
+                self.problem(format!("queues.csv line {line}: queue is empty"));
+                continue;
+            }
+            let s = out.entry(queues.id(get(1))).or_default();
+            for (steps, v) in [
+                (&mut s.pending, pending),
+                (&mut s.running, running),
+                (&mut s.cpu, cpu),
+            ] {
+                push_step(steps, t, v);
+            }
+            if let Some(q) = quota {
+                push_step(&mut s.quota, t, q);
+            } else if !s.quota.is_empty() {
+                push_step(&mut s.quota, t, 0.0);
+            }
+        }
+        out
+    }
+}
+
+/// Appends (t, v) to a step function, replacing a value at the same instant
+/// and skipping one that does not change it.
+fn push_step(steps: &mut Steps, t: f64, v: f64) {
+    match steps.last_mut() {
+        Some(last) if last.0 == t => last.1 = v,
+        Some(last) if last.1 == v => {}
+        _ => steps.push((t, v)),
+    }
+}
+
 /// Machine names to indices in the order they are first met.
 #[derive(Default)]
 struct MachineNames {
@@ -719,6 +874,7 @@ fn pod_from_row<'a>(get: &impl Fn(usize) -> &'a str) -> Result<Pod, String> {
         cpu_m: int(10, "cpu_request_m")?,
         memory: int(11, "memory_request")?,
         group: get(12).to_string(),
+        queue: None,
     })
 }
 

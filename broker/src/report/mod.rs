@@ -16,6 +16,7 @@
 
 pub mod data;
 pub mod html;
+pub mod queues;
 pub mod run_page;
 pub mod sweep;
 

@@ -33,7 +33,7 @@
   var W = data.W, t0 = data.t0, t1 = data.t1;
   var pods = data.pods, texts = data.texts, machines = data.machines;
   var P = { job: 0, name: 1, node: 2, created: 3, bound: 4, started: 5, finished: 6, attempts: 7,
-            reason: 8, outcome: 9, group: 10, cls: 11, cpu: 12, mem: 13 };
+            reason: 8, outcome: 9, group: 10, cls: 11, cpu: 12, mem: 13, queue: 14, qc: 15 };
 
   function fmt(x) {
     if (x === null || x === undefined) return '';
@@ -107,6 +107,16 @@
       e.preventDefault();
       zoomAt(xAt(v, e.clientX), Math.exp(e.deltaY * 0.002));
     }, { passive: false });
+  });
+  // ---- colour by outcome or by queue (the bars carry both classes).
+  Array.prototype.forEach.call(document.querySelectorAll('input[name="colour-by"]'), function (r) {
+    r.addEventListener('change', function () {
+      var byQueue = r.value === 'queue' && r.checked;
+      if (gantt) gantt.classList.toggle('by-queue', byQueue);
+      var lo = document.getElementById('legend-outcome'), lq = document.getElementById('legend-queue');
+      if (lo) lo.hidden = byQueue;
+      if (lq) lq.hidden = !byQueue;
+    });
   });
   function button(id, f) { var b = document.getElementById(id); if (b) b.addEventListener('click', f); }
   button('zoom-in', function () { zoomAt((range[0] + range[1]) / 2, 0.5); });
@@ -298,6 +308,7 @@
       ['attempts', String(p[P.attempts])], ['last unschedulable reason', texts[p[P.reason]] || '\u2014'],
       ['outcome', texts[p[P.outcome]] || '(none: the run ended first)'],
       ['cpu request', p[P.cpu] + 'm'], ['memory request', bytes(p[P.mem])],
+      ['queue', texts[p[P.queue]] || '\u2014'],
       ['decision trail', trailWord(i) || 'not recorded (run with --explain)']
     ];
     var body = document.getElementById('details-body');
@@ -400,7 +411,8 @@
       case 9: return texts[p[P.reason]];
       case 10: return texts[p[P.outcome]];
       case 11: return texts[p[P.group]];
-      case 12: return trailWord(i);
+      case 12: return texts[p[P.queue]];
+      case 13: return trailWord(i);
       default: return '';
     }
   }
@@ -410,7 +422,7 @@
     if (q && !hay) {
       hay = pods.map(function (_, i) {
         var s = [];
-        for (var c = 0; c < 12; c++) s.push(c >= 3 && c <= 8 ? fmt(cell(i, c)) : cell(i, c));
+        for (var c = 0; c < 13; c++) s.push(c >= 3 && c <= 8 ? fmt(cell(i, c)) : cell(i, c));
         return s.join('\u0001').toLowerCase();
       });
     }
@@ -428,7 +440,7 @@
     for (var k = from; k < to; k++) {
       var i = shown[k], p = pods[i], tr = document.createElement('tr');
       tr.setAttribute('data-i', i);
-      for (var c = 0; c < 13; c++) {
+      for (var c = 0; c < 14; c++) {
         var v = cell(i, c), td = document.createElement('td');
         td.textContent = (c >= 3 && c <= 8) ? fmt(v) : (v || '');
         tr.appendChild(td);

@@ -43,7 +43,7 @@ const AGG_FRACTION: f64 = 1.0 / 3000.0;
 /// A bar is at least this wide (user units), so every bar can be seen and hovered.
 const MIN_BAR: f64 = W / 4000.0;
 /// Buckets of the time series (more than a screen has pixels across).
-const BUCKETS: usize = 1200;
+pub(super) const BUCKETS: usize = 1200;
 /// Bounded slowdown's threshold (seconds): a job shorter than this counts as this long.
 pub const BSLD_TAU: f64 = 10.0;
 
@@ -71,13 +71,13 @@ pub fn outcome_class(outcome: &str) -> usize {
     }
 }
 
-struct Span {
-    t0: f64,
-    t1: f64,
+pub(super) struct Span {
+    pub(super) t0: f64,
+    pub(super) t1: f64,
 }
 
 impl Span {
-    fn x(&self, t: f64) -> f64 {
+    pub(super) fn x(&self, t: f64) -> f64 {
         ((t - self.t0) / (self.t1 - self.t0) * W).clamp(0.0, W)
     }
 }
@@ -123,6 +123,7 @@ pub fn render(d: &RunData, opts: &Options) -> String {
     header(&mut body, d);
     summary_section(&mut body, d);
     let bars = gantt_section(&mut body, d, &span, opts);
+    super::queues::queues_section(&mut body, d, &span);
     distributions_section(&mut body, d);
     pods_section(&mut body, d);
     inputs_section(&mut body, d);
@@ -471,7 +472,42 @@ fn gantt_section(out: &mut String, d: &RunData, span: &Span, opts: &Options) -> 
     for p in &d.pods {
         counts[outcome_class(&p.outcome)] += 1;
     }
-    out.push_str("<p class=\"legend\">");
+    if !d.queue_names.is_empty() {
+        out.push_str(
+            "<p class=\"controls\">Colour by: <label><input type=\"radio\" name=\"colour-by\" \
+             value=\"outcome\" checked=\"checked\"/> outcome</label> <label><input type=\"radio\" \
+             name=\"colour-by\" value=\"queue\"/> queue</label></p><p class=\"legend\" id=\"legend-queue\" \
+             hidden=\"hidden\">",
+        );
+        let mut per_queue = vec![0usize; d.queue_names.len()];
+        let mut none = 0usize;
+        for p in &d.pods {
+            match p.queue {
+                Some(q) => per_queue[q as usize] += 1,
+                None => none += 1,
+            }
+        }
+        for (k, name) in d.queue_names.iter().enumerate() {
+            let _ = write!(
+                out,
+                "<span class=\"key\"><svg width=\"14\" height=\"12\"><rect class=\"qkey q{}\" x=\"0\" \
+                 y=\"1\" width=\"14\" height=\"10\"/></svg> {} ({})</span>",
+                queue_colour(Some(k as u32)),
+                esc(name),
+                thousands(per_queue[k] as f64)
+            );
+        }
+        if none > 0 {
+            let _ = write!(
+                out,
+                "<span class=\"key\"><svg width=\"14\" height=\"12\"><rect class=\"qkey q0\" x=\"0\" \
+                 y=\"1\" width=\"14\" height=\"10\"/></svg> no queue ({})</span>",
+                thousands(none as f64)
+            );
+        }
+        out.push_str("</p>");
+    }
+    out.push_str("<p class=\"legend\" id=\"legend-outcome\">");
     for (k, (name, what)) in OUTCOME_CLASSES.iter().enumerate() {
         let _ = write!(
             out,
@@ -593,6 +629,7 @@ fn gantt_section(out: &mut String, d: &RunData, span: &Span, opts: &Options) -> 
             let y = y0 + off * scale;
             let look = BarLook {
                 outcome: outcome_class(&p.outcome) as u8,
+                queue: queue_colour(p.queue),
                 not_started: p.started.is_none(),
                 gang: !p.group.is_empty(),
                 over: off + h > 1.0 + 1e-9,
@@ -755,16 +792,28 @@ fn gantt_section(out: &mut String, d: &RunData, span: &Span, opts: &Options) -> 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct BarLook {
     outcome: u8,
+    /// The queue's colour: 0 for no queue, else 1 + its index modulo
+    /// [`QUEUE_COLOURS`].
+    queue: u8,
     not_started: bool,
     gang: bool,
     over: bool,
 }
 
+/// Colours of queues (CSS classes `q1` to `q10`); more queues reuse them.
+pub const QUEUE_COLOURS: usize = 10;
+
+/// The colour class number of queue `q` (an index of `queue_names`).
+pub fn queue_colour(q: Option<u32>) -> u8 {
+    q.map_or(0, |q| 1 + (q as usize % QUEUE_COLOURS) as u8)
+}
+
 impl BarLook {
     fn class(&self) -> String {
         format!(
-            "b o{}{}{}{}",
+            "b o{} q{}{}{}{}",
             self.outcome,
+            self.queue,
             if self.not_started { " nb" } else { "" },
             if self.gang { " g" } else { "" },
             if self.over { " over" } else { "" }
@@ -821,7 +870,7 @@ fn draw_bars(svg: &mut String, bars: &mut [(BarLook, u32, f64, f64, f64, f64)], 
 }
 
 /// A time axis in percent of the plot's width (the script redraws it on zoom).
-fn axis_lane(out: &mut String, span: &Span, id: &str) {
+pub(super) fn axis_lane(out: &mut String, span: &Span, id: &str) {
     let _ = write!(
         out,
         "<div class=\"lane\"><div class=\"lab axis-name\">simulated time (s)</div><div class=\"plot\">\
@@ -884,7 +933,7 @@ fn cumulate(mut ev: Vec<(f64, i64)>) -> Steps {
 /// A step function over `n` equal buckets of the run: (mean, min, max) in
 /// each, so a curve of a million changes is a few thousand points that
 /// keep its area and its extremes.
-fn bucketize(steps: &[(f64, f64)], span: &Span, n: usize) -> Vec<(f64, f64, f64)> {
+pub(super) fn bucketize(steps: &[(f64, f64)], span: &Span, n: usize) -> Vec<(f64, f64, f64)> {
     let mut out = Vec::with_capacity(n);
     let width = (span.t1 - span.t0) / n as f64;
     let mut k = 0usize;
@@ -911,7 +960,7 @@ fn bucketize(steps: &[(f64, f64)], span: &Span, n: usize) -> Vec<(f64, f64, f64)
     out
 }
 
-fn series_lane(
+pub(super) fn series_lane(
     out: &mut String,
     id: &str,
     what: &str,
@@ -955,7 +1004,7 @@ fn series_lane(
 /// The points of a step curve of one value per bucket `dx` wide, a point
 /// only where the value changes (long flat stretches cost nothing), left to
 /// right or right to left.
-fn steps_path(ys: &[f64], dx: f64, backwards: bool) -> String {
+pub(super) fn steps_path(ys: &[f64], dx: f64, backwards: bool) -> String {
     let mut pts: Vec<(f64, f64)> = Vec::new();
     if let Some(&first) = ys.first() {
         pts.push((0.0, first));
@@ -1158,7 +1207,7 @@ fn pods_section(out: &mut String, d: &RunData) {
 }
 
 /// The pod table's columns (the script knows them by position).
-pub const POD_COLUMNS: [&str; 13] = [
+pub const POD_COLUMNS: [&str; 14] = [
     "job",
     "pod",
     "node",
@@ -1171,6 +1220,7 @@ pub const POD_COLUMNS: [&str; 13] = [
     "last unschedulable reason",
     "outcome",
     "gang",
+    "queue",
     "decision trail",
 ];
 
@@ -1228,12 +1278,18 @@ fn data_json<'a>(d: &'a RunData, span: &Span, bars: usize) -> String {
             });
             let _ = write!(out, ",{id}");
         }
+        let queue = p.queue.map_or("", |q| d.queue_names[q as usize].as_str());
+        let id = *index.entry(queue).or_insert_with(|| {
+            texts.push(queue);
+            texts.len() - 1
+        });
         let _ = write!(
             out,
-            ",{},{},{}]",
+            ",{},{},{},{id},{}]",
             outcome_class(&p.outcome),
             p.cpu_m,
-            p.memory
+            p.memory,
+            queue_colour(p.queue)
         );
     }
     out.push_str("],\"explained\":");

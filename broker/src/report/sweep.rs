@@ -12,7 +12,7 @@ use super::html::{self, esc, num};
 use super::run_page::percent_encode;
 
 /// The axes of a sweep's grid (sweep.py's `AXES`).
-pub const AXES: [&str; 4] = ["workload", "platform", "scheduler", "flags"];
+pub const AXES: [&str; 5] = ["workload", "platform", "scheduler", "flags", "seed"];
 /// What the runs are compared on: (results.csv column, label).
 pub const METRICS: [(&str, &str); 3] = [
     ("makespan", "makespan (s)"),
