@@ -20,6 +20,8 @@ SPEC.yaml (paths are relative to the spec file's directory):
       flags:                                # optional
         exact: ""
         timeout50: --sync timeout --timeout 50ms
+      seed: 1..20                           # optional; `--seed N` per value: a list of
+                                            # whole numbers or an inclusive range A..B
 
 Outputs: DIR/results.csv (one row per run of the grid: id, one column per
 axis, repeat, status, every summary.json field, host, worker, wall_s, error),
@@ -55,7 +57,8 @@ import time
 import uuid
 from pathlib import Path
 
-AXES = ("workload", "platform", "scheduler", "flags")
+AXES = ("workload", "platform", "scheduler", "flags", "seed")
+MAX_SEED = 2**64 - 1
 TOP_KEYS = ("grid", "repeat", "batkube", "path", "timeout")
 FIXED_COLUMNS = ("id", *AXES, "repeat", "status")
 TAIL_COLUMNS = ("host", "worker", "wall_s", "error")
@@ -135,6 +138,39 @@ def _named_values(axis, value, spec_path):
     if dup:
         raise SpecError(f"{spec_path}: grid.{axis}: several values are named {dup[0]!r}; "
                         f"use a mapping to name them")
+    return out
+
+
+def _seed_values(value, spec_path):
+    """The seed axis as [(name, value)]: whole numbers, one by one or as an
+    inclusive range "A..B"; each run gets `--seed N`."""
+    where = f"{spec_path}: grid.seed"
+    if isinstance(value, str):
+        a, dots, b = value.partition("..")
+        try:
+            lo, hi = int(a.strip()), int(b.strip())
+        except ValueError:
+            lo = hi = None
+        if not dots or lo is None:
+            raise SpecError(f"{where}: expected whole numbers or a range A..B, found {value!r}")
+        if hi < lo:
+            raise SpecError(f"{where}: the range {value!r} is empty")
+        value = list(range(lo, hi + 1))
+    elif isinstance(value, int) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise SpecError(f"{where}: expected a list of whole numbers or a range A..B, "
+                        f"found {value!r}")
+    out = []
+    for v in value:
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= MAX_SEED:
+            raise SpecError(f"{where}: each seed must be a whole number from 0 to 2^64-1, "
+                            f"found {v!r}")
+        out.append((str(v), str(v)))
+    names = [n for n, _ in out]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise SpecError(f"{where}: seed {dup[0]} is given twice")
     return out
 
 
@@ -255,9 +291,10 @@ def load_spec(spec_path):
     else:
         bk = _resolve_program(base, "batkube", dirs, "batkube")
 
-    values = {a: _named_values(a, grid[a], spec_path) for a in AXES if a in grid}
+    values = {a: _named_values(a, grid[a], spec_path) for a in AXES if a in grid and a != "seed"}
     if "flags" not in values:
         values["flags"] = [("none", "")]
+    values["seed"] = _seed_values(grid["seed"], spec_path) if "seed" in grid else [("none", "")]
 
     inputs = {}
     for axis in ("workload", "platform"):
@@ -281,6 +318,9 @@ def load_spec(spec_path):
                     w.startswith(("--out=", "--platform=", "--workload=", "--scheduler=")):
                 raise SpecError(f"{spec_path}: grid.flags.{name}: {w.split('=')[0]} is set by "
                                 f"the sweep; give it as its own axis")
+            if "seed" in grid and (w == "--seed" or w.startswith("--seed=")):
+                raise SpecError(f"{spec_path}: grid.flags.{name}: --seed is set by the "
+                                f"grid's seed axis")
         flags[name] = _absolutize_words(base, words)
 
     runs = []
@@ -288,15 +328,17 @@ def load_spec(spec_path):
         for pn, _ in values["platform"]:
             for sn, _ in values["scheduler"]:
                 for fn, _ in values["flags"]:
-                    cmd, sfiles = scheds[sn]
-                    fwords, ffiles = flags[fn]
-                    argv = [bk, "run", "--platform", inputs[("platform", pn)],
-                            "--workload", inputs[("workload", wn)], "--scheduler", cmd, *fwords]
-                    files = {bk, inputs[("platform", pn)], inputs[("workload", wn)], *sfiles,
-                             *ffiles}
-                    for r in range(repeat):
-                        runs.append(Run({"workload": wn, "platform": pn, "scheduler": sn,
-                                         "flags": fn}, r, argv, files))
+                    for seed, sv in values["seed"]:
+                        cmd, sfiles = scheds[sn]
+                        fwords, ffiles = flags[fn]
+                        argv = [bk, "run", "--platform", inputs[("platform", pn)],
+                                "--workload", inputs[("workload", wn)], "--scheduler", cmd,
+                                *fwords, *(["--seed", sv] if sv else [])]
+                        files = {bk, inputs[("platform", pn)], inputs[("workload", wn)],
+                                 *sfiles, *ffiles}
+                        for r in range(repeat):
+                            runs.append(Run({"workload": wn, "platform": pn, "scheduler": sn,
+                                             "flags": fn, "seed": seed}, r, argv, files))
     digests = {}
 
     def digest_of(f):

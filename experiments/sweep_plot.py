@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-AXES = ("workload", "platform", "scheduler", "flags")
+AXES = ("workload", "platform", "scheduler", "flags", "seed")
 DEFAULT_METRICS = ("makespan", "mean_wait")
 
 
@@ -60,7 +60,7 @@ def main(argv=None):
         if m not in numeric:
             sys.exit(f"sweep_plot.py: error: no numeric column {m!r} in results.csv; "
                      f"numeric columns: {', '.join(numeric)}")
-    axes = args.axis or [a for a in AXES if len({r[a] for r in ok}) > 1] or ["scheduler"]
+    axes = args.axis or [a for a in AXES if len({r.get(a, "") for r in ok}) > 1] or ["scheduler"]
 
     try:
         import matplotlib
@@ -76,8 +76,8 @@ def main(argv=None):
     for m in metrics:
         fig, panels = plt.subplots(1, len(axes), figsize=(4.5 * len(axes), 4), squeeze=False)
         for ax, axis in zip(panels[0], axes):
-            values = list(dict.fromkeys(r[axis] for r in ok))  # in grid order
-            data = [[float(r[m]) for r in ok if r[axis] == v] for v in values]
+            values = list(dict.fromkeys(r.get(axis, "") for r in ok))  # in grid order
+            data = [[float(r[m]) for r in ok if r.get(axis, "") == v] for v in values]
             ax.boxplot(data)
             ax.set_xticks(range(1, len(values) + 1), values, rotation=20, ha="right")
             ax.set_xlabel(axis)

@@ -67,6 +67,44 @@ def test_grid_expands_with_names_and_absolute_paths(specdir):
     assert len({r.id for r in runs}) == len(runs)
 
 
+def test_seed_axis_gives_each_run_its_seed(specdir):
+    base = GOOD.replace("    repeat: 2\n", "").rstrip(" ")
+    runs, _ = sweep.load_spec(write(specdir, base + "      seed: 3..5\n"))
+    assert len(runs) == 2 * 2 * 3
+    assert sorted({r.names["seed"] for r in runs}) == ["3", "4", "5"]
+    for r in runs:
+        assert r.argv[-2:] == ["--seed", r.names["seed"]]
+    assert len({r.id for r in runs}) == len(runs)
+    runs, _ = sweep.load_spec(write(specdir, base + "      seed: [7, 0]\n"))
+    assert [r.names["seed"] for r in runs][:2] == ["7", "0"]
+    # Without the axis: no --seed, the column says none, and the ids are
+    # those of a sweep written before the axis existed.
+    runs, _ = sweep.load_spec(write(specdir, base))
+    assert {r.names["seed"] for r in runs} == {"none"}
+    assert all("--seed" not in r.argv for r in runs)
+
+
+@pytest.mark.parametrize("seed,message", [
+    ("5..2", "grid.seed: the range '5..2' is empty"),
+    ("a..b", "grid.seed: expected whole numbers or a range A..B"),
+    ("[1, -1]", "each seed must be a whole number from 0 to 2^64-1, found -1"),
+    ("[1, 1.5]", "found 1.5"),
+    ("[2, 2]", "seed 2 is given twice"),
+    ("[]", "expected a list of whole numbers"),
+])
+def test_bad_seed_axes(specdir, seed, message):
+    with pytest.raises(sweep.SpecError) as e:
+        sweep.load_spec(write(specdir, GOOD.rstrip(" ") + f"      seed: {seed}\n"))
+    assert message in str(e.value)
+
+
+def test_seed_in_flags_and_axis_is_refused(specdir):
+    body = GOOD.replace("--sync=exact", "--sync=exact --seed 4").rstrip(" ") + "      seed: [1]\n"
+    with pytest.raises(sweep.SpecError) as e:
+        sweep.load_spec(write(specdir, body))
+    assert "grid.flags.pulls: --seed is set by the grid's seed axis" in str(e.value)
+
+
 def test_run_id_follows_input_content_not_location(specdir, tmp_path_factory):
     spec = write(specdir, GOOD)
     ids = [r.id for r in sweep.load_spec(spec)[0]]
