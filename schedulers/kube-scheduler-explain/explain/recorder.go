@@ -3,6 +3,7 @@ package explain
 import (
 	"context"
 	"encoding/json"
+	"sort"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -24,6 +25,9 @@ const defaultBinderName = "DefaultBinder"
 type recorder struct {
 	mu       sync.Mutex
 	attempts map[string]uint64 // pod -> attempts made
+	// pod -> its last failed attempt written, but for the number: a failed
+	// attempt the pod already shows is not written again.
+	shown map[string]string
 	// profile -> wrapper name -> weight, as the framework computes them.
 	weights map[string]map[string]int64
 
@@ -36,7 +40,7 @@ type recorder struct {
 }
 
 func newRecorder(weights map[string]map[string]int64) *recorder {
-	return &recorder{attempts: map[string]uint64{}, weights: weights, lastPost: map[string]string{}}
+	return &recorder{attempts: map[string]uint64{}, shown: map[string]string{}, weights: weights, lastPost: map[string]string{}}
 }
 
 // cycle returns the record of the scheduling cycle that state belongs to,
@@ -106,10 +110,23 @@ func (rc *recorder) patcher(h fwk.Handle) (clientset.Interface, error) {
 // failed writes a failed attempt on its pod, at the end of PostFilter
 // (which runs for every attempt that PreFilter or Filter refused): one
 // JSON merge patch of its annotations, the message being the one the
-// scheduler is about to write in the PodScheduled condition.
+// scheduler is about to write in the PodScheduled condition. An attempt
+// the pod already shows but for its number is not written again (as the
+// scheduler does not write the same condition twice): a burst retries
+// every waiting pod at each freed node, and writing each identical
+// refusal doubled the wall time of a simulation.
 func (rc *recorder) failed(ctx context.Context, h fwk.Handle, p *v1.Pod, r *record, statuses fwk.NodeToStatusReader, s *fwk.Status) {
 	msg := fitMessage(h, p, r, statuses, s)
 	anns := r.annotations("", "", msg)
+	same := sameBut(anns, keyAttempt)
+	k := podKey(p)
+	rc.mu.Lock()
+	if rc.shown[k] == same {
+		rc.mu.Unlock()
+		return
+	}
+	rc.shown[k] = same
+	rc.mu.Unlock()
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": anns}})
 	if err != nil {
 		return
@@ -119,10 +136,31 @@ func (rc *recorder) failed(ctx context.Context, h fwk.Handle, p *v1.Pod, r *reco
 		klog.FromContext(ctx).Error(err, "explain: no client to write the attempt", "pod", klog.KObj(p))
 		return
 	}
-	_, err = c.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, body, metav1.PatchOptions{})
+	// The answer (the whole pod) is not decoded: nothing here reads it.
+	err = c.CoreV1().RESTClient().Patch(types.MergePatchType).Namespace(p.Namespace).Resource("pods").
+		Name(p.Name).Body(body).Do(ctx).Error()
 	if err != nil && !apierrors.IsNotFound(err) {
 		klog.FromContext(ctx).Error(err, "explain: writing the attempt", "pod", klog.KObj(p))
 	}
+}
+
+// sameBut: the annotations but one key, as one comparable string.
+func sameBut(anns map[string]string, skip string) string {
+	keys := make([]string, 0, len(anns))
+	for k := range anns {
+		if k != skip {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	b := make([]byte, 0, 4096)
+	for _, k := range keys {
+		b = append(b, k...)
+		b = append(b, 0)
+		b = append(b, anns[k]...)
+		b = append(b, 0)
+	}
+	return string(b)
 }
 
 // fitMessage is the scheduler's FitError message for this attempt.
@@ -174,6 +212,7 @@ func (rc *recorder) bind(ctx context.Context, h fwk.Handle, p *v1.Pod, node stri
 	}
 	rc.mu.Lock()
 	delete(rc.attempts, podKey(p))
+	delete(rc.shown, podKey(p))
 	rc.mu.Unlock()
 	return nil
 }
