@@ -2,6 +2,8 @@
 # Builds the Go schedulers from their modules (see schedulers/README.md):
 #   kube-scheduler               the upstream kube-scheduler (schedulers/kube-scheduler)
 #   kube-scheduler-with-plugin   the same plus NodeLabelPreference (schedulers/example-plugin)
+#   kube-scheduler-explain       the same, recording each plugin's results on the pods
+#                                when BATKUBE_EXPLAIN=1 (schedulers/kube-scheduler-explain)
 #   kube-scheduler-coscheduling  scheduler-plugins' kube-scheduler with Coscheduling
 #                                (schedulers/coscheduling); also copies its CRDs
 #                                (PodGroup, ElasticQuota) from the module cache
@@ -37,6 +39,7 @@ root=$(dirname "$here")
 declare -A module=(
 	[kube-scheduler]=kube-scheduler
 	[kube-scheduler-with-plugin]=example-plugin
+	[kube-scheduler-explain]=kube-scheduler-explain
 	[kube-scheduler-coscheduling]=coscheduling
 	[vc-scheduler]=volcano
 	[vc-controller-manager]=volcano
@@ -48,7 +51,7 @@ declare -A package=(
 	[vc-scheduler]=volcano.sh/volcano/cmd/scheduler
 	[vc-controller-manager]=volcano.sh/volcano/cmd/controller-manager
 )
-all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-coscheduling vc-scheduler vc-controller-manager kueue-manager)
+all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling vc-scheduler vc-controller-manager kueue-manager)
 
 check=0
 out=""

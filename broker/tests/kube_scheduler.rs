@@ -399,3 +399,167 @@ fn same_decisions_as_batkube_scheduler() {
         );
     }
 }
+
+/// pods.csv as pod -> (node, last unschedulable reason).
+fn pod_rows(out: &Path) -> std::collections::BTreeMap<String, (String, String)> {
+    let mut r = csv::Reader::from_path(out.join("pods.csv")).unwrap();
+    let h = r.headers().unwrap().clone();
+    let col = |name: &str| h.iter().position(|c| c == name).unwrap();
+    let (pod, node, reason) = (col("pod"), col("node"), col("last_unschedulable_reason"));
+    r.records()
+        .map(|rec| {
+            let rec = rec.unwrap();
+            (
+                rec[pod].to_string(),
+                (rec[node].to_string(), rec[reason].to_string()),
+            )
+        })
+        .collect()
+}
+
+/// `kube-scheduler-explain` (schedulers/kube-scheduler-explain): upstream's
+/// kube-scheduler whose in-tree plugins record what they return when
+/// `BATKUBE_EXPLAIN=1`, which `batkube run --explain` sets. On a burst of
+/// 40 one-cpu pods on 16 one-cpu nodes (16 bound at once, the others
+/// refused until nodes free up, three waves): a line of decisions.jsonl
+/// per attempt the pod did not already show (numbers from 1, increasing;
+/// a failed attempt identical but for its number to the one written
+/// before is not written again; a successful one rides on the binding),
+/// each pod's last line on its node, the failures with NodeResourcesFit's message on
+/// every node and the scheduler's own message, scores for the chosen node
+/// when scoring ran. Without `--explain` the same binary is upstream's
+/// kube-scheduler: no annotations (no decisions.jsonl), and the makespan
+/// and mean wait of plain kube-scheduler (which node of equal score a pod
+/// gets is random upstream, so jobs.csv itself is not compared).
+#[test]
+fn explain_variant_writes_every_attempt_in_the_simulators_layout() {
+    let plain = kube_scheduler();
+    let explain = common::go::go_program("kube-scheduler-explain", true);
+    let dir = tempfile::tempdir().unwrap();
+    let platform = root().join("platforms/16-node.xml");
+    let workload = burst_prefix(dir.path(), 40);
+    let cmd = |bin: &Path| {
+        format!(
+            "{} --kubeconfig \"$KUBECONFIG\" --leader-elect=false --secure-port=0",
+            bin.display()
+        )
+    };
+
+    let out = dir.path().join("explained");
+    let (s, _) = batkube_run_with(&out, &platform, &workload, &cmd(&explain), &["--explain"]);
+    assert_eq!(s["jobs_succeeded"], 40, "{s}");
+    assert_eq!(s["overcommit_count"], 0, "{s}");
+    let text = std::fs::read_to_string(out.join("decisions.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let pods = pod_rows(&out);
+    let mut per_pod: std::collections::BTreeMap<&str, Vec<&serde_json::Value>> = Default::default();
+    for l in &lines {
+        per_pod
+            .entry(l["pod"].as_str().unwrap())
+            .or_default()
+            .push(l);
+    }
+    assert_eq!(per_pod.len(), 40, "every pod explained");
+    let (mut failures, mut scored, mut gaps) = (0, 0, 0);
+    for (pod, attempts) in &per_pod {
+        let numbers: Vec<u64> = attempts
+            .iter()
+            .map(|l| l["attempt"].as_u64().unwrap())
+            .collect();
+        // From 1, increasing; a gap is a failed attempt identical to the
+        // one the pod showed, not written again.
+        assert_eq!(numbers[0], 1, "{pod}: {numbers:?}");
+        assert!(
+            numbers.windows(2).all(|w| w[0] < w[1]),
+            "{pod}: {numbers:?}"
+        );
+        for w in attempts.windows(2) {
+            assert!(
+                w[0]["filter"] != w[1]["filter"]
+                    || w[0]["reason"] != w[1]["reason"]
+                    || w[0]["node"] != w[1]["node"],
+                "{pod}: an attempt the pod already showed, written again: {}",
+                w[1]
+            );
+        }
+        gaps += (numbers.last().unwrap() - numbers.len() as u64) as usize;
+        let (node, reason) = &pods[*pod];
+        let last = attempts.last().unwrap();
+        assert_eq!(last["node"], serde_json::json!(node), "{pod}: {last}");
+        assert_eq!(last["reason"], serde_json::Value::Null, "{pod}");
+        for l in &attempts[..attempts.len() - 1] {
+            failures += 1;
+            assert_eq!(l["node"], serde_json::Value::Null, "{pod}: {l}");
+            // The PodScheduled condition's message: the last failure's is
+            // the one pods.csv keeps.
+            assert!(
+                l["reason"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("0/16 nodes are available: 16 Insufficient cpu."),
+                "{l}"
+            );
+            let filter = l["filter"].as_object().unwrap();
+            assert_eq!(filter.len(), 16, "every node filtered: {l}");
+            for (n, plugins) in filter {
+                assert_eq!(
+                    plugins["NodeResourcesFit"], "Insufficient cpu",
+                    "{pod} on {n}: {l}"
+                );
+            }
+        }
+        if attempts.len() > 1 {
+            assert_eq!(
+                attempts[attempts.len() - 2]["reason"].as_str().unwrap(),
+                reason,
+                "{pod}: the scheduler's message"
+            );
+        }
+        let score = last["score"].as_object().unwrap();
+        if !score.is_empty() {
+            scored += 1;
+            let chosen = &score[node.as_str()];
+            assert!(chosen["NodeResourcesFit"].is_string(), "{last}");
+            assert!(
+                last["finalscore"][node.as_str()]["NodeResourcesBalancedAllocation"].is_string(),
+                "{last}"
+            );
+        }
+    }
+    println!(
+        "{} attempts written: 40 bindings, {failures} failures, {scored} bindings scored (the others had one feasible node); {gaps} failures not written again",
+        lines.len()
+    );
+    assert!(
+        failures >= 24,
+        "the 24 pods beyond the first wave fail first"
+    );
+    assert!(scored > 0);
+    // Keys as Go writes them: node-0, node-1, node-10, … node-2.
+    let first = text.lines().next().unwrap();
+    let at = |k: &str| first.find(k).unwrap();
+    assert!(at("\"node-1\"") < at("\"node-10\"") && at("\"node-10\"") < at("\"node-2\""));
+
+    // Without --explain: upstream's kube-scheduler, nothing written.
+    let quiet = dir.path().join("quiet");
+    let q = batkube_run(&quiet, &platform, &workload, &cmd(&explain));
+    assert!(
+        !quiet.join("decisions.jsonl").exists(),
+        "no annotations without --explain"
+    );
+    let upstream = dir.path().join("upstream");
+    let u = batkube_run(&upstream, &platform, &workload, &cmd(&plain));
+    for r in [&q, &u] {
+        assert_eq!(r["jobs_succeeded"], 40, "{r}");
+        for k in ["makespan", "mean_wait"] {
+            assert!(
+                (r[k].as_f64().unwrap() - s[k].as_f64().unwrap()).abs() < 1e-6,
+                "{k}: {} explained, {r}",
+                s[k]
+            );
+        }
+    }
+}
