@@ -166,6 +166,25 @@ impl RunData {
         }
     }
 
+    /// The next record of `r` into `rec`: `None` at the end, `Some(None)`
+    /// for a row that cannot be read (named in `problems`), else its line.
+    fn next_row(
+        &mut self,
+        name: &str,
+        r: &mut csv::Reader<std::fs::File>,
+        rec: &mut csv::StringRecord,
+    ) -> Option<Option<u64>> {
+        let line = r.position().line();
+        match r.read_record(rec) {
+            Ok(false) => None,
+            Ok(true) => Some(Some(line)),
+            Err(e) => {
+                self.problem(format!("{name} line {line}: {e}"));
+                Some(None)
+            }
+        }
+    }
+
     /// Whatever of a run's outputs `dir` holds.
     pub fn read(dir: &Path) -> RunData {
         let mut d = RunData {
@@ -399,16 +418,8 @@ impl RunData {
             }
         }
         let mut rec = csv::StringRecord::new();
-        loop {
-            let line = r.position().line();
-            match r.read_record(&mut rec) {
-                Ok(false) => break,
-                Ok(true) => {}
-                Err(e) => {
-                    self.problem(format!("pods.csv line {line}: {e}"));
-                    continue;
-                }
-            }
+        while let Some(row) = self.next_row("pods.csv", &mut r, &mut rec) {
+            let Some(line) = row else { continue };
             let get = |i: usize| cols[i].and_then(|c| rec.get(c)).unwrap_or("");
             match pod_from_row(&get) {
                 Ok(mut p) => {
@@ -443,16 +454,8 @@ impl RunData {
         };
         self.from_jobs_csv = true;
         let mut rec = csv::StringRecord::new();
-        loop {
-            let line = r.position().line();
-            match r.read_record(&mut rec) {
-                Ok(false) => break,
-                Ok(true) => {}
-                Err(e) => {
-                    self.problem(format!("jobs.csv line {line}: {e}"));
-                    continue;
-                }
-            }
+        while let Some(row) = self.next_row("jobs.csv", &mut r, &mut rec) {
+            let Some(line) = row else { continue };
             let get = |i: usize| cols[i].and_then(|c| rec.get(c)).unwrap_or("");
             let job = match get(1) {
                 "" => get(0).to_string(),
@@ -685,16 +688,8 @@ impl RunData {
             .and_then(|h| h.iter().position(|c| c == "cpu_quota_m"));
         let cols: Vec<usize> = cols.into_iter().flatten().collect();
         let mut rec = csv::StringRecord::new();
-        loop {
-            let line = r.position().line();
-            match r.read_record(&mut rec) {
-                Ok(false) => break,
-                Ok(true) => {}
-                Err(e) => {
-                    self.problem(format!("queues.csv line {line}: {e}"));
-                    continue;
-                }
-            }
+        while let Some(row) = self.next_row("queues.csv", &mut r, &mut rec) {
+            let Some(line) = row else { continue };
             let get = |i: usize| rec.get(cols[i]).unwrap_or("");
             let row = (|| -> Result<_, String> {
                 let t = number(get(0), "time")?.ok_or("time is empty")?;
