@@ -307,11 +307,22 @@ def main():
                 print(f"[run] {label}: exit {proc.returncode}", file=sys.stderr)
         s = json.loads((out / "summary.json").read_text())
         runs.append((label, out))
+        # Jobs that ended otherwise than successfully (preempted: Batsim
+        # kills them, and a killed job is over), per queue.
+        queue_of = {j["id"]: j.get("queue") for j in json.loads(w.read_text())["jobs"]}
+        killed = {}
+        if (out / "jobs.csv").is_file():
+            with open(out / "jobs.csv", newline="") as f:
+                for r in csv.DictReader(f):
+                    if r["final_state"] != "COMPLETED_SUCCESSFULLY":
+                        q = queue_of.get(r["job_id"])
+                        killed[q] = killed.get(q, 0) + 1
         for tenant in TENANTS:
             q = s.get("queues", {}).get(tenant, {})
             rows.append({
                 "scheduler": label, "end": s.get("end_reason", "done"), "tenant": tenant,
                 "weight": TENANTS[tenant], "jobs": q.get("jobs", 0), "jobs_finished": q.get("jobs_finished", 0),
+                "not_successful": killed.get(tenant, 0),
                 "mean_wait": q.get("mean_wait", float("nan")),
                 "bounded_slowdown": q.get("mean_bounded_slowdown", float("nan")),
                 "cpu_share": q.get("cpu_share", float("nan")), "makespan": s["makespan"],
@@ -324,11 +335,12 @@ def main():
         wr = csv.DictWriter(f, fieldnames=list(rows[0]))
         wr.writeheader()
         wr.writerows(rows)
-    print("| scheduler | end | tenant (weight) | jobs done | mean wait (s) | bounded slowdown | cpu share "
-          "| makespan (s) | windows | wall (s) |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| scheduler | end | tenant (weight) | jobs done | of which killed | mean wait (s) | bounded slowdown "
+          "| cpu share | makespan (s) | windows | wall (s) |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['scheduler']} | {r['end']} | {r['tenant']} ({r['weight']}) | {r['jobs_finished']}/{r['jobs']} "
+              f"| {r['not_successful']} "
               f"| {r['mean_wait']:.1f} | {r['bounded_slowdown']:.2f} | {r['cpu_share']:.3f} "
               f"| {r['makespan']:.0f} | {r['windows']} | {r['wall_s']:.1f} |")
     if not args.no_plot:
