@@ -13,15 +13,31 @@ one that does not, through `batkube run` on exact simulated time:
   - batkube-scheduler, which ignores queues (first come, first served with
     gangs placed whole): the baseline.
 
-The workload: tenant `a` (weight 2) submits a burst of long jobs at the
-start, tenant `b` (weight 1) a steady stream; a fair share lets `b` in
-while `a`'s burst is queued. Per tenant: jobs, mean wait, mean bounded
-slowdown (tau = 10 s), share of the cluster's cpu-seconds (from
-summary.json's `queues`), and its allocated cpu over time (queues.csv).
+Two workloads (`--workload`):
+
+  - `generated` (the default), on platforms/16-node.xml (16 one-cpu
+    machines): tenant `a` (weight 2) submits a burst of long jobs at the
+    start, tenant `b` (weight 1) a steady stream; a fair share lets `b` in
+    while `a`'s burst is queued.
+  - `nasa`: workloads/NASA-iPSC-1993-3.1-parallel.json on
+    platforms/128-node.xml (a 16-cpu pod per iPSC node), split between the
+    tenants by the trace's user id (field 12 of the SWF, read from
+    $BATKUBE_REFERENCE/swf/NASA-iPSC-1993-3.1-cln.swf, whose job numbers
+    are the workload's ids): even user ids go to tenant-a (weight 2; 70 %
+    of the trace's node-seconds), odd ones to tenant-b (weight 1; 30 %), so
+    that a user's jobs stay in one queue. `--nasa-jobs K` keeps the first K
+    jobs (submission order) and `--speedup F` divides submission times by
+    F (the trace loads its 128 nodes to 47 %: F = 2 makes them contend).
+
+Per tenant: jobs, mean wait, mean bounded slowdown (tau = 10 s), share of
+the cluster's cpu-seconds (from summary.json's `queues`), and its allocated
+cpu over time (queues.csv).
 
     python3 experiments/queue_compare.py [--schedulers volcano,kueue,kueue-fair,batkube] [--jobs N] [--reuse]
-Outputs: experiments/results/queue_compare/{queue_compare.csv,queue_compare.png,<scheduler>/},
-and the table on stdout (Markdown).
+    python3 experiments/queue_compare.py --workload nasa [--nasa-jobs K] [--speedup F] [--schedulers ...]
+Outputs: experiments/results/queue_compare/{queue_compare.csv,queue_compare.png,<scheduler>/}
+(with `--workload nasa`: experiments/results/queue_compare/nasa-<K>-x<F>/…), and the table on stdout
+(Markdown).
 """
 
 import argparse
@@ -36,9 +52,11 @@ import _common as c
 
 OUT = c.RESULTS / "queue_compare"
 GO = c.ROOT / "target" / "go"
-MASTER = '--master "$(sed -n \'s/^ *server: *//p\' "$KUBECONFIG")"'
 TENANTS = {"tenant-a": 2, "tenant-b": 1}
-NODES = 16  # platforms/16-node.xml: one cpu each
+# The cluster of each workload: (platform, nodes, cpu and memory (Gi) per node).
+CLUSTERS = {"generated": ("16-node.xml", 16, 1, 4), "nasa": ("128-node.xml", 128, 16, 64)}
+NASA = c.WORKLOADS / "NASA-iPSC-1993-3.1-parallel.json"
+NASA_SWF = c.REFERENCE / "swf" / "NASA-iPSC-1993-3.1-cln.swf"
 
 
 def workload(bk, n):
@@ -65,12 +83,52 @@ def workload(bk, n):
             profiles[name] = prof
             jobs.append(dict(j, id=f"{tenant}-{j['id']}", profile=name, queue=tenant))
     jobs.sort(key=lambda j: (j["subtime"], j["id"]))
-    path.write_text(json.dumps({"nb_res": NODES, "jobs": jobs, "profiles": profiles}))
+    path.write_text(json.dumps({"nb_res": CLUSTERS["generated"][1], "jobs": jobs, "profiles": profiles}))
     return path
 
 
-def volcano_queues():
-    p = OUT / "volcano-queues.yaml"
+def nasa_tenant(user):
+    """The NASA trace's user id -> tenant: even ids to tenant-a, odd to tenant-b."""
+    return "tenant-a" if user % 2 == 0 else "tenant-b"
+
+
+def nasa_workload(out, k, speedup):
+    """The parallel NASA iPSC workload, its first `k` jobs (all when None),
+    each in its user's tenant (`nasa_tenant`), submission times divided by
+    `speedup` (rounded to the microsecond)."""
+    path = out / "workload.json"
+    if path.exists():
+        return path
+    if not NASA_SWF.is_file():
+        sys.exit(f"queue_compare: --workload nasa needs the trace's user ids from {NASA_SWF} "
+                 "(set BATKUBE_REFERENCE to the directory holding swf/)")
+    users = {}
+    for line in NASA_SWF.read_text().splitlines():
+        f = line.split()
+        if f and not line.startswith(";"):
+            users[f[0]] = int(f[11])
+    w = json.loads(NASA.read_text())
+    jobs = w["jobs"][:k] if k else w["jobs"]
+    missing = [j["id"] for j in jobs if j["id"] not in users]
+    if missing:
+        sys.exit(f"queue_compare: {len(missing)} job(s) of {NASA.name} not in {NASA_SWF.name}, e.g. {missing[0]}")
+    out_jobs = []
+    for j in jobs:
+        j = dict(j, queue=nasa_tenant(users[j["id"]]))
+        if speedup != 1:
+            j["subtime"] = round(j["subtime"] / speedup, 6)
+        out_jobs.append(j)
+    used = {j["profile"] for j in out_jobs}
+    w = dict(w, jobs=out_jobs, profiles={n: p for n, p in w["profiles"].items() if n in used})
+    w["description"] = (f"{NASA.name}, first {len(out_jobs)} jobs, submission times / {speedup:g}, queue by the "
+                        "trace's user id: even -> tenant-a, odd -> tenant-b (experiments/queue_compare.py)")
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(w))
+    return path
+
+
+def volcano_queues(out):
+    p = out / "volcano-queues.yaml"
     p.write_text("".join(
         f"- at: 0\n  create:\n    apiVersion: scheduling.volcano.sh/v1beta1\n    kind: Queue\n"
         f"    metadata: {{name: {t}}}\n    spec: {{weight: {w}, reclaimable: true}}\n"
@@ -78,15 +136,29 @@ def volcano_queues():
     return p
 
 
-def kueue_queues():
-    """A ResourceFlavor, one ClusterQueue per tenant in one cohort (nominal
-    quota in proportion to its weight, the rest borrowable), a LocalQueue
-    of the tenant's name in the jobs' namespace."""
+def node_shares(nodes):
+    """Whole nodes per tenant, in proportion to the weights (largest
+    remainders), summing to `nodes`: Kueue's nominal quotas must add up to
+    the cluster, since a cohort lends only unused nominal quota (quotas of
+    16 * 2 // 3 and 16 // 3 cpu left one of 16 cpus to nobody)."""
     total = sum(TENANTS.values())
+    exact = {t: nodes * w / total for t, w in TENANTS.items()}
+    share = {t: int(v) for t, v in exact.items()}
+    for t in sorted(exact, key=lambda t: (share[t] - exact[t], t))[:nodes - sum(share.values())]:
+        share[t] += 1
+    return share
+
+
+def kueue_queues(out, cluster):
+    """A ResourceFlavor, one ClusterQueue per tenant in one cohort (nominal
+    quota: whole nodes in proportion to its weight, the others' unused
+    quota borrowable without limit), a LocalQueue of the tenant's name in
+    the jobs' namespace."""
+    _, nodes, cpu, mem_gi = cluster
     docs = ["- at: 0\n  create:\n    apiVersion: kueue.x-k8s.io/v1beta2\n    kind: ResourceFlavor\n"
             "    metadata: {name: default-flavor}\n"]
-    for t, w in TENANTS.items():
-        quota = NODES * w // total
+    for t, n in node_shares(nodes).items():
+        w = TENANTS[t]
         docs.append(
             f"- at: 0\n  create:\n    apiVersion: kueue.x-k8s.io/v1beta2\n    kind: ClusterQueue\n"
             f"    metadata: {{name: {t}}}\n    spec:\n      cohortName: tenants\n      namespaceSelector: {{}}\n"
@@ -94,16 +166,16 @@ def kueue_queues():
             f"      preemption: {{reclaimWithinCohort: Any, withinClusterQueue: LowerPriority}}\n"
             f"      resourceGroups:\n      - coveredResources: [cpu, memory]\n        flavors:\n"
             f"        - name: default-flavor\n          resources:\n"
-            f"          - {{name: cpu, nominalQuota: \"{quota}\"}}\n"
-            f"          - {{name: memory, nominalQuota: \"{quota * 4}Gi\"}}\n")
+            f"          - {{name: cpu, nominalQuota: \"{n * cpu}\"}}\n"
+            f"          - {{name: memory, nominalQuota: \"{n * mem_gi}Gi\"}}\n")
         docs.append(f"- at: 0\n  create:\n    apiVersion: kueue.x-k8s.io/v1beta2\n    kind: LocalQueue\n"
                     f"    metadata: {{name: {t}, namespace: default}}\n    spec: {{clusterQueue: {t}}}\n")
-    p = OUT / "kueue-queues.yaml"
+    p = out / "kueue-queues.yaml"
     p.write_text("".join(docs))
     return p
 
 
-def schedulers(which):
+def schedulers(which, out, cluster):
     rel = c.ROOT / "target" / "release"
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "batkube", "-p", "batkube-scheduler"],
                    cwd=c.ROOT, check=True)
@@ -115,7 +187,7 @@ def schedulers(which):
     if go:
         print(f"[setup] schedulers/build-go.sh {' '.join(go)}", file=sys.stderr)
         subprocess.run(["bash", str(c.ROOT / "schedulers" / "build-go.sh"), *go], check=True)
-    kueue_cmd = f'{GO / "kube-scheduler"} --kubeconfig "$KUBECONFIG" --secure-port=0'
+    kueue_cmd = f'{GO / "kube-scheduler"} --kubeconfig "$KUBECONFIG" --leader-elect=false --secure-port=0'
 
     def kueue(fair):
         config = c.ROOT / "schedulers/kueue/config.yaml"
@@ -123,9 +195,9 @@ def schedulers(which):
             # config.yaml with its fairSharing section uncommented.
             text = config.read_text()
             text = text.replace("#fairSharing:", "fairSharing:").replace("#  preemptionStrategies", "  preemptionStrategies")
-            config = OUT / "kueue-config-fair-sharing.yaml"
+            config = out / "kueue-config-fair-sharing.yaml"
             config.write_text(text)
-        return (["--gang", "kueue", "--crds", str(GO / "crds" / "kueue"), "--scenario", str(kueue_queues()),
+        return (["--gang", "kueue", "--crds", str(GO / "crds" / "kueue"), "--scenario", str(kueue_queues(out, cluster)),
                  "--controller", f'{c.ROOT / "schedulers/kueue/run.sh"} {GO / "kueue-manager"} --config {config} '
                                  '--kubeconfig "$KUBECONFIG"'])
 
@@ -133,7 +205,7 @@ def schedulers(which):
         "volcano": ("Volcano (proportion, drf)",
                     f'{GO / "vc-scheduler"} --kubeconfig "$KUBECONFIG" --scheduler-conf '
                     f'{c.ROOT / "schedulers/volcano/scheduler.conf"} --leader-elect=false',
-                    ["--gang", "volcano", "--crds", str(GO / "crds" / "volcano"), "--scenario", str(volcano_queues()),
+                    ["--gang", "volcano", "--crds", str(GO / "crds" / "volcano"), "--scenario", str(volcano_queues(out)),
                      "--controller", f'{GO / "vc-controller-manager"} --kubeconfig "$KUBECONFIG" --leader-elect=false']),
         "kueue": ("Kueue (cohort, borrowing)", kueue_cmd, lambda: kueue(False)),
         "kueue-fair": ("Kueue (cohort, fair sharing)", kueue_cmd, lambda: kueue(True)),
@@ -142,11 +214,11 @@ def schedulers(which):
     unknown = [w for w in which if w not in all_]
     if unknown:
         sys.exit(f"queue_compare: unknown scheduler(s) {', '.join(unknown)} ({', '.join(all_)})")
-    out = {}
+    chosen = {}
     for k in which:
         label, cmd, flags = all_[k]
-        out[k] = (label, cmd, flags() if callable(flags) else flags)
-    return rel / "batkube", out
+        chosen[k] = (label, cmd, flags() if callable(flags) else flags)
+    return rel / "batkube", chosen
 
 
 def allocated_over_time(queues_csv):
@@ -160,7 +232,7 @@ def allocated_over_time(queues_csv):
     return series
 
 
-def plot(runs):
+def plot(runs, out, capacity):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -171,13 +243,13 @@ def plot(runs):
         for tenant, pts in sorted(allocated_over_time(out / "queues.csv").items()):
             ax.step([t for t, _ in pts], [v for _, v in pts], where="post",
                     label=f"{tenant} (weight {TENANTS.get(tenant, '?')})")
-        ax.axhline(NODES, color="black", linestyle="--", linewidth=0.8)
+        ax.axhline(capacity, color="black", linestyle="--", linewidth=0.8)
         ax.set_ylabel("cpu allocated")
         ax.set_title(label, fontsize=9)
         ax.legend(fontsize=7, loc="upper right")
     axes[-1, 0].set_xlabel("simulated time (s)")
     fig.tight_layout()
-    fig.savefig(OUT / "queue_compare.png", dpi=110)
+    fig.savefig(out / "queue_compare.png", dpi=110)
     plt.close(fig)
 
 
@@ -185,7 +257,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--schedulers", default="volcano,batkube",
                     help="volcano, kueue, kueue-fair, batkube (default: volcano,batkube)")
+    ap.add_argument("--workload", choices=sorted(CLUSTERS), default="generated",
+                    help="generated (two tenants' jobs on 16 nodes, the default) or nasa (the NASA iPSC trace "
+                         "split by user id, on 128 nodes)")
     ap.add_argument("--jobs", type=int, default=120, help="jobs in the generated workload (default 120)")
+    ap.add_argument("--nasa-jobs", type=int, default=None, metavar="K",
+                    help="with --workload nasa: the first K jobs only (default: all 18,239)")
+    ap.add_argument("--speedup", type=float, default=1.0, metavar="F",
+                    help="with --workload nasa: submission times divided by F (default 1)")
     ap.add_argument("--reuse", action="store_true", help="keep runs already done instead of running them again")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
@@ -193,15 +272,22 @@ def main():
     args = ap.parse_args()
     if args.jobs < 3:
         ap.error("--jobs must be at least 3 (both tenants need jobs)")
+    if args.speedup <= 0:
+        ap.error("--speedup must be positive")
     if not args.no_plot:
         c.ensure_venv()
-    OUT.mkdir(parents=True, exist_ok=True)
-    bk, scheds = schedulers(args.schedulers.split(","))
-    w = workload(str(bk), args.jobs)
-    platform = c.PLATFORMS / "16-node.xml"
+    cluster = CLUSTERS[args.workload]
+    if args.workload == "nasa":
+        base = OUT / f"nasa-{args.nasa_jobs or 'all'}-x{args.speedup:g}"
+    else:
+        base = OUT
+    base.mkdir(parents=True, exist_ok=True)
+    bk, scheds = schedulers(args.schedulers.split(","), base, cluster)
+    w = nasa_workload(base, args.nasa_jobs, args.speedup) if args.workload == "nasa" else workload(str(bk), args.jobs)
+    platform = c.PLATFORMS / cluster[0]
     rows, runs = [], []
     for key, (label, cmd, flags) in scheds.items():
-        out = OUT / key
+        out = base / key
         if args.reuse and (out / "wall_s").is_file() and (out / "summary.json").is_file():
             print(f"[reuse] {label}", file=sys.stderr)
         else:
@@ -221,29 +307,44 @@ def main():
                 print(f"[run] {label}: exit {proc.returncode}", file=sys.stderr)
         s = json.loads((out / "summary.json").read_text())
         runs.append((label, out))
+        # Jobs that ended otherwise than successfully (preempted: Batsim
+        # kills them, and a killed job is over), per queue.
+        queue_of = {j["id"]: j.get("queue") for j in json.loads(w.read_text())["jobs"]}
+        killed = {}
+        if (out / "jobs.csv").is_file():
+            with open(out / "jobs.csv", newline="") as f:
+                for r in csv.DictReader(f):
+                    if r["final_state"] != "COMPLETED_SUCCESSFULLY":
+                        q = queue_of.get(r["job_id"])
+                        killed[q] = killed.get(q, 0) + 1
         for tenant in TENANTS:
             q = s.get("queues", {}).get(tenant, {})
             rows.append({
                 "scheduler": label, "end": s.get("end_reason", "done"), "tenant": tenant,
                 "weight": TENANTS[tenant], "jobs": q.get("jobs", 0), "jobs_finished": q.get("jobs_finished", 0),
+                "not_successful": killed.get(tenant, 0),
                 "mean_wait": q.get("mean_wait", float("nan")),
                 "bounded_slowdown": q.get("mean_bounded_slowdown", float("nan")),
                 "cpu_share": q.get("cpu_share", float("nan")), "makespan": s["makespan"],
+                # How far a run got (a stopped run's end_time) and its windows:
+                # wall time per simulated second, to extrapolate a prefix.
+                "simulated_s": s.get("end_time", s["makespan"]), "windows": s.get("windows", 0),
                 "wall_s": float((out / "wall_s").read_text()),
             })
-    with open(OUT / "queue_compare.csv", "w", newline="") as f:
+    with open(base / "queue_compare.csv", "w", newline="") as f:
         wr = csv.DictWriter(f, fieldnames=list(rows[0]))
         wr.writeheader()
         wr.writerows(rows)
-    print("| scheduler | end | tenant (weight) | jobs done | mean wait (s) | bounded slowdown | cpu share "
-          "| makespan (s) | wall (s) |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    print("| scheduler | end | tenant (weight) | jobs done | of which killed | mean wait (s) | bounded slowdown "
+          "| cpu share | makespan (s) | windows | wall (s) |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['scheduler']} | {r['end']} | {r['tenant']} ({r['weight']}) | {r['jobs_finished']}/{r['jobs']} "
+              f"| {r['not_successful']} "
               f"| {r['mean_wait']:.1f} | {r['bounded_slowdown']:.2f} | {r['cpu_share']:.3f} "
-              f"| {r['makespan']:.0f} | {r['wall_s']:.1f} |")
+              f"| {r['makespan']:.0f} | {r['windows']} | {r['wall_s']:.1f} |")
     if not args.no_plot:
-        plot(runs)
+        plot(runs, base, cluster[1] * cluster[2])
 
 
 if __name__ == "__main__":

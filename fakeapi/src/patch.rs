@@ -8,6 +8,7 @@
 //! strategic merge (415) and applies as a merge, as the real server does.
 
 use crate::error::ApiError;
+use crate::schema::Schema;
 use serde_json::{Map, Value};
 
 /// The patch content types understood.
@@ -97,9 +98,15 @@ pub const CUSTOM_PATCH_TYPES: &[&str] = &[
 
 /// Patches a custom object: strategic merge is refused with the real
 /// server's 415 (custom resources have no patch strategies), and an apply
-/// merges its YAML as a JSON merge patch (lists are atomic without
-/// list-type markers, and fields are not tracked per manager).
-pub fn apply_patch_custom(kind: PatchKind, target: &Value, body: &[u8]) -> Result<Value, ApiError> {
+/// merges its YAML as a JSON merge patch, except that the lists `schema`
+/// marks `x-kubernetes-list-type: map` are merged entry by entry
+/// ([`Schema::apply_merge`]; fields are not tracked per manager).
+pub(crate) fn apply_patch_custom(
+    kind: PatchKind,
+    target: &Value,
+    body: &[u8],
+    schema: Option<&Schema>,
+) -> Result<Value, ApiError> {
     match kind {
         PatchKind::StrategicMerge => Err(ApiError::UnsupportedMediaType(format!(
             "the body of the request was in an unknown format - accepted media types include: {}",
@@ -115,7 +122,10 @@ pub fn apply_patch_custom(kind: PatchKind, target: &Value, body: &[u8]) -> Resul
                 ));
             }
             let mut doc = target.clone();
-            json_patch::merge(&mut doc, &p);
+            match schema {
+                Some(s) => s.apply_merge(&mut doc, &p),
+                None => json_patch::merge(&mut doc, &p),
+            }
             Ok(doc)
         }
         _ => apply_patch(kind, target, body),

@@ -9,8 +9,11 @@
 //! words them and carry the field path the real server reports (`spec.minMember`,
 //! `spec.items[0].name`), so clients see the same 422.
 //!
-//! Not covered: CEL rules (`x-kubernetes-validations`), list-type and
-//! map-type merge semantics, ratcheting of unchanged invalid fields.
+//! Server-side apply merges `x-kubernetes-list-type: map` lists by their
+//! `x-kubernetes-list-map-keys` ([`Schema::apply_merge`]).
+//!
+//! Not covered: CEL rules (`x-kubernetes-validations`), field ownership
+//! (managedFields), set-type lists, ratcheting of unchanged invalid fields.
 
 use crate::error::{go_float, go_quote, go_value, FieldError, FieldErrorKind};
 use regex::Regex;
@@ -48,6 +51,8 @@ pub(crate) struct Schema {
     any_of: Vec<Schema>,
     one_of: Vec<Schema>,
     not: Option<Box<Schema>>,
+    /// `x-kubernetes-list-map-keys` of a `x-kubernetes-list-type: map` list.
+    map_keys: Option<Vec<String>>,
 }
 
 /// `additionalProperties`: a schema for every other key, or a boolean.
@@ -134,6 +139,22 @@ impl Schema {
         unknown
     }
 
+    /// Merges a server-side apply configuration into `target` as the
+    /// structured merge does for fields present in it: objects field by
+    /// field (a null removes), `x-kubernetes-list-type: map` lists entry
+    /// by entry (matched on their `x-kubernetes-list-map-keys`; an entry
+    /// the configuration does not name stays, as another manager's would),
+    /// other lists and scalars replaced. Without field ownership, nothing
+    /// is removed for being left out (real apply removes a field its
+    /// manager owned alone and no longer applies). Two managers applying
+    /// different conditions of one object keep both, as on a real server
+    /// (Kueue's job reconciler applies `Finished`, its scheduler
+    /// `QuotaReserved`; replacing the list made each erase the other's,
+    /// for ever).
+    pub(crate) fn apply_merge(&self, target: &mut Value, config: &Value) {
+        merge_applied(target, config, Some(self));
+    }
+
     /// Validates `obj` against the schema; an empty list when it is valid.
     pub(crate) fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
@@ -217,6 +238,18 @@ fn parse_node(v: &Value, path: &str, level: Level, errs: &mut Vec<FieldError>) -
     }
     s.embedded = flag("x-kubernetes-embedded-resource", errs);
     s.int_or_string = flag("x-kubernetes-int-or-string", errs);
+    if m.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("map") {
+        s.map_keys = m
+            .get("x-kubernetes-list-map-keys")
+            .and_then(Value::as_array)
+            .map(|ks| {
+                ks.iter()
+                    .filter_map(Value::as_str)
+                    .map(String::from)
+                    .collect()
+            })
+            .filter(|ks: &Vec<String>| !ks.is_empty());
+    }
     if flag("uniqueItems", errs) {
         errs.push(FieldError::forbidden(
             at("uniqueItems"),
@@ -511,6 +544,54 @@ fn skip_prune(x: &mut Value, s: &Schema, path: &str, unknown: &mut Vec<String>) 
             }
         }
         _ => {}
+    }
+}
+
+fn merge_applied(target: &mut Value, config: &Value, s: Option<&Schema>) {
+    match config {
+        Value::Object(c) => {
+            if !target.is_object() {
+                *target = Value::Object(Map::new());
+            }
+            let t = target.as_object_mut().expect("an object");
+            for (k, v) in c {
+                if v.is_null() {
+                    t.remove(k);
+                    continue;
+                }
+                let fs = field_schema(s, k);
+                match t.get_mut(k) {
+                    Some(old) => merge_applied(old, v, fs),
+                    None => {
+                        let mut fresh = Value::Null;
+                        merge_applied(&mut fresh, v, fs);
+                        t.insert(k.clone(), fresh);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            let keys = s.and_then(|s| s.map_keys.as_ref());
+            let item_schema = s.and_then(|s| s.items.as_deref());
+            match (keys, target.as_array_mut()) {
+                (Some(keys), Some(old)) => {
+                    let key_of = |x: &Value| -> Vec<Value> {
+                        keys.iter()
+                            .map(|k| x.get(k).cloned().unwrap_or(Value::Null))
+                            .collect()
+                    };
+                    for item in items {
+                        let key = key_of(item);
+                        match old.iter_mut().find(|o| key_of(o) == key) {
+                            Some(o) => merge_applied(o, item, item_schema),
+                            None => old.push(item.clone()),
+                        }
+                    }
+                }
+                _ => *target = config.clone(),
+            }
+        }
+        _ => *target = config.clone(),
     }
 }
 

@@ -1601,7 +1601,12 @@ impl Store {
         let custom = served.custom.is_some();
         let patch = |target: &Value| {
             if custom {
-                crate::patch::apply_patch_custom(kind, target, body)
+                crate::patch::apply_patch_custom(
+                    kind,
+                    target,
+                    body,
+                    served.custom.as_ref().map(|cv| &*cv.def.schema),
+                )
             } else {
                 apply_patch(kind, target, body)
             }
@@ -1681,6 +1686,7 @@ impl Store {
                 kind,
                 &cv.scale_of(&current.value).expect("a scale subresource"),
                 body,
+                None,
             )?,
         };
         if let Some(rv) = meta_str(&scale, "resourceVersion") {

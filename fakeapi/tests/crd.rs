@@ -52,6 +52,11 @@ fn widget_crd() -> Value {
             "replicas": {"type": "integer"},
             "selector": {"type": "string"},
             "phase": {"type": "string"},
+            "conditions": {"type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["type"],
+                "items": {"type": "object", "required": ["type"], "properties": {
+                    "type": {"type": "string"}, "status": {"type": "string"},
+                    "reason": {"type": "string"}}}},
         }},
     }});
     let version = |name: &str, storage: bool| {
@@ -654,6 +659,73 @@ async fn custom_resources_through_every_verb() {
         store.get("gizmos.example.com", None, "g").unwrap()["spec"]["size"],
         "S"
     );
+}
+
+/// Server-side apply merges a `x-kubernetes-list-type: map` list entry by
+/// entry: two managers applying different conditions keep both (Kueue's
+/// job reconciler applies `Finished` and its scheduler `QuotaReserved` on a
+/// Workload's status; a list replaced whole made each erase the other's,
+/// the Workload flipping between finished and pending every 20 ms). An
+/// atomic list is still replaced.
+#[tokio::test]
+async fn apply_merges_map_lists_by_key() {
+    let (_store, _server, client) = start(StoreConfig::default()).await;
+    install_widgets(&client).await;
+    let w: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &widget_resource("v1"));
+    w.create(
+        &PostParams::default(),
+        &widget("a", json!({"size": "S", "tags": ["x", "y"]})),
+    )
+    .await
+    .unwrap();
+    let apply = |manager: &str, status: Value| {
+        let w = w.clone();
+        let pp = PatchParams::apply(manager).force();
+        let body = json!({"apiVersion": "example.com/v1", "kind": "Widget", "status": status});
+        async move { w.patch_status("a", &pp, &Patch::Apply(body)).await.unwrap() }
+    };
+    apply(
+        "admission",
+        json!({"conditions": [{"type": "QuotaReserved", "status": "True"}]}),
+    )
+    .await;
+    let both = apply(
+        "job",
+        json!({"conditions": [{"type": "Finished", "status": "True"}]}),
+    )
+    .await;
+    assert_eq!(
+        both.data["status"]["conditions"],
+        json!([{"type": "QuotaReserved", "status": "True"}, {"type": "Finished", "status": "True"}])
+    );
+    // An entry applied again is merged in place, the others stay.
+    let again = apply(
+        "admission",
+        json!({"phase": "Done", "conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Ended"}]}),
+    )
+    .await;
+    assert_eq!(
+        (
+            again.data["status"]["phase"].as_str(),
+            again.data["status"]["conditions"].clone()
+        ),
+        (
+            Some("Done"),
+            json!([{"type": "QuotaReserved", "status": "False", "reason": "Ended"},
+                   {"type": "Finished", "status": "True"}])
+        )
+    );
+    // spec.tags has no list type: atomic, replaced.
+    let tags = w
+        .patch(
+            "a",
+            &PatchParams::apply("other").force(),
+            &Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget", "spec": {"size": "S", "tags": ["z"]}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(tags.data["spec"]["tags"], json!(["z"]));
 }
 
 #[tokio::test]

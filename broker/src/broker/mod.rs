@@ -583,7 +583,7 @@ impl Broker {
         // that varies run to run; decisions of one window are simultaneous,
         // so a canonical order keeps runs bit-for-bit reproducible.
         self.life_finish_registration(&mut out);
-        out.sort_by_cached_key(decision_key);
+        canonical_order(&mut out);
         for ev in &out {
             self.timeline_batsim(reply_now, "broker", ev);
         }
@@ -1187,13 +1187,29 @@ impl Broker {
     }
 }
 
-fn decision_key(ev: &EventData) -> (u8, String) {
-    match ev {
+/// The decisions of one window in a canonical order: rejections, kills,
+/// executions, the rest, each by job id. A job both started and killed in
+/// the window (a gang bound, then preempted in the same instant: Kueue
+/// admits a workload and reclaims its quota at once) is killed after its
+/// EXECUTE_JOB, which Batsim needs (a KILL_JOB for a job that is not
+/// running aborts it): it runs for 0 s and ends killed.
+fn canonical_order(out: &mut [EventData]) {
+    let executed: BTreeSet<String> = out
+        .iter()
+        .filter_map(|ev| match ev {
+            EventData::ExecuteJob(e) => Some(e.job_id.clone()),
+            _ => None,
+        })
+        .collect();
+    out.sort_by_cached_key(|ev| match ev {
         EventData::RejectJob(r) => (0, r.job_id.clone()),
+        EventData::KillJob(k) if k.job_ids.iter().any(|j| executed.contains(j)) => {
+            (3, k.job_ids.join(" "))
+        }
         EventData::KillJob(k) => (1, k.job_ids.join(" ")),
         EventData::ExecuteJob(e) => (2, e.job_id.clone()),
-        other => (3, other.kind().to_string()),
-    }
+        other => (4, other.kind().to_string()),
+    });
 }
 
 /// A pod's status once its container runs.
@@ -2202,5 +2218,48 @@ impl Broker {
             self.overcommits,
             self.messages
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(out: &[EventData]) -> Vec<(String, String)> {
+        out.iter()
+            .map(|ev| {
+                let id = match ev {
+                    EventData::RejectJob(r) => r.job_id.clone(),
+                    EventData::KillJob(k) => k.job_ids.join(" "),
+                    EventData::ExecuteJob(e) => e.job_id.clone(),
+                    _ => String::new(),
+                };
+                (ev.kind().to_string(), id)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_job_started_and_killed_in_one_window_is_executed_before_its_kill() {
+        let mut out = vec![
+            build::kill_jobs(["w0!b"]),
+            build::execute_job("w0!c", IntervalSet::single(1)),
+            build::kill_jobs(["w0!a"]),
+            build::execute_job("w0!b", IntervalSet::single(3)),
+            build::reject_job("w0!d"),
+        ];
+        canonical_order(&mut out);
+        let want = [
+            ("REJECT_JOB", "w0!d"),
+            ("KILL_JOB", "w0!a"),
+            ("EXECUTE_JOB", "w0!b"),
+            ("EXECUTE_JOB", "w0!c"),
+            ("KILL_JOB", "w0!b"),
+        ];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(k, j)| (k.to_string(), j.to_string()))
+            .collect();
+        assert_eq!(order(&out), want);
     }
 }
