@@ -8,9 +8,7 @@ use std::fmt::Write;
 
 use super::data::RunData;
 use super::html::{esc, num, percent, secs, thousands};
-use super::run_page::{
-    axis_lane, bucketize, job_stats, queue_colour, steps_path, Span, BUCKETS, W,
-};
+use super::run_page::{axis_lane, bucketize, draw_lane, job_stats, queue_colour, Span, BUCKETS};
 
 /// Queues drawn over time beyond this many are in the table only.
 pub const MAX_QUEUE_LANES: usize = 12;
@@ -193,34 +191,18 @@ fn lane(
     b: &[(f64, f64, f64)],
     second: Option<&Vec<(f64, f64, f64)>>,
 ) {
-    const H: f64 = 48.0;
     let top = if max > 0.0 { max * 1.05 } else { 1.0 };
-    let y = |v: f64| H - (v / top).clamp(0.0, 1.0) * (H - 2.0);
-    let dx = W / b.len().max(1) as f64;
-    let hi: Vec<f64> = b.iter().map(|v| y(v.2)).collect();
-    let mean: Vec<f64> = b.iter().map(|v| y(v.0)).collect();
-    let lo: Vec<f64> = b.iter().map(|v| y(v.1)).collect();
-    let _ = write!(
+    draw_lane(
         out,
-        "<div class=\"lane series\"><div class=\"lab\"><span class=\"ymax\">{}</span>{label}\
-         <span class=\"ymin\">0</span></div><div class=\"plot\"><svg id=\"series-{id}\" \
-         class=\"timeview qlane q{colour}\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {W} {H}\" \
-         preserveAspectRatio=\"none\" width=\"100%\" height=\"{H}\"><polygon class=\"band\" \
-         points=\"{} {}\"/><polyline class=\"mean\" points=\"{}\"/>",
-        num(max, 3),
-        steps_path(&hi, dx, false),
-        steps_path(&lo, dx, true),
-        steps_path(&mean, dx, false),
+        id,
+        &format!("timeview qlane q{colour}"),
+        label,
+        &num(max, 3),
+        48.0,
+        top,
+        b,
+        second.map(Vec::as_slice),
     );
-    if let Some(s) = second {
-        let ys: Vec<f64> = s.iter().map(|v| y(v.0)).collect();
-        let _ = write!(
-            out,
-            "<polyline class=\"second\" points=\"{}\"/>",
-            steps_path(&ys, dx, false)
-        );
-    }
-    out.push_str("</svg></div></div>");
 }
 
 #[cfg(test)]

@@ -968,37 +968,59 @@ pub(super) fn series_lane(
     max: f64,
     fraction: bool,
 ) {
-    const H: f64 = 60.0;
-    let top = if max > 0.0 { max } else { 1.0 };
-    let y = |v: f64| H - (v / top).clamp(0.0, 1.05) * (H - 2.0);
-    let dx = W / b.len().max(1) as f64;
-    let hi: Vec<f64> = b.iter().map(|v| y(v.2)).collect();
-    let mean: Vec<f64> = b.iter().map(|v| y(v.0)).collect();
-    let lo: Vec<f64> = b.iter().map(|v| y(v.1)).collect();
-    let line = steps_path(&mean, dx, false);
-    let band = format!(
-        "{} {}",
-        steps_path(&hi, dx, false),
-        steps_path(&lo, dx, true)
-    );
     let label = if fraction {
         format!("{what}<br/><small>band: min to max; line: mean</small>")
     } else {
         format!("{what}<br/><small>at most {}</small>", thousands(max))
     };
+    let top = if max > 0.0 { max } else { 1.0 };
+    let ymax = if fraction {
+        percent(top)
+    } else {
+        thousands(max)
+    };
+    draw_lane(out, id, "timeview", &label, &ymax, 60.0, top, b, None);
+}
+
+/// A lane of the time charts: buckets (mean, min, max) as a band and a
+/// mean line scaled to `top`, and an optional second series as a line
+/// (its means), in an SVG of `class` (`timeview`: it zooms with the chart).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn draw_lane(
+    out: &mut String,
+    id: &str,
+    class: &str,
+    label: &str,
+    ymax: &str,
+    h: f64,
+    top: f64,
+    b: &[(f64, f64, f64)],
+    second: Option<&[(f64, f64, f64)]>,
+) {
+    let y = |v: f64| h - (v / top).clamp(0.0, 1.05) * (h - 2.0);
+    let dx = W / b.len().max(1) as f64;
+    let hi: Vec<f64> = b.iter().map(|v| y(v.2)).collect();
+    let mean: Vec<f64> = b.iter().map(|v| y(v.0)).collect();
+    let lo: Vec<f64> = b.iter().map(|v| y(v.1)).collect();
     let _ = write!(
         out,
-        "<div class=\"lane series\"><div class=\"lab\"><span class=\"ymax\">{}</span>{label}<span class=\"ymin\">0</span></div>\
-         <div class=\"plot\"><svg id=\"series-{id}\" class=\"timeview\" xmlns=\"http://www.w3.org/2000/svg\" \
-         viewBox=\"0 0 {W} {H}\" preserveAspectRatio=\"none\" width=\"100%\" height=\"{H}\">\
-         <polygon class=\"band\" points=\"{}\"/><polyline class=\"mean\" points=\"{}\"/></svg></div></div>",
-        if fraction {
-            percent(top)
-        } else {
-            thousands(max)
-        },
-        band, line
+        "<div class=\"lane series\"><div class=\"lab\"><span class=\"ymax\">{ymax}</span>{label}<span class=\"ymin\">0</span></div>\
+         <div class=\"plot\"><svg id=\"series-{id}\" class=\"{class}\" xmlns=\"http://www.w3.org/2000/svg\" \
+         viewBox=\"0 0 {W} {h}\" preserveAspectRatio=\"none\" width=\"100%\" height=\"{h}\">\
+         <polygon class=\"band\" points=\"{} {}\"/><polyline class=\"mean\" points=\"{}\"/>",
+        steps_path(&hi, dx, false),
+        steps_path(&lo, dx, true),
+        steps_path(&mean, dx, false),
     );
+    if let Some(s) = second {
+        let ys: Vec<f64> = s.iter().map(|v| y(v.0)).collect();
+        let _ = write!(
+            out,
+            "<polyline class=\"second\" points=\"{}\"/>",
+            steps_path(&ys, dx, false)
+        );
+    }
+    out.push_str("</svg></div></div>");
 }
 
 /// The points of a step curve of one value per bucket `dx` wide, a point
