@@ -71,6 +71,6 @@ pub use resources::ResourceInfo;
 pub use server::{kubeconfig_yaml, serve, RunningServer};
 pub use store::{
     Change, Clock, DeleteOptions, EventType, HoldGuard, Origin, Propagation, Store, StoreConfig,
-    WatchStart,
+    WatchStart, INSTANTS_HEADER, INSTANT_BEGIN, INSTANT_END,
 };
 pub use timers::{SimTimers, WatchTimers};

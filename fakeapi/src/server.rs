@@ -798,7 +798,15 @@ fn watch(ctx: &Ctx, r: &Req, t: &Target, name: Option<&str>) -> Result<Response,
         ctx.store.activity(),
         r.conn.as_ref().map(|c| c.label).unwrap_or_default(),
     );
-    let reg = ctx.store.watch_in(&t.served, sel, start, tally)?;
+    // Instant markers go to a watch that asked for them and for bookmarks,
+    // in JSON (a table watch is for people).
+    let instants = r.flag("allowWatchBookmarks")
+        && matches!(render, Render::Json)
+        && r.headers
+            .get(crate::store::INSTANTS_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| !matches!(v.trim(), "false" | "0"));
+    let reg = ctx.store.watch_in(&t.served, sel, start, tally, instants)?;
     let stream = WatchStream::new(
         ctx.store.clone(),
         t.served.clone(),

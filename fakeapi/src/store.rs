@@ -33,6 +33,16 @@ pub use gc::Propagation;
 /// condition transition times). The broker passes its simulated clock.
 pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
+/// The request header by which a watch asks for instant markers (see
+/// [`Store::hold`]); any value but `false` or `0`. A real API server
+/// ignores it, so a client that waits on markers must not wait for them
+/// before it has seen one.
+pub const INSTANTS_HEADER: &str = "x-batkube-instants";
+/// The annotation of the bookmark before a held batch's changes.
+pub const INSTANT_BEGIN: &str = "batkube.io/instant-begin";
+/// The annotation of the bookmark after a held batch's changes.
+pub const INSTANT_END: &str = "batkube.io/instant-end";
+
 /// Store settings. `StoreConfig::default()` is right for most uses.
 #[derive(Clone)]
 pub struct StoreConfig {
@@ -218,7 +228,21 @@ pub(crate) fn event_line(ty: &str, object_json: &[u8]) -> Bytes {
 pub(crate) enum WatchItem {
     Change(EventType, Arc<Event>),
     Initial(Stored),
-    Bookmark { rv: u64, initial_end: bool },
+    Bookmark { rv: u64, mark: Mark },
+}
+
+/// What a bookmark says besides its resourceVersion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mark {
+    /// A periodic one (nothing).
+    Periodic,
+    /// `k8s.io/initial-events-end`: the initial events are all sent.
+    InitialEnd,
+    /// `batkube.io/instant-begin`: the changes of held batch N follow
+    /// (see [`Store::hold`]; only to watches that asked for instants).
+    Begin(u64),
+    /// `batkube.io/instant-end`: every change of batch N was sent before.
+    End(u64),
 }
 
 /// An event queued to a watcher, counted as pending in [`Activity`] by its
@@ -236,6 +260,8 @@ struct Watcher {
     tx: mpsc::Sender<Queued>,
     overflow: Arc<AtomicBool>,
     tally: Arc<WatchTally>,
+    /// Gets the instant markers around each held batch.
+    instants: bool,
 }
 
 struct Table {
@@ -278,9 +304,38 @@ struct State {
     registry: Registry,
     /// Owner references and the garbage collector's work.
     gc: gc::Graph,
+    /// The last held batch that changed something (its markers' number).
+    instant: u64,
+    /// Whether the current hold has sent its begin markers (it changed
+    /// something) and owes its end markers.
+    instant_open: bool,
 }
 
 impl State {
+    /// Queues a marker to every watch that asked for instants. A watch
+    /// whose queue is full overflows (it ends with a 410), as for a change.
+    fn mark_instant(&mut self, mark: Mark) {
+        let rv = self.rv;
+        for table in &mut self.tables {
+            table.watchers.retain(|w| {
+                if !w.instants {
+                    return true;
+                }
+                match w.tx.try_send(Queued {
+                    item: WatchItem::Bookmark { rv, mark },
+                    count: PendingEvents::one(&w.tally),
+                }) {
+                    Ok(()) => true,
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        w.overflow.store(true, Ordering::SeqCst);
+                        false
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => false,
+                }
+            });
+        }
+    }
+
     /// The table of `served`, if its resource is still served.
     fn live(&self, served: &Served) -> Result<usize> {
         if self.tables[served.table].live {
@@ -340,7 +395,15 @@ pub struct HoldGuard {
 impl Drop for HoldGuard {
     fn drop(&mut self) {
         let h = &self.store.inner.hold;
+        // The last release ends the batch: under the store's lock, so that
+        // no change lands between the end markers and the release.
+        let mut st = self.store.inner.state.write();
         if h.depth.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            if std::mem::take(&mut st.instant_open) {
+                let n = st.instant;
+                st.mark_instant(Mark::End(n));
+            }
+            drop(st);
             for w in std::mem::take(&mut *h.wakers.lock()) {
                 w.wake();
             }
@@ -540,6 +603,8 @@ impl Store {
             subscribers: Vec::new(),
             registry: Registry::default(),
             gc: gc::Graph::default(),
+            instant: 0,
+            instant_open: false,
         };
         let namespaces = config.namespaces.clone();
         let store = Store {
@@ -595,6 +660,17 @@ impl Store {
     /// then writes all of them in one frame, so a client sees the batch at
     /// once (simultaneous simulated events reach the scheduler together,
     /// not one by one). Holds nest. Requests are served normally.
+    ///
+    /// A batch that changes anything is an *instant*, numbered from 1: a
+    /// watch that asked for them (header [`INSTANTS_HEADER`], with
+    /// `allowWatchBookmarks`) gets a bookmark annotated
+    /// `batkube.io/instant-begin: N` before the batch's first change
+    /// (whether or not it sees any of its changes) and one annotated
+    /// `batkube.io/instant-end: N` at the release, after its last. A client
+    /// that has read a begin without its end, or whose watches have not
+    /// all reached the same end, holds a partial view of the batch, however
+    /// the bytes were cut on the way: it can wait for the rest instead of
+    /// deciding on part of an instant.
     pub fn hold(&self) -> HoldGuard {
         self.inner
             .hold
@@ -1268,6 +1344,19 @@ impl Store {
                 EventType::Deleted => self.retire_crd(st, &key.1, origin),
                 _ => self.establish_crd(st, &mut obj),
             }
+        }
+        if !st.instant_open
+            && self
+                .inner
+                .hold
+                .depth
+                .load(std::sync::atomic::Ordering::SeqCst)
+                > 0
+        {
+            st.instant += 1;
+            st.instant_open = true;
+            let n = st.instant;
+            st.mark_instant(Mark::Begin(n));
         }
         let info = served.storage_info();
         let idx = served.table;
@@ -1973,6 +2062,7 @@ impl Store {
         selection: Selection,
         start: WatchStart,
         tally: Arc<WatchTally>,
+        instants: bool,
     ) -> Result<WatchRegistration> {
         let (tx, rx) = mpsc::channel(self.inner.config.watch_buffer.max(1));
         let overflow = Arc::new(AtomicBool::new(false));
@@ -1981,6 +2071,7 @@ impl Store {
         let mut st = self.inner.state.write();
         let idx = st.live(served)?;
         let current_rv = st.rv;
+        let (instant, instant_open) = (st.instant, st.instant_open);
         st.watch_ids += 1;
         let id = st.watch_ids;
         let table = &mut st.tables[idx];
@@ -1998,7 +2089,7 @@ impl Store {
                 if start == WatchStart::InitialEvents {
                     initial.push_back(queued(WatchItem::Bookmark {
                         rv: current_rv,
-                        initial_end: true,
+                        mark: Mark::InitialEnd,
                     }));
                 }
             }
@@ -2030,6 +2121,23 @@ impl Store {
                 }
             }
         }
+        // A watch that asks for instants starts inside the open one (its
+        // end comes at the release) or at the end of the last one: what it
+        // replays is then bracketed like what comes after, and a client
+        // that watches again (a watch's timeout) keeps its place.
+        if instants && gone.is_none() {
+            if instant_open {
+                initial.push_front(queued(WatchItem::Bookmark {
+                    rv: current_rv,
+                    mark: Mark::Begin(instant),
+                }));
+            } else if instant > 0 {
+                initial.push_back(queued(WatchItem::Bookmark {
+                    rv: current_rv,
+                    mark: Mark::End(instant),
+                }));
+            }
+        }
         let key = gone.is_none().then(|| {
             table.watchers.push(Watcher {
                 id,
@@ -2037,6 +2145,7 @@ impl Store {
                 tx,
                 overflow: overflow.clone(),
                 tally: tally.clone(),
+                instants,
             });
             WatchKey { table: idx, id }
         });

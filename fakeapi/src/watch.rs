@@ -13,7 +13,10 @@ use crate::activity::{AccountingViolation, PendingEvents, WatchTally};
 use crate::conn::ConnTrack;
 use crate::registry::Served;
 use crate::resources::ResourceInfo;
-use crate::store::{event_line, Queued, Store, WatchItem, WatchKey, WatchRegistration};
+use crate::store::{
+    event_line, Mark, Queued, Store, WatchItem, WatchKey, WatchRegistration, INSTANT_BEGIN,
+    INSTANT_END,
+};
 use crate::table;
 use crate::timers::{next_tick, SimTimer, WatchTimers};
 use bytes::{Bytes, BytesMut};
@@ -83,10 +86,15 @@ pub(crate) fn gone_line(message: &str) -> Bytes {
     event_line("ERROR", &serde_json::to_vec(&status).expect("json"))
 }
 
-fn bookmark_line(info: &ResourceInfo, rv: u64, initial_end: bool) -> Bytes {
+fn bookmark_line(info: &ResourceInfo, rv: u64, mark: Mark) -> Bytes {
     let mut metadata = json!({"resourceVersion": rv.to_string()});
-    if initial_end {
-        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    match mark {
+        Mark::Periodic => {}
+        Mark::InitialEnd => {
+            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        Mark::Begin(n) => metadata["annotations"] = json!({ INSTANT_BEGIN: n.to_string() }),
+        Mark::End(n) => metadata["annotations"] = json!({ INSTANT_END: n.to_string() }),
     }
     let obj = json!({"kind": info.kind, "apiVersion": info.api_version(), "metadata": metadata});
     event_line("BOOKMARK", &serde_json::to_vec(&obj).expect("json"))
@@ -190,9 +198,7 @@ impl WatchStream {
 
     fn render_item(&mut self, item: WatchItem) -> Bytes {
         match (self.render, item) {
-            (_, WatchItem::Bookmark { rv, initial_end }) => {
-                bookmark_line(self.served.info, rv, initial_end)
-            }
+            (_, WatchItem::Bookmark { rv, mark }) => bookmark_line(self.served.info, rv, mark),
             (Render::Json, WatchItem::Change(ty, e)) if !self.served.converts() => e.line(ty),
             (Render::Json, WatchItem::Change(ty, e)) => {
                 event_line(ty.as_str(), &self.served.present_json(&e.json))
@@ -331,7 +337,11 @@ impl Stream for WatchStream {
                     if let Some(f) = fired {
                         this.handed(f);
                     }
-                    return Poll::Ready(Some(Ok(bookmark_line(this.served.info, rv, false))));
+                    return Poll::Ready(Some(Ok(bookmark_line(
+                        this.served.info,
+                        rv,
+                        Mark::Periodic,
+                    ))));
                 }
             }
             // A queued event: let the next poll deliver it (a fired count
@@ -406,6 +416,7 @@ mod tests {
                 Selection::default(),
                 WatchStart::After(store.resource_version()),
                 tally,
+                false,
             )
             .unwrap();
         WatchStream::new(store.clone(), info, reg, None, false, Render::Json, None)
@@ -476,7 +487,13 @@ mod tests {
         };
         let tally = WatchTally::new(store.activity(), conn);
         let reg = store
-            .watch_in(&info, Selection::default(), WatchStart::Current, tally)
+            .watch_in(
+                &info,
+                Selection::default(),
+                WatchStart::Current,
+                tally,
+                false,
+            )
             .unwrap();
         let mut stream =
             WatchStream::new(store.clone(), info, reg, None, false, Render::Json, None);
@@ -503,7 +520,13 @@ mod tests {
         let info = store.resolve("pods").unwrap();
         let tally = WatchTally::new(store.activity(), Default::default());
         let reg = store
-            .watch_in(&info, Selection::default(), WatchStart::Current, tally)
+            .watch_in(
+                &info,
+                Selection::default(),
+                WatchStart::Current,
+                tally,
+                false,
+            )
             .unwrap();
         let mut stream =
             WatchStream::new(store.clone(), info, reg, None, false, Render::Json, None);

@@ -803,3 +803,158 @@ async fn events_expire_after_their_ttl_on_the_store_clock() {
     assert_eq!(store.expire_events(), 1);
     assert!(store.list("events", None, None, None).unwrap().is_empty());
 }
+
+/// A watch that asked for instants (the header, with bookmarks) sees each
+/// held batch that changed something between a begin and an end bookmark,
+/// numbered; a watch of another resource gets the pair with nothing
+/// between; a batch that changed nothing sends nothing; a watch that did
+/// not ask sees only the changes.
+#[tokio::test]
+async fn held_batches_are_bracketed_by_instant_bookmarks() {
+    let (store, _server, client) = start(StoreConfig::default()).await;
+    let open = |path: &str, instants: bool| {
+        let mut req = kube::core::Request::new(path)
+            .watch(&WatchParams::default(), "0")
+            .unwrap();
+        if instants {
+            req.headers_mut()
+                .insert(fakeapi::INSTANTS_HEADER, "true".parse().unwrap());
+        }
+        req
+    };
+    store.create_pod(pod("p0")).unwrap();
+    store.create_node(node("n0")).unwrap();
+    let pods_marked = client
+        .request_events::<Pod>(open("/api/v1/namespaces/default/pods", true))
+        .await
+        .unwrap()
+        .boxed();
+    let nodes_marked = client
+        .request_events::<Node>(open("/api/v1/nodes", true))
+        .await
+        .unwrap()
+        .boxed();
+    let plain = client
+        .request_events::<Pod>(open("/api/v1/namespaces/default/pods", false))
+        .await
+        .unwrap()
+        .boxed();
+    // Each watch's initial ADDED shows it is registered.
+    let (mut pods_marked, mut nodes_marked, mut plain) = (pods_marked, nodes_marked, plain);
+    fn describe<K: kube::Resource>(ev: WatchEvent<K>) -> String {
+        match ev {
+            WatchEvent::Added(o) => format!("ADDED {}", o.meta().name.clone().unwrap()),
+            WatchEvent::Bookmark(b) => {
+                let a = &b.metadata.annotations;
+                match (a.get(fakeapi::INSTANT_BEGIN), a.get(fakeapi::INSTANT_END)) {
+                    (Some(n), None) => format!("begin {n}"),
+                    (None, Some(n)) => format!("end {n}"),
+                    _ => "bookmark".into(),
+                }
+            }
+            other => format!("{other:?}"),
+        }
+    }
+    async fn next<K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug>(
+        s: &mut (impl futures_util::Stream<Item = kube::Result<WatchEvent<K>>> + Unpin),
+    ) -> String {
+        describe(
+            timeout(PATIENCE, s.try_next())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap(),
+        )
+    }
+    assert_eq!(next(&mut pods_marked).await, "ADDED p0");
+    assert_eq!(next(&mut nodes_marked).await, "ADDED n0");
+    assert_eq!(next(&mut plain).await, "ADDED p0");
+    {
+        let _h = store.hold();
+        let _inner = store.hold();
+        store.create_pod(pod("p1")).unwrap();
+        store.create_pod(pod("p2")).unwrap();
+    }
+    drop(store.hold());
+    {
+        let _h = store.hold();
+        store.create_pod(pod("p3")).unwrap();
+    }
+    let mut got = Vec::new();
+    for _ in 0..7 {
+        got.push(next(&mut pods_marked).await);
+    }
+    assert_eq!(
+        got,
+        ["begin 1", "ADDED p1", "ADDED p2", "end 1", "begin 2", "ADDED p3", "end 2"]
+    );
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        got.push(next(&mut nodes_marked).await);
+    }
+    assert_eq!(got, ["begin 1", "end 1", "begin 2", "end 2"]);
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.push(next(&mut plain).await);
+    }
+    assert_eq!(got, ["ADDED p1", "ADDED p2", "ADDED p3"]);
+}
+
+/// A watch that asks for instants when it starts (again, after a timeout)
+/// keeps its place: opened between instants, its replay ends with the end
+/// of the last one; opened inside one, it begins with that instant's begin
+/// and gets its end at the release.
+#[tokio::test]
+async fn a_watch_started_again_keeps_its_place_in_the_instants() {
+    let (store, _server, client) = start(StoreConfig::default()).await;
+    let open = |rv: String| {
+        let mut req = kube::core::Request::new("/api/v1/namespaces/default/pods")
+            .watch(&WatchParams::default(), &rv)
+            .unwrap();
+        req.headers_mut()
+            .insert(fakeapi::INSTANTS_HEADER, "true".parse().unwrap());
+        req
+    };
+    let names = |evs: Vec<WatchEvent<Pod>>| -> Vec<String> {
+        evs.into_iter()
+            .map(|e| match e {
+                WatchEvent::Added(p) => format!("ADDED {}", p.metadata.name.unwrap()),
+                WatchEvent::Bookmark(b) => {
+                    let a = &b.metadata.annotations;
+                    match (a.get(fakeapi::INSTANT_BEGIN), a.get(fakeapi::INSTANT_END)) {
+                        (Some(n), None) => format!("begin {n}"),
+                        (None, Some(n)) => format!("end {n}"),
+                        _ => "bookmark".into(),
+                    }
+                }
+                other => format!("{other:?}"),
+            })
+            .collect()
+    };
+    let rv0 = store.resource_version().to_string();
+    {
+        let _h = store.hold();
+        store.create_pod(pod("p1")).unwrap();
+    }
+    // Between instants: the replay, then the end of instant 1.
+    let s = client
+        .request_events::<Pod>(open(rv0.clone()))
+        .await
+        .unwrap();
+    let got: Vec<_> = timeout(PATIENCE, s.take(2).try_collect())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(names(got), ["ADDED p1", "end 1"]);
+    // Inside instant 2 (the response's head means the watch is
+    // registered): its begin, the replay, and its end at the release.
+    let h = store.hold();
+    store.create_pod(pod("p2")).unwrap();
+    let s = client.request_events::<Pod>(open(rv0)).await.unwrap();
+    drop(h);
+    let got: Vec<_> = timeout(PATIENCE, s.take(4).try_collect())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(names(got), ["begin 2", "ADDED p1", "ADDED p2", "end 2"]);
+}

@@ -21,6 +21,7 @@ pub mod queue;
 pub mod resources;
 pub mod runner;
 pub mod scheduler;
+pub mod watch;
 
 pub use config::SchedulerConfig;
 pub use scheduler::{Decision, Scheduler, TieBreak};

@@ -5,8 +5,10 @@
 //!
 //! Ordering that keeps the cache honest: a decision assumes the pod before
 //! its binding is sent; the loop drains every ready watch event before each
-//! cycle; a binding response only ever *forgets* a pod that is still
-//! assumed. The loop sleeps until the queue's next deadline (one timer), not
+//! cycle, and never decides inside an instant of batkube's API (a watch
+//! that has read an instant's begin and not its end, or that is behind the
+//! others: [`crate::watch::Instants`]); a binding response only ever
+//! *forgets* a pod that is still assumed. The loop sleeps until the queue's next deadline (one timer), not
 //! on a periodic tick.
 //!
 //! PodGroups (`podgroups.scheduling.x-k8s.io`) are watched when discovery
@@ -17,7 +19,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
     Binding, Event as CoreEvent, EventSource, Node, ObjectReference, Pod,
 };
@@ -25,8 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::Event;
 use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -37,6 +38,7 @@ use crate::metrics::{AttemptResult, Metrics};
 use crate::model::{node_scheduling_properties_changed, PodInfo, PodKey};
 use crate::queue::{ClusterEvent, QueuedPod};
 use crate::scheduler::{CycleOutcome, Decision, Scheduler};
+use crate::watch::{Instants, Item};
 
 /// What the runner reports to an observer (tests, progress output).
 #[derive(Debug, Clone)]
@@ -363,6 +365,9 @@ impl Runner {
     }
 
     fn on_group_event(&mut self, ev: Event<DynamicObject>) {
+        if let Event::Apply(o) | Event::InitApply(o) | Event::Delete(o) = &ev {
+            tracing::trace!(group = ?o.metadata.name, "pod group watch event");
+        }
         let key = |o: &DynamicObject| {
             format!(
                 "{}/{}",
@@ -757,13 +762,6 @@ fn attempt_of(pod: &Pod) -> u64 {
         .unwrap_or(0)
 }
 
-fn watch<K>(api: Api<K>) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    watcher::watcher(api, watcher::Config::default()).default_backoff()
-}
-
 /// Whether the API serves PodGroups (discovery of their group version).
 async fn pod_groups_served(client: &Client) -> bool {
     let gv = format!("{}/{}", gang::GROUP, gang::VERSION);
@@ -789,7 +787,7 @@ pub async fn run(
         sched.enable_pod_groups();
         let gvk = GroupVersionKind::gvk(gang::GROUP, gang::VERSION, gang::KIND);
         let ar = ApiResource::from_gvk_with_plural(&gvk, gang::PLURAL);
-        watch(Api::<DynamicObject>::all_with(client.clone(), &ar)).boxed()
+        crate::watch::watch(Api::<DynamicObject>::all_with(client.clone(), &ar)).boxed()
     } else {
         tracing::info!(
             "the API does not serve {}.{}/{}: running without pod groups",
@@ -799,8 +797,13 @@ pub async fn run(
         );
         futures::stream::pending().boxed()
     };
-    let mut pods = Box::pin(watch(Api::<Pod>::all(client.clone())));
-    let mut nodes = Box::pin(watch(Api::<Node>::all(client.clone())));
+    let mut pods = Box::pin(crate::watch::watch(Api::<Pod>::all(client.clone())));
+    let mut nodes = Box::pin(crate::watch::watch(Api::<Node>::all(client.clone())));
+    // Which watch is which in `instants`.
+    const PODS: usize = 0;
+    const NODES: usize = 1;
+    const GROUPS: usize = 2;
+    let mut instants = Instants::new(if served { 3 } else { 2 });
     let (bind_tx, mut bind_rx) = mpsc::unbounded_channel();
     let mut r = Runner {
         sched,
@@ -833,7 +836,9 @@ pub async fn run(
         let now = Instant::now();
         r.sched.queue.flush(now);
         r.update_gauges();
-        let can_schedule = r.synced() && r.sched.queue.has_active();
+        // Never on part of an instant: a watch inside one, or behind the
+        // others, has more of it to bring (`crate::watch`).
+        let can_schedule = r.synced() && r.sched.queue.has_active() && instants.settled();
         let deadline = r.sched.queue.next_deadline();
         let sleep =
             tokio::time::sleep_until(tokio::time::Instant::from_std(deadline.unwrap_or(now)));
@@ -843,21 +848,36 @@ pub async fn run(
             Some(ev) = pods.next() => {
                 settled = false;
                 match ev {
-                    Ok(ev) => r.on_pod_event(ev),
+                    Ok(item) => {
+                        instants.note(PODS, &item);
+                        if let Item::Event(ev) = item {
+                            r.on_pod_event(ev);
+                        }
+                    }
                     Err(e) => tracing::warn!(error = %e, "pod watch error; retrying"),
                 }
             }
             Some(ev) = nodes.next() => {
                 settled = false;
                 match ev {
-                    Ok(ev) => r.on_node_event(ev),
+                    Ok(item) => {
+                        instants.note(NODES, &item);
+                        if let Item::Event(ev) = item {
+                            r.on_node_event(ev);
+                        }
+                    }
                     Err(e) => tracing::warn!(error = %e, "node watch error; retrying"),
                 }
             }
             Some(ev) = groups.next() => {
                 settled = false;
                 match ev {
-                    Ok(ev) => r.on_group_event(ev),
+                    Ok(item) => {
+                        instants.note(GROUPS, &item);
+                        if let Item::Event(ev) = item {
+                            r.on_group_event(ev);
+                        }
+                    }
                     Err(e) => tracing::warn!(error = %e, "pod group watch error; retrying"),
                 }
             }

@@ -1,0 +1,364 @@
+//! Watches that pass the API's instant markers on.
+//!
+//! batkube's API delivers what happens at one simulated instant as one
+//! batch, and a watch that asks for it (the header [`INSTANTS_HEADER`],
+//! with bookmarks) gets a bookmark annotated [`INSTANT_BEGIN`]` = N` before
+//! batch N and one annotated [`INSTANT_END`]` = N` after it, on every watch
+//! of the client, whether or not the watch sees any of the batch's
+//! changes. A scheduler that decides only when no watch is inside a batch
+//! and every watch has reached the same end ([`Instants::settled`]) never
+//! decides on part of an instant, however the bytes were cut on the way
+//! (a batch larger than a socket's receive window arrives in pieces, as
+//! the scheduler reads). kube-runtime's watcher swallows bookmarks, so this
+//! is a watcher of its own with the same contract: list (in pages), then
+//! watch from the list's resourceVersion, watch again when a watch ends,
+//! relist when the version is too old (410), back off after errors.
+//!
+//! A real API server ignores the header and sends no markers: every
+//! watch then stays without a known instant and [`Instants::settled`] is
+//! always true.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
+use kube::runtime::watcher::Event;
+use kube::Resource;
+
+/// The request header that asks for instant markers.
+pub const INSTANTS_HEADER: &str = "x-batkube-instants";
+/// The bookmark annotation before an instant's changes.
+pub const INSTANT_BEGIN: &str = "batkube.io/instant-begin";
+/// The bookmark annotation after an instant's changes.
+pub const INSTANT_END: &str = "batkube.io/instant-end";
+
+/// How long a watch request asks to last before it is made again.
+const WATCH_TIMEOUT_SECONDS: u32 = 290;
+/// List page size.
+const PAGE: u32 = 500;
+/// Backoff after a failed request: from the first, doubling up to the last
+/// (kube-runtime's default, without its jitter, which would read a random
+/// generator).
+const BACKOFF_FIRST: Duration = Duration::from_millis(800);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// What a watch yields.
+#[derive(Debug)]
+pub enum Item<K> {
+    /// A change, as kube-runtime's watcher gives it.
+    Event(Event<K>),
+    /// Instant N begins on this watch.
+    Begin(u64),
+    /// Instant N ended on this watch.
+    End(u64),
+}
+
+enum Phase<K> {
+    /// Listing; the continue token of the next page, if any.
+    List { next: Option<String>, first: bool },
+    /// Watching from `rv`; no stream when one is to be opened.
+    Watch {
+        rv: String,
+        stream: Option<BoxStream<'static, kube::Result<WatchEvent<K>>>>,
+    },
+}
+
+struct State<K: Clone> {
+    api: Api<K>,
+    phase: Phase<K>,
+    backoff: Option<Duration>,
+    out: VecDeque<Result<Item<K>, kube::Error>>,
+}
+
+/// List and watch `api` (all of it), yielding its changes and the
+/// instants' markers; errors are yielded too (the watch goes on after a
+/// backoff).
+pub fn watch<K>(api: Api<K>) -> impl Stream<Item = Result<Item<K>, kube::Error>> + Send
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let state = State {
+        api,
+        phase: Phase::List {
+            next: None,
+            first: true,
+        },
+        backoff: None,
+        out: VecDeque::new(),
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(item) = st.out.pop_front() {
+                return Some((item, st));
+            }
+            st.step().await;
+        }
+    })
+}
+
+fn annotation(b: &kube::core::watch::Bookmark, key: &str) -> Option<u64> {
+    b.metadata.annotations.get(key).and_then(|v| v.parse().ok())
+}
+
+impl<K> State<K>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    /// After a failure: waits (on the process's clock, simulated under the
+    /// shim), longer each time until something succeeds.
+    async fn back_off(&mut self, e: kube::Error) {
+        self.out.push_back(Err(e));
+        let d = self
+            .backoff
+            .map_or(BACKOFF_FIRST, |d| (d * 2).min(BACKOFF_MAX));
+        self.backoff = Some(d);
+        tokio::time::sleep(d).await;
+    }
+
+    async fn step(&mut self) {
+        match &mut self.phase {
+            Phase::List { next, first } => {
+                let mut lp = ListParams::default().limit(PAGE);
+                if let Some(t) = next.take() {
+                    lp = lp.continue_token(&t);
+                }
+                let was_first = *first;
+                match self.api.list(&lp).await {
+                    Ok(list) => {
+                        self.backoff = None;
+                        if was_first {
+                            self.out.push_back(Ok(Item::Event(Event::Init)));
+                        }
+                        for o in list.items {
+                            self.out.push_back(Ok(Item::Event(Event::InitApply(o))));
+                        }
+                        match list.metadata.continue_.filter(|c| !c.is_empty()) {
+                            Some(c) => {
+                                self.phase = Phase::List {
+                                    next: Some(c),
+                                    first: false,
+                                }
+                            }
+                            None => {
+                                self.out.push_back(Ok(Item::Event(Event::InitDone)));
+                                self.phase = Phase::Watch {
+                                    rv: list.metadata.resource_version.unwrap_or_default(),
+                                    stream: None,
+                                };
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        // A failed page starts the list again.
+                        self.phase = Phase::List {
+                            next: None,
+                            first: true,
+                        };
+                        self.back_off(e).await;
+                    }
+                }
+            }
+            Phase::Watch { rv, stream: None } => {
+                let wp = WatchParams::default().timeout(WATCH_TIMEOUT_SECONDS);
+                let opened = async {
+                    let mut req = kube::core::Request::new(self.api.resource_url())
+                        .watch(&wp, rv)
+                        .map_err(kube::Error::BuildRequest)?;
+                    req.extensions_mut().insert("watch");
+                    req.headers_mut().insert(
+                        INSTANTS_HEADER,
+                        "true".parse().expect("a valid header value"),
+                    );
+                    self.api
+                        .clone()
+                        .into_client()
+                        .request_events::<K>(req)
+                        .await
+                };
+                let res = opened.await;
+                tracing::trace!(
+                    url = self.api.resource_url(),
+                    rv,
+                    ok = res.is_ok(),
+                    "watch opened"
+                );
+                match res {
+                    Ok(s) => {
+                        if let Phase::Watch { stream, .. } = &mut self.phase {
+                            *stream = Some(s.boxed());
+                        }
+                    }
+                    Err(kube::Error::Api(s)) if s.code == 410 => self.relist(),
+                    Err(e) => self.back_off(e).await,
+                }
+            }
+            Phase::Watch {
+                rv,
+                stream: Some(s),
+            } => match s.next().await {
+                None => {
+                    tracing::trace!(url = self.api.resource_url(), "watch ended");
+                    // The watch ended (its timeout): watch again from here.
+                    if let Phase::Watch { stream, .. } = &mut self.phase {
+                        *stream = None;
+                    }
+                }
+                Some(Ok(ev)) => {
+                    self.backoff = None;
+                    match ev {
+                        WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                            if let Some(v) = &o.meta().resource_version {
+                                *rv = v.clone();
+                            }
+                            self.out.push_back(Ok(Item::Event(Event::Apply(o))));
+                        }
+                        WatchEvent::Deleted(o) => {
+                            if let Some(v) = &o.meta().resource_version {
+                                *rv = v.clone();
+                            }
+                            self.out.push_back(Ok(Item::Event(Event::Delete(o))));
+                        }
+                        WatchEvent::Bookmark(b) => {
+                            rv.clone_from(&b.metadata.resource_version);
+                            if let Some(n) = annotation(&b, INSTANT_BEGIN) {
+                                self.out.push_back(Ok(Item::Begin(n)));
+                            }
+                            if let Some(n) = annotation(&b, INSTANT_END) {
+                                self.out.push_back(Ok(Item::End(n)));
+                            }
+                        }
+                        WatchEvent::Error(e) if e.code == 410 => self.relist(),
+                        WatchEvent::Error(e) => {
+                            if let Phase::Watch { stream, .. } = &mut self.phase {
+                                *stream = None;
+                            }
+                            self.back_off(kube::Error::Api(e.into())).await;
+                        }
+                    }
+                }
+                Some(Err(e)) => {
+                    if let Phase::Watch { stream, .. } = &mut self.phase {
+                        *stream = None;
+                    }
+                    self.back_off(e).await;
+                }
+            },
+        }
+    }
+
+    fn relist(&mut self) {
+        self.phase = Phase::List {
+            next: None,
+            first: true,
+        };
+    }
+}
+
+/// Where one watch stands in the API's instants.
+#[derive(Debug, Clone, Copy, Default)]
+struct Mark {
+    /// An instant begun and not yet ended on this watch.
+    open: Option<u64>,
+    /// The last instant ended on this watch; none before the first (or
+    /// since a relist), when the watch says nothing about instants.
+    last: Option<u64>,
+}
+
+/// The instants seen on a client's watches: whether what has been read
+/// is a whole number of instants on every watch.
+#[derive(Debug, Default)]
+pub struct Instants {
+    marks: Vec<Mark>,
+}
+
+impl Instants {
+    /// `n` watches, numbered from 0.
+    pub fn new(n: usize) -> Self {
+        Instants {
+            marks: vec![Mark::default(); n],
+        }
+    }
+
+    /// Watch `w` yielded `item`.
+    pub fn note<K>(&mut self, w: usize, item: &Item<K>) {
+        if let Item::Begin(n) | Item::End(n) = item {
+            tracing::trace!(
+                watch = w,
+                instant = n,
+                begin = matches!(item, Item::Begin(_)),
+                "instant marker"
+            );
+        }
+        let m = &mut self.marks[w];
+        match item {
+            Item::Begin(n) => m.open = Some(*n),
+            Item::End(n) => {
+                m.open = None;
+                m.last = Some(*n);
+            }
+            // A relist is a fresh view: its watch starts anew with the
+            // next instant it is told of.
+            Item::Event(Event::Init) => *m = Mark::default(),
+            Item::Event(_) => {}
+        }
+    }
+
+    /// No watch is inside an instant, and every watch that has seen one
+    /// has ended the same last one.
+    pub fn settled(&self) -> bool {
+        let mut last = None;
+        for m in &self.marks {
+            if m.open.is_some() {
+                return false;
+            }
+            match (last, m.last) {
+                (_, None) => {}
+                (None, Some(l)) => last = Some(l),
+                (Some(a), Some(b)) if a != b => return false,
+                _ => {}
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+
+    fn begin(n: u64) -> Item<Pod> {
+        Item::Begin(n)
+    }
+    fn end(n: u64) -> Item<Pod> {
+        Item::End(n)
+    }
+
+    #[test]
+    fn settled_only_between_whole_instants_on_every_watch() {
+        let mut i = Instants::new(2);
+        assert!(i.settled(), "no markers (a real API server): always");
+        i.note(0, &begin(1));
+        assert!(!i.settled(), "inside an instant");
+        i.note(0, &Item::Event(Event::Apply(Pod::default())));
+        assert!(!i.settled());
+        i.note(0, &end(1));
+        assert!(i.settled(), "the other watch has said nothing yet");
+        i.note(1, &begin(1));
+        i.note(1, &end(1));
+        assert!(i.settled());
+        i.note(1, &begin(2));
+        i.note(1, &end(2));
+        assert!(!i.settled(), "watch 0 has not reached instant 2's end");
+        i.note(0, &begin(2));
+        assert!(!i.settled());
+        i.note(0, &end(2));
+        assert!(i.settled());
+        // A relist forgets the watch's place until its next marker.
+        i.note(0, &begin(3));
+        i.note(0, &Item::Event(Event::<Pod>::Init));
+        assert!(i.settled());
+    }
+}
