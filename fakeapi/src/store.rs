@@ -262,6 +262,8 @@ struct Watcher {
     tally: Arc<WatchTally>,
     /// Gets the instant markers around each held batch.
     instants: bool,
+    /// The last instant whose begin marker it was sent.
+    begun: u64,
 }
 
 struct Table {
@@ -312,8 +314,10 @@ struct State {
 }
 
 impl State {
-    /// Queues a marker to every watch that asked for instants. A watch
-    /// whose queue is full overflows (it ends with a 410), as for a change.
+    /// Queues a marker to every watch that asked for instants (the end of
+    /// one: a begin goes only to a watch that sees a change of it). A
+    /// watch whose queue is full overflows (it ends with a 410), as for a
+    /// change.
     fn mark_instant(&mut self, mark: Mark) {
         let rv = self.rv;
         for table in &mut self.tables {
@@ -664,9 +668,9 @@ impl Store {
     /// A batch that changes anything is an *instant*, numbered from 1: a
     /// watch that asked for them (header [`INSTANTS_HEADER`], with
     /// `allowWatchBookmarks`) gets a bookmark annotated
-    /// `batkube.io/instant-begin: N` before the batch's first change
-    /// (whether or not it sees any of its changes) and one annotated
-    /// `batkube.io/instant-end: N` at the release, after its last. A client
+    /// `batkube.io/instant-begin: N` before its first change of the batch
+    /// (if it sees any) and one annotated `batkube.io/instant-end: N` at
+    /// the release (whether or not it saw any), after its last. A client
     /// that has read a begin without its end, or whose watches have not
     /// all reached the same end, holds a partial view of the batch, however
     /// the bytes were cut on the way: it can wait for the rest instead of
@@ -1355,9 +1359,11 @@ impl Store {
         {
             st.instant += 1;
             st.instant_open = true;
-            let n = st.instant;
-            st.mark_instant(Mark::Begin(n));
         }
+        // The begin marker goes to a watch just before its first change of
+        // the instant: a watch that sees none of it gets only the end.
+        let open_instant = st.instant_open.then_some(st.instant);
+        let begin_rv = st.rv;
         let info = served.storage_info();
         let idx = served.table;
         st.rv += 1;
@@ -1419,7 +1425,7 @@ impl Store {
         // Each event is counted (by its token) before it can be seen in the
         // queue, and released by whoever ends up with it: the stream that
         // writes it, or the drop of a queue no one will read.
-        table.watchers.retain(|w| {
+        table.watchers.retain_mut(|w| {
             let Some(t) = effective_type(
                 &w.selection,
                 ty,
@@ -1429,6 +1435,23 @@ impl Store {
             ) else {
                 return true;
             };
+            if let Some(n) = open_instant.filter(|&n| w.instants && w.begun != n) {
+                w.begun = n;
+                match w.tx.try_send(Queued {
+                    item: WatchItem::Bookmark {
+                        rv: begin_rv,
+                        mark: Mark::Begin(n),
+                    },
+                    count: PendingEvents::one(&w.tally),
+                }) {
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        w.overflow.store(true, Ordering::SeqCst);
+                        return false;
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => return false,
+                }
+            }
             match w.tx.try_reserve() {
                 Ok(permit) => {
                     self.test_hook("reserved");
@@ -2146,6 +2169,7 @@ impl Store {
                 overflow: overflow.clone(),
                 tally: tally.clone(),
                 instants,
+                begun: if instants && instant_open { instant } else { 0 },
             });
             WatchKey { table: idx, id }
         });

@@ -3,9 +3,9 @@
 //! batkube's API delivers what happens at one simulated instant as one
 //! batch, and a watch that asks for it (the header [`INSTANTS_HEADER`],
 //! with bookmarks) gets a bookmark annotated [`INSTANT_BEGIN`]` = N` before
-//! batch N and one annotated [`INSTANT_END`]` = N` after it, on every watch
-//! of the client, whether or not the watch sees any of the batch's
-//! changes. A scheduler that decides only when no watch is inside a batch
+//! its first change of batch N, and one annotated [`INSTANT_END`]` = N`
+//! after the batch on every watch of the client, whether or not the watch
+//! saw any of its changes. A scheduler that decides only when no watch is inside a batch
 //! and every watch has reached the same end ([`Instants::settled`]) never
 //! decides on part of an instant, however the bytes were cut on the way
 //! (a batch larger than a socket's receive window arrives in pieces, as
