@@ -649,6 +649,17 @@ impl SockDiag {
             a += (len + 3) & !3;
         }
         if !found {
+            // A closed connection's TIME_WAIT minisocket (its state shown
+            // as FIN_WAIT2 or TIME_WAIT, `inet_twsk_diag_fill`) or a
+            // half-open one's request socket has no tcp_info and nothing
+            // in its queues: as good as gone. A full socket always has it.
+            const FIN_WAIT2: u8 = 5;
+            const TIME_WAIT: u8 = 6;
+            const CLOSE: u8 = 7;
+            const NEW_SYN_RECV: u8 = 12;
+            if matches!(buf[16 + 1], FIN_WAIT2 | TIME_WAIT | CLOSE | NEW_SYN_RECV) {
+                return Ok(None);
+            }
             return Err(std::io::Error::other(
                 "sock_diag reply without tcp_info byte counts",
             ));
@@ -726,5 +737,32 @@ mod tests {
         drop(server);
         let gone: std::net::SocketAddr = "127.0.0.1:1".parse().unwrap();
         assert_eq!(d.rqueue(gone, s).unwrap(), None);
+    }
+
+    /// A connection closed by one end leaves a TIME_WAIT minisocket there
+    /// (no tcp_info): gone, not an error (an error made every look fall
+    /// back to scanning /proc/net/tcp).
+    #[test]
+    fn sock_diag_takes_a_closed_connection_for_gone() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut server, _) = l.accept().unwrap();
+        let d = SockDiag::open().unwrap();
+        let (c, s) = (client.local_addr().unwrap(), server.local_addr().unwrap());
+        drop(client);
+        // The server reads the end of stream, then closes: the client's
+        // end goes through FIN_WAIT2 to TIME_WAIT.
+        let mut b = [0u8; 1];
+        assert_eq!(server.read(&mut b).unwrap(), 0);
+        drop(server);
+        for _ in 0..100 {
+            assert!(
+                matches!(d.info(c, s), Ok(None) | Ok(Some(_))),
+                "{:?}",
+                d.info(c, s)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(d.info(c, s).unwrap().is_none());
     }
 }
