@@ -538,10 +538,20 @@ fn explain_variant_writes_every_attempt_in_the_simulators_layout() {
         "the 24 pods beyond the first wave fail first"
     );
     assert!(scored > 0);
-    // Keys as Go writes them: node-0, node-1, node-10, … node-2.
-    let first = text.lines().next().unwrap();
-    let at = |k: &str| first.find(k).unwrap();
-    assert!(at("\"node-1\"") < at("\"node-10\"") && at("\"node-10\"") < at("\"node-2\""));
+    // Keys as Go writes them (a map's keys sorted as strings: node-0,
+    // node-1, node-10, … node-2), on an attempt that filtered every node.
+    // (The first line's text is not enough: which attempt comes first,
+    // and which nodes it names first, varies with the scheduler's run.)
+    let full = lines
+        .iter()
+        .find(|l| l["filter"].as_object().is_some_and(|f| f.len() == 16))
+        .expect("an attempt that filtered every node");
+    let keys: Vec<&String> = full["filter"].as_object().unwrap().keys().collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted, "{full}");
+    let at = |k: &str| keys.iter().position(|x| *x == k).unwrap();
+    assert!(at("node-1") < at("node-10") && at("node-10") < at("node-2"));
 
     // Without --explain: upstream's kube-scheduler, nothing written.
     let quiet = dir.path().join("quiet");
