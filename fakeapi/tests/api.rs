@@ -804,6 +804,22 @@ async fn events_expire_after_their_ttl_on_the_store_clock() {
     assert!(store.list("events", None, None, None).unwrap().is_empty());
 }
 
+/// A watch event in a word: `ADDED name`, `begin N`, `end N`.
+fn describe<K: kube::Resource>(ev: WatchEvent<K>) -> String {
+    match ev {
+        WatchEvent::Added(o) => format!("ADDED {}", o.meta().name.clone().unwrap()),
+        WatchEvent::Bookmark(b) => {
+            let a = &b.metadata.annotations;
+            match (a.get(fakeapi::INSTANT_BEGIN), a.get(fakeapi::INSTANT_END)) {
+                (Some(n), None) => format!("begin {n}"),
+                (None, Some(n)) => format!("end {n}"),
+                _ => "bookmark".into(),
+            }
+        }
+        other => format!("{other:?}"),
+    }
+}
+
 /// A watch that asked for instants (the header, with bookmarks) sees each
 /// held batch that changed something between a begin and an end bookmark,
 /// numbered; a watch of another resource gets only the ends; a batch that changed nothing sends nothing; a watch that did
@@ -840,20 +856,6 @@ async fn held_batches_are_bracketed_by_instant_bookmarks() {
         .boxed();
     // Each watch's initial ADDED shows it is registered.
     let (mut pods_marked, mut nodes_marked, mut plain) = (pods_marked, nodes_marked, plain);
-    fn describe<K: kube::Resource>(ev: WatchEvent<K>) -> String {
-        match ev {
-            WatchEvent::Added(o) => format!("ADDED {}", o.meta().name.clone().unwrap()),
-            WatchEvent::Bookmark(b) => {
-                let a = &b.metadata.annotations;
-                match (a.get(fakeapi::INSTANT_BEGIN), a.get(fakeapi::INSTANT_END)) {
-                    (Some(n), None) => format!("begin {n}"),
-                    (None, Some(n)) => format!("end {n}"),
-                    _ => "bookmark".into(),
-                }
-            }
-            other => format!("{other:?}"),
-        }
-    }
     async fn next<K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug>(
         s: &mut (impl futures_util::Stream<Item = kube::Result<WatchEvent<K>>> + Unpin),
     ) -> String {
@@ -914,22 +916,8 @@ async fn a_watch_started_again_keeps_its_place_in_the_instants() {
             .insert(fakeapi::INSTANTS_HEADER, "true".parse().unwrap());
         req
     };
-    let names = |evs: Vec<WatchEvent<Pod>>| -> Vec<String> {
-        evs.into_iter()
-            .map(|e| match e {
-                WatchEvent::Added(p) => format!("ADDED {}", p.metadata.name.unwrap()),
-                WatchEvent::Bookmark(b) => {
-                    let a = &b.metadata.annotations;
-                    match (a.get(fakeapi::INSTANT_BEGIN), a.get(fakeapi::INSTANT_END)) {
-                        (Some(n), None) => format!("begin {n}"),
-                        (None, Some(n)) => format!("end {n}"),
-                        _ => "bookmark".into(),
-                    }
-                }
-                other => format!("{other:?}"),
-            })
-            .collect()
-    };
+    let names =
+        |evs: Vec<WatchEvent<Pod>>| -> Vec<String> { evs.into_iter().map(describe).collect() };
     let rv0 = store.resource_version().to_string();
     {
         let _h = store.hold();
