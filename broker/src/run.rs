@@ -598,6 +598,8 @@ fn short_command(c: &str) -> String {
 /// The API server on simulated time, and the kubeconfig clients use.
 struct Api {
     rt: tokio::runtime::Runtime,
+    /// The API runtime's workers not parked (see `sync::settle_hook`).
+    awake: Arc<std::sync::atomic::AtomicI64>,
     clock: SimClock,
     store: fakeapi::Store,
     server: fakeapi::RunningServer,
@@ -667,8 +669,20 @@ fn start_api(
     timers: fakeapi::WatchTimers,
     objects: &[fakeapi::Manifest],
 ) -> anyhow::Result<Api> {
+    // Workers start running, park when they find nothing to do, unpark
+    // when woken: how many are awake says whether the API is still working
+    // on what it was given (the settle of `--deterministic`).
+    const WORKERS: usize = 2;
+    let awake = Arc::new(std::sync::atomic::AtomicI64::new(WORKERS as i64));
+    let (park, unpark) = (awake.clone(), awake.clone());
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(WORKERS)
+        .on_thread_park(move || {
+            park.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        })
+        .on_thread_unpark(move || {
+            unpark.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        })
         .enable_all()
         .build()?;
     let clock = SimClock::starting_at(start);
@@ -693,6 +707,7 @@ fn start_api(
         .with_context(|| format!("writing {}", kubeconfig.display()))?;
     Ok(Api {
         rt,
+        awake,
         clock,
         store,
         server,
@@ -771,6 +786,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     interrupt.check()?;
     let Api {
         rt,
+        awake,
         clock,
         store,
         server,
@@ -845,6 +861,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
             server.addr().port(),
             store.clone(),
             broker.processed_changes(),
+            awake.clone(),
         );
         for c in &clocks {
             c.set_settle(hook.clone());
@@ -1448,6 +1465,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
     let objects = api_objects(&args.crds, args.gang)?;
     let Api {
         rt,
+        awake: _,
         clock,
         store,
         server,

@@ -717,7 +717,7 @@ impl Supervisor {
                 } else {
                     ms_timeout_ns(a[3])
                 };
-                if timeout_ns == 0 {
+                if timeout_ns == 0 && self.det.is_none() {
                     return Answer::Continue;
                 }
                 let dup = match self.remote_fd(tid, a[0] as i32) {
@@ -731,6 +731,9 @@ impl Supervisor {
                 };
                 if let Some(n) = self.collect(tid, &kind) {
                     return n;
+                }
+                if timeout_ns == 0 {
+                    return Answer::Value(0); // a poll: nothing ready
                 }
                 let deadline = self.now().saturating_add(timeout_ns);
                 self.hold(req, deadline, kind)
@@ -1043,6 +1046,14 @@ impl Supervisor {
                     return None;
                 }
                 let n = n as usize;
+                if self.det.is_some() {
+                    // The kernel lists ready descriptors in the order they
+                    // became ready, which the other end's timing decides:
+                    // a deterministic run gets them in the order of their
+                    // user data (Go's: its poll descriptors' addresses,
+                    // the same on every run).
+                    buf[..n].sort_by_key(|e| ({ e.u64 }, { e.events }));
+                }
                 // SAFETY: epoll_event is a packed 12-byte struct on x86_64;
                 // viewing the filled prefix as bytes.
                 let bytes = unsafe {

@@ -164,30 +164,34 @@ impl Det {
     }
 }
 
-/// Which calls look at what others did (and so wait for the settle).
+/// Which calls wait for the settle: those that look at what others did,
+/// and those that send (the other end then takes each send after it has
+/// done all it could with the previous ones, in the program's order).
 fn observes(nr_: u32) -> bool {
-    matches!(
-        nr_,
-        call::READ
-            | call::READV
-            | call::RECVFROM
-            | call::RECVMSG
-            | call::RECVMMSG
-            | call::ACCEPT
-            | call::ACCEPT4
-            | call::CONNECT
-            | call::GETSOCKOPT
-            | call::IOCTL
-    ) || matches!(
-        nr_,
-        nr::EPOLL_WAIT
-            | nr::EPOLL_PWAIT
-            | nr::EPOLL_PWAIT2
-            | nr::POLL
-            | nr::PPOLL
-            | nr::SELECT
-            | nr::PSELECT6
-    )
+    sends(nr_)
+        || matches!(
+            nr_,
+            call::READ
+                | call::READV
+                | call::RECVFROM
+                | call::RECVMSG
+                | call::RECVMMSG
+                | call::ACCEPT
+                | call::ACCEPT4
+                | call::CONNECT
+                | call::GETSOCKOPT
+                | call::IOCTL
+        )
+        || matches!(
+            nr_,
+            nr::EPOLL_WAIT
+                | nr::EPOLL_PWAIT
+                | nr::EPOLL_PWAIT2
+                | nr::POLL
+                | nr::PPOLL
+                | nr::SELECT
+                | nr::PSELECT6
+        )
 }
 
 /// Calls after which bytes may be on their way to the API.
@@ -217,10 +221,12 @@ impl Supervisor {
         if *TRACE {
             let d = self.det.as_ref().expect("det");
             eprintln!(
-                "det: call {} from {tid} (running {:?}, in transit {}, ready {}, deferred {})",
+                "det: call {} ({:x} {:x} {:x}) from #{} (ready {}, deferred {})",
                 req.data.nr,
-                d.running,
-                d.in_transit,
+                req.data.args[0],
+                req.data.args[1],
+                req.data.args[2],
+                d.index_of(tid),
                 d.ready.len(),
                 d.deferred.len()
             );
@@ -314,7 +320,8 @@ impl Supervisor {
     /// Lets `tid` run on with this answer.
     fn det_go(&mut self, id: u64, tid: u32, val: i64, err: i32, flags: u32) {
         if *TRACE {
-            eprintln!("det: {tid} goes on ({val}, {err}, {flags})");
+            let i = self.det.as_ref().expect("det").index_of(tid);
+            eprintln!("det: #{i} goes on ({val}, {err}, {flags})");
         }
         if self.reply(id, val, err, flags) {
             self.det().running = Some(tid);
@@ -649,7 +656,10 @@ impl Supervisor {
                 } => {
                     self.det().chosen = None;
                     if *TRACE {
-                        eprintln!("det: picked {} ({val}, {err})", r.tid);
+                        eprintln!(
+                            "det: picked #{} ({val}, {err})",
+                            self.det.as_ref().expect("det").index_of(r.tid)
+                        );
                     }
                     if self.reply(id, val, err, flags) {
                         self.det().running = Some(r.tid);
@@ -673,6 +683,12 @@ impl Supervisor {
                     }
                     if req.data.nr as u32 == call::CONNECT {
                         self.det_large_receive_buffer(req.pid, req.data.args[0] as i32);
+                    }
+                    if sends(req.data.nr as u32) {
+                        // What it sends may make held waits ready: they
+                        // are looked at again at the next decision, not
+                        // when (or whether) their descriptors wake us.
+                        self.det().stale = true;
                     }
                     let answer = self.handle(&req);
                     self.det_answer(&req, answer);
