@@ -3,10 +3,23 @@
 //! real socket.
 //!
 //! It reproduces what real Batsim sends, message for message, for what it
-//! supports (`delay` profiles exactly; `parallel_homogeneous` without
-//! contention), by modelling Batsim's actors and SimGrid's mailboxes rather
-//! than fitting times (`src/server.cpp`, `src/ipp.cpp`,
-//! `src/jobs_execution.cpp`, `src/job_submitter.cpp` of Batsim 4.2.1):
+//! supports (`delay` profiles exactly; `parallel_homogeneous` without CPU
+//! contention), by running Batsim 4.2.1's actors (`src/server.cpp`,
+//! `src/network.cpp`, `src/jobs_execution.cpp`, `src/job_submitter.cpp`,
+//! `src/event_submitter.cpp`) on an emulation of SimGrid 3.32's engine
+//! (see [`kernel`]): the actors ready at a date run one after the other
+//! until their next simcall (a sleep, a put's send then its wait, the
+//! server's receive, an actor's creation), then the simcalls are answered
+//! in that order (`EngineImpl::run`); when none is ready the clock moves
+//! by one step of the L07 model and the actors whose actions ended are
+//! ready, in the order the actions were created. So an actor woken in the
+//! step in which a message reaches the server puts its own message after
+//! the server looked at its mailbox; a sleep within 1e-9 s after a step
+//! ends in it; and dates are sums of steps as SimGrid's clock is.
+//! The rules below, written before that engine, still describe what it
+//! does; where they speak of a parallel task ending "after everything
+//! else of its instant", the engine does it by the 1e-10 s each message of
+//! the master takes over the loopback.
 //!
 //! - Every actor (static submitters, job executors, CALL_ME_LATER waiters,
 //!   the request-reply actor that applies the decision process's replies,
@@ -88,12 +101,10 @@
 //!   contention in the L07 model), so `parallel_homogeneous` jobs that
 //!   overlap on a resource, or whose communications cross shared links,
 //!   end at other dates than in SimGrid;
-//! - when the master's own messages take time (master inside a
-//!   `<cluster>`), events that SimGrid dates within floating-point rounding
-//!   of each other (a submitter's wake against its next subtime, a sleep's
-//!   end against a message's arrival) may be ordered the other way: SimGrid
-//!   accumulates its clock step by step, the stand-in computes each date
-//!   once.
+//! - the fair-bottleneck solver ([`kernel`]) sees links only: a parallel
+//!   task's CPUs are in its bound, so tasks sharing a host are not solved
+//!   together; SimGrid's selective update is approximated by a full solve
+//!   whenever an action starts, ends or pays its latency.
 
 pub mod events;
 pub mod fcfs;
