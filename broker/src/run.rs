@@ -375,6 +375,13 @@ pub struct RunArgs {
     /// (AT_RANDOM, getrandom) a deterministic stream from this seed.
     #[arg(long = "seed", value_name = "N")]
     pub scheduler_seed: Option<u64>,
+    /// Under `--shim seccomp` (experimental): run each program's threads
+    /// one at a time, in an order decided by the program's state and the
+    /// seed (0 without `--seed`), and let a thread read from the API only
+    /// once everything it asked for has been answered (see README, "What
+    /// is reproducible", for what it covers and what not yet).
+    #[arg(long)]
+    pub deterministic: bool,
     /// Under a shim, the scheduler starts this many simulated seconds
     /// before the simulation's time 0, with the nodes already there, and
     /// runs its own timers until then (the upstream kube-scheduler polls for
@@ -719,6 +726,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     }
     let shim_choice = resolve_shim(args.shim, &args.scheduler);
     let shim = shim_choice != ShimChoice::None;
+    if args.deterministic && shim_choice != ShimChoice::Seccomp {
+        anyhow::bail!(
+            "--deterministic works under the seccomp supervisor only (the scheduler runs with --shim {:?}); add --shim seccomp",
+            shim_choice
+        );
+    }
     if args.scheduler_seed.is_some() && shim_choice != ShimChoice::Seccomp {
         anyhow::bail!(
             "--seed works under the seccomp supervisor only (the scheduler runs with --shim {:?}); add --shim seccomp",
@@ -743,6 +756,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
             // AT_RANDOM would share their hash seeds.
             ShimChoice::Seccomp => Some(ShimMode::Seccomp {
                 seed: args.scheduler_seed.map(|s| s.wrapping_add(index as u64)),
+                deterministic: args.deterministic,
             }),
             ShimChoice::None => None,
             _ => Some(ShimMode::Linked),
@@ -786,6 +800,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     }
     let controller = clocks.first().cloned();
     let reaper = Reaper(children.clone());
+    let diag: Arc<parking_lot::Mutex<Option<crate::broker::sync::SockDiag>>> = Default::default();
     let side = if shim {
         SchedulerSide::Shim(ShimSide {
             procs: programs
@@ -799,7 +814,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
                 .collect(),
             activity: server.activity(),
             api_port: server.addr().port(),
-            diag: Default::default(),
+            diag: diag.clone(),
         })
     } else {
         SchedulerSide::External
@@ -823,6 +838,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
             lifecycle,
         },
     );
+    if args.deterministic {
+        let hook = crate::broker::sync::settle_hook(
+            server.activity(),
+            diag.clone(),
+            server.addr().port(),
+            store.clone(),
+            broker.processed_changes(),
+        );
+        for c in &clocks {
+            c.set_settle(hook.clone());
+        }
+    }
     broker
         .stream_timeline(&out.join("timeline.csv"))
         .with_context(|| format!("writing {}", out.join("timeline.csv").display()))?;

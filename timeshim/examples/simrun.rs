@@ -2,7 +2,7 @@
 //! `--linked`, through the page of a program that links the shim), moving
 //! the clock to the program's next deadline whenever it is quiescent (the
 //! exact policy with no simulator):
-//! `simrun [--linked] [--start SECS] [--seed N] [--max SECS] -- CMD ARGS…`.
+//! `simrun [--linked] [--start SECS] [--seed N] [--deterministic] [--max SECS] -- CMD ARGS…`.
 //!
 //! Prints, on stderr, the simulated time at the end and the supervisor's
 //! counters; exits with the program's status. Used by the tests.
@@ -17,6 +17,7 @@ fn main() {
     let mut seed = None;
     let mut max = f64::INFINITY;
     let mut linked = false;
+    let mut deterministic = false;
     let mut cmd: Vec<String> = Vec::new();
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -28,6 +29,7 @@ fn main() {
             }
             "--seed" => seed = args.next().and_then(|v| v.parse().ok()),
             "--linked" => linked = true,
+            "--deterministic" => deterministic = true,
             "--max" => {
                 max = args
                     .next()
@@ -55,7 +57,10 @@ fn main() {
             &if linked {
                 ShimMode::Linked
             } else {
-                ShimMode::Seccomp { seed }
+                ShimMode::Seccomp {
+                    seed,
+                    deterministic,
+                }
             },
         )
         .unwrap_or_else(|e| panic!("starting {}: {e}", cmd[0]));

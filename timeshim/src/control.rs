@@ -74,8 +74,13 @@ pub enum ShimMode {
     /// Any unmodified binary (static, Go, C, Rust): clock reads and timed
     /// waits are system calls answered by a supervisor thread of this
     /// process (see [`crate::seccomp`]). Only [`Controller::spawn`] can start
-    /// a program so. `seed` makes `AT_RANDOM` and `getrandom` deterministic.
-    Seccomp { seed: Option<u64> },
+    /// a program so. `seed` makes `AT_RANDOM` and `getrandom` deterministic;
+    /// `deterministic` runs the program's threads one at a time in an order
+    /// the seed decides (see `seccomp::supervisor`'s `det` module).
+    Seccomp {
+        seed: Option<u64>,
+        deterministic: bool,
+    },
 }
 
 /// One look at the scheduler process.
@@ -167,6 +172,8 @@ pub struct Controller {
     supervisor: std::sync::Mutex<Option<Supervised>>,
     /// The attached process's threads, kept open between probes.
     tasks: std::sync::Mutex<Option<crate::tasks::Tasks>>,
+    /// Deterministic mode's settle hook, handed to the supervisor.
+    settle: std::sync::Mutex<Option<crate::Settle>>,
 }
 
 /// The program started under the seccomp supervisor.
@@ -267,6 +274,7 @@ impl Controller {
             eventfd,
             supervisor: std::sync::Mutex::new(None),
             tasks: std::sync::Mutex::new(None),
+            settle: std::sync::Mutex::new(None),
         })
     }
 
@@ -318,20 +326,33 @@ impl Controller {
     /// under the seccomp filter with its supervisor (one program per
     /// controller).
     pub fn spawn(&self, mut cmd: Command, mode: &ShimMode) -> io::Result<Child> {
-        if let ShimMode::Seccomp { seed } = mode {
+        if let ShimMode::Seccomp {
+            seed,
+            deterministic,
+        } = mode
+        {
             let mut slot = self.sup();
             if slot.is_some() {
                 return Err(io::Error::other(
                     "this controller already supervises a program",
                 ));
             }
-            let launching = crate::seccomp::launch::spawn(cmd, *seed, &self.path)?;
+            let launching = crate::seccomp::launch::spawn(cmd, *seed, *deterministic, &self.path)?;
             let (shared, thread) = crate::seccomp::supervisor::start(
                 launching.pid,
                 launching.listener,
                 self.page,
                 *seed,
+                *deterministic,
             )?;
+            if let Some(f) = self
+                .settle
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+            {
+                *shared.settle.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+            }
             *slot = Some(Supervised {
                 shared,
                 thread: Some(thread),
@@ -439,7 +460,26 @@ impl Controller {
     /// supervisor holds (timed waits); an untimed wait left to the kernel
     /// under seccomp (`epoll_wait(-1)`) is not held.
     pub fn close_gate(&self) {
-        self.page().gate.store(1, Ordering::Release);
+        // A deterministic supervisor taking in the world outside finishes
+        // first: it must see the instant whole or not at all.
+        let sup = self.sup().as_ref().map(|s| s.shared.clone());
+        match sup {
+            Some(s) if s.deterministic => {
+                let _eval = s.eval.lock().unwrap_or_else(|e| e.into_inner());
+                self.page().gate.store(1, Ordering::Release);
+            }
+            _ => self.page().gate.store(1, Ordering::Release),
+        }
+    }
+
+    /// Deterministic mode: how the supervisor learns that the world outside
+    /// has settled (see [`crate::Settle`]). Set before
+    /// [`spawn`](Self::spawn), or at any time after.
+    pub fn set_settle(&self, settle: crate::Settle) {
+        *self.settle.lock().unwrap_or_else(|e| e.into_inner()) = Some(settle.clone());
+        if let Some(s) = self.sup().as_ref() {
+            *s.shared.settle.lock().unwrap_or_else(|e| e.into_inner()) = Some(settle);
+        }
     }
 
     /// Opens the gate (see [`Controller::close_gate`]) and wakes whoever
@@ -559,7 +599,9 @@ impl Controller {
             // notification is waiting or was handled while we looked.
             let moved =
                 pending || s.pending() || s.generation.load(Ordering::Acquire) != generation;
-            if moved {
+            // Deterministic mode: asleep is not enough, the supervisor
+            // must have found nothing to run.
+            if moved || (s.deterministic && !s.det_quiet.load(Ordering::Acquire)) {
                 all_sleeping = false;
             }
             waiting = if all_sleeping { threads } else { 0 };

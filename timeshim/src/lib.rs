@@ -41,6 +41,12 @@ pub use control::{ControlError, Controller, Probe, Quiescence, ShimMode, Stamp};
 pub use page::{ENV_EVENTFD, ENV_PAGE};
 pub use time::SimTime;
 
+/// The controller's word, asked by the seccomp supervisor in deterministic
+/// mode before a thread observes the world outside (a read, a poll): true
+/// when nothing the program sent is still being answered and nothing else
+/// is on its way to it. Called often; must not block.
+pub type Settle = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
 /// `#[timeshim::main]` on `fn main` (above or below `#[tokio::main]`) is the
 /// same as writing [`install`] as its first statement.
 ///

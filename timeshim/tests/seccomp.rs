@@ -89,7 +89,15 @@ fn run_with_server(program: &[&str], busy: &AtomicBool) -> Vec<String> {
     let clock = Controller::new(SimTime::from_secs_f64(1_700_000_000.0)).unwrap();
     let mut cmd = Command::new(program[0]);
     cmd.args(&program[1..]).stdout(Stdio::piped());
-    let mut child = clock.spawn(cmd, &ShimMode::Seccomp { seed: None }).unwrap();
+    let mut child = clock
+        .spawn(
+            cmd,
+            &ShimMode::Seccomp {
+                seed: None,
+                deterministic: false,
+            },
+        )
+        .unwrap();
     let start = Instant::now();
     loop {
         assert!(

@@ -25,7 +25,15 @@ fn a_wait_made_ready_behind_the_supervisors_back_is_not_quiescence() {
     let clock = Controller::new(t0).unwrap();
     let mut cmd = Command::new(&prog);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
-    let mut child = clock.spawn(cmd, &ShimMode::Seccomp { seed: None }).unwrap();
+    let mut child = clock
+        .spawn(
+            cmd,
+            &ShimMode::Seccomp {
+                seed: None,
+                deterministic: false,
+            },
+        )
+        .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = support::Lines::new(child.stdout.take().unwrap());
     assert_eq!(lines.next_line(), "held");

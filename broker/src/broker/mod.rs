@@ -247,6 +247,10 @@ impl Timer {
 pub struct Broker {
     store: Store,
     changes: tokio::sync::mpsc::UnboundedReceiver<Change>,
+    /// The resourceVersion of the last change taken in (and reacted to):
+    /// with the store's, whether the broker is done reacting (the settle
+    /// of a deterministic run, `sync::settle_hook`).
+    processed: Arc<std::sync::atomic::AtomicU64>,
     rt: tokio::runtime::Handle,
     clock: SimClock,
     side: SchedulerSide,
@@ -345,9 +349,11 @@ impl Broker {
         let changes = store.subscribe();
         let life = lifecycle::Lifecycle::new(cfg.lifecycle.clone());
         let gc = PodGc::new(cfg.terminated_pod_gc_threshold);
+        let processed = Arc::new(std::sync::atomic::AtomicU64::new(store.resource_version()));
         let mut b = Broker {
             store,
             changes,
+            processed,
             rt,
             clock,
             side,
@@ -551,7 +557,7 @@ impl Broker {
                 let _hold = self.store.hold();
                 self.apply(begins.data, &mut out)?;
             }
-            self.settle(t)?;
+            self.settle(t, &mut out)?;
         }
         // Everything of one instant reaches each watcher in one frame, so
         // the scheduler sees simultaneous events together (16 completions
@@ -601,7 +607,7 @@ impl Broker {
     /// the warm-up, the scheduler's own timers before `until` (a scheduler
     /// polling for its caches to sync, as the upstream one does every
     /// 100 ms, is ready when the simulation starts).
-    fn settle(&mut self, until: f64) -> anyhow::Result<()> {
+    fn settle(&mut self, until: f64, out: &mut Vec<EventData>) -> anyhow::Result<()> {
         const BOUND: Duration = Duration::from_secs(30);
         let start = Instant::now();
         match &self.side {
@@ -610,9 +616,21 @@ impl Broker {
                     let SchedulerSide::Shim(s) = &self.side else {
                         unreachable!()
                     };
+                    // Changes are taken in as they come (the settle of a
+                    // deterministic run waits for the broker to have
+                    // reacted to each; the scheduler's leases and events
+                    // need no reaction).
+                    let changes = &self.changes;
                     let q = s
-                        .wait(Duration::from_millis(50), &|| false)
+                        .wait(Duration::from_millis(50), &|| !changes.is_empty())
                         .map_err(|e| anyhow::anyhow!("watching the scheduler: {e}"))?;
+                    if self.drain_changes(out)? > 0 || q == Quiet::Busy {
+                        if start.elapsed() >= BOUND {
+                            tracing::warn!("the scheduler was still busy {BOUND:?} after the nodes were created");
+                            return Ok(());
+                        }
+                        continue;
+                    }
                     let api = self.api_deadline();
                     // The next timer of the scheduler, a controller or the API.
                     let next = |earliest: Option<SimTime>, controllers: Option<SimTime>| {
@@ -1296,9 +1314,17 @@ impl Broker {
     fn drain_changes(&mut self, out: &mut Vec<EventData>) -> anyhow::Result<usize> {
         let mut decided = 0;
         while let Ok(ch) = self.changes.try_recv() {
+            let rv = ch.resource_version;
             decided += self.on_change(ch, out)?;
+            self.processed
+                .store(rv, std::sync::atomic::Ordering::Release);
         }
         Ok(decided)
+    }
+
+    /// The resourceVersion of the last change the broker has reacted to.
+    pub fn processed_changes(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        self.processed.clone()
     }
 
     /// Reads one change made through the API; returns 1 for a decision.

@@ -344,6 +344,41 @@ fn bytes_between(
     total
 }
 
+/// The settle of a deterministic run (`--deterministic`, see
+/// [`timeshim::Settle`]): the seccomp supervisor lets a thread of the
+/// program look at its sockets only when this holds, so what it reads is
+/// everything there is, whatever the machine's load: the API idle (no
+/// request being answered, no watch event unwritten, no request bytes read
+/// and not yet handled), the broker done reacting to every change (its
+/// reactions write to the API too), and no byte on its way between the
+/// API and any client, nor in the kernel's packet backlog. Bytes already
+/// in a client's receive queue are what it is meant to read.
+pub fn settle_hook(
+    activity: Arc<fakeapi::Activity>,
+    diag: Arc<parking_lot::Mutex<Option<SockDiag>>>,
+    port: u16,
+    store: fakeapi::Store,
+    processed: Arc<std::sync::atomic::AtomicU64>,
+) -> timeshim::Settle {
+    Arc::new(move || {
+        let before = activity.snapshot();
+        if before.requests_in_flight != 0
+            || before.connections_reading != 0
+            || store.resource_version() != processed.load(std::sync::atomic::Ordering::Acquire)
+            || softnet().backlog != 0
+        {
+            return false;
+        }
+        // Everything delivered; or more than a client's receive buffer
+        // takes, held by TCP until it reads (then what one read returns
+        // depends on TCP's window: a limit, see timeshim/README.md; the
+        // supervisor makes clients' receive buffers large to avoid it).
+        let delivered =
+            before.watch_events_pending == 0 && in_flight(&activity, &mut diag.lock(), port) == 0;
+        (delivered || activity.window_limited()) && activity.snapshot() == before
+    })
+}
+
 impl ShimSide {
     /// Closes the scheduler's gate (`Controller::close_gate`): until the
     /// returned guard is dropped, none of its waits returns. The broker

@@ -169,9 +169,105 @@ fn program(seeded: bool) -> Vec<Op> {
     p
 }
 
+/// System calls a deterministic run lets through without a notification:
+/// they neither block nor let one thread observe another's progress (memory
+/// maps, signal dispositions, identity, file metadata), and they are the
+/// frequent ones. Everything else is a point where the supervisor decides
+/// which thread runs (see `supervisor`'s deterministic mode). `gettid`,
+/// `rt_sigprocmask`, `set_robust_list` and `rseq` stay notified: they are a
+/// new thread's first calls (Go's and glibc's), which is how the supervisor
+/// learns that a thread it expects after a `clone` has arrived.
+const DETERMINISTIC_ALLOW: &[u32] = &[
+    5,   // fstat
+    8,   // lseek
+    9,   // mmap
+    10,  // mprotect
+    11,  // munmap
+    12,  // brk
+    13,  // rt_sigaction
+    21,  // access
+    25,  // mremap
+    28,  // madvise
+    39,  // getpid
+    63,  // uname
+    79,  // getcwd
+    89,  // readlink
+    97,  // getrlimit
+    98,  // getrusage
+    99,  // sysinfo
+    102, // getuid
+    104, // getgid
+    107, // geteuid
+    108, // getegid
+    110, // getppid
+    131, // sigaltstack
+    158, // arch_prctl
+    204, // sched_getaffinity
+    218, // set_tid_address
+    229, // clock_getres
+    262, // newfstatat
+    267, // readlinkat
+    269, // faccessat
+    302, // prlimit64
+    332, // statx
+    439, // faccessat2
+];
+
+/// The flags of the one `sendmsg` a deterministic filter lets through
+/// unseen: the launcher's, which hands the listener over to the supervisor
+/// between the filter's installation and the exec (the supervisor does not
+/// exist before). An odd set, that a program would hardly use on the same
+/// descriptor number: `MSG_CONFIRM | MSG_DONTWAIT | MSG_EOR | MSG_NOSIGNAL |
+/// MSG_MORE`.
+pub(crate) const HANDOVER_FLAGS: u32 = 0x800 | 0x40 | 0x80 | 0x4000 | 0x8000;
+
+const SENDMSG: u32 = 46;
+const EXECVE: u32 = 59;
+const EXECVEAT: u32 = 322;
+const HANDOVER: usize = 11;
+const HANDOVER_FLAGS_ARG: usize = 12;
+
+fn deterministic_program(handover_fd: u32) -> Vec<Op> {
+    use Op::*;
+    use Target::*;
+    let mut p = vec![Load(OFF_ARCH), Eq(ARCH, Next, Allow), Load(OFF_NR)];
+    for nr in DETERMINISTIC_ALLOW {
+        p.push(Eq(*nr, Allow, Next));
+    }
+    p.extend([
+        // exec replaces the program (and ends its other threads): nothing
+        // to decide; the launcher waits for it before the supervisor runs.
+        Eq(EXECVE, Allow, Next),
+        Eq(EXECVEAT, Allow, Next),
+        Eq(SENDMSG, Go(HANDOVER), Next),
+        Eq(nr::CLOCK_GETTIME, Go(CPU_CLOCK_ARG0), Notify),
+        At(HANDOVER),
+        Load(arg_lo(0)),
+        Eq(handover_fd, Go(HANDOVER_FLAGS_ARG), Notify),
+        At(HANDOVER_FLAGS_ARG),
+        Load(arg_lo(2)),
+        Eq(HANDOVER_FLAGS, Allow, Notify),
+        At(CPU_CLOCK_ARG0),
+        Load(arg_lo(0)),
+        Set(0x8000_0000, Allow, Next),
+        Eq(2, Allow, Next),
+        Eq(3, Allow, Notify),
+    ]);
+    p
+}
+
 /// Assembles the filter. Returns instructions ready for `SECCOMP_SET_MODE_FILTER`.
 pub(crate) fn assemble(seeded: bool) -> Vec<libc::sock_filter> {
-    let ops = program(seeded);
+    assemble_ops(program(seeded))
+}
+
+/// The filter of a deterministic run: every system call is notified but
+/// [`DETERMINISTIC_ALLOW`] and CPU-time clock reads.
+pub(crate) fn assemble_deterministic(handover_fd: u32) -> Vec<libc::sock_filter> {
+    assemble_ops(deterministic_program(handover_fd))
+}
+
+fn assemble_ops(ops: Vec<Op>) -> Vec<libc::sock_filter> {
     // Every label's index among emitted instructions; RET ALLOW / NOTIFY
     // targets are shared instructions appended at the end.
     let mut labels = std::collections::HashMap::new();
@@ -292,5 +388,24 @@ mod tests {
             run(&assemble(true), nr::GETRANDOM, [ptr, 16, 0, 0, 0, 0]),
             NOTIFY
         );
+    }
+
+    #[test]
+    fn a_deterministic_run_notifies_all_but_local_calls() {
+        let p = assemble_deterministic(7);
+        let ptr = 0x7fff_0000_1000u64;
+        for nr in [0, 1, 7, 56, 186, 202, 232, 281, 435, nr::GETRANDOM] {
+            assert_eq!(run(&p, nr, [3, ptr, 0, 0, 0, 0]), NOTIFY, "syscall {nr}");
+        }
+        for nr in [9, 11, 28, 39, 131, 262] {
+            assert_eq!(run(&p, nr, [3, ptr, 0, 0, 0, 0]), ALLOW, "syscall {nr}");
+        }
+        assert_eq!(run(&p, nr::CLOCK_GETTIME, [1, ptr, 0, 0, 0, 0]), NOTIFY);
+        assert_eq!(run(&p, nr::CLOCK_GETTIME, [2, ptr, 0, 0, 0, 0]), ALLOW);
+        let flags = HANDOVER_FLAGS as u64;
+        assert_eq!(run(&p, SENDMSG, [7, ptr, flags, 0, 0, 0]), ALLOW);
+        assert_eq!(run(&p, SENDMSG, [7, ptr, 0, 0, 0, 0]), NOTIFY);
+        assert_eq!(run(&p, SENDMSG, [8, ptr, flags, 0, 0, 0]), NOTIFY);
+        assert_eq!(run(&p, EXECVE, [0; 6]), ALLOW);
     }
 }

@@ -33,6 +33,12 @@ const AT_SYSINFO_EHDR: u64 = 33;
 
 const SECCOMP_SET_MODE_FILTER: libc::c_ulong = 1;
 const SECCOMP_FILTER_FLAG_NEW_LISTENER: libc::c_ulong = 1 << 3;
+/// Linux 5.19+: once the supervisor has received a notification, a
+/// non-fatal signal no longer interrupts the waiting caller; it is taken
+/// when the call returns. A deterministic run needs it: a thread parked by
+/// the supervisor must not run a signal handler while another thread runs.
+const SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV: libc::c_ulong = 1 << 5;
+const ADDR_NO_RANDOMIZE: libc::c_ulong = 0x0040000;
 
 /// Programs that only exec another: the tracer follows them.
 const WRAPPERS: &[&str] = &[
@@ -72,7 +78,7 @@ fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// Sends `fd` over `sock`. Async-signal-safe (used in the child).
-fn send_fd(sock: RawFd, fd: RawFd) -> io::Result<()> {
+fn send_fd(sock: RawFd, fd: RawFd, flags: i32) -> io::Result<()> {
     // SAFETY: a msghdr over stack buffers that live through the call; the
     // control buffer is sized and aligned for one SCM_RIGHTS descriptor.
     unsafe {
@@ -92,7 +98,7 @@ fn send_fd(sock: RawFd, fd: RawFd) -> io::Result<()> {
         (*c).cmsg_type = libc::SCM_RIGHTS;
         (*c).cmsg_len = libc::CMSG_LEN(4) as _;
         std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut RawFd, fd);
-        if libc::sendmsg(sock, &msg, 0) < 0 {
+        if libc::sendmsg(sock, &msg, flags) < 0 {
             return Err(io::Error::last_os_error());
         }
     }
@@ -130,14 +136,33 @@ fn recv_fd(sock: RawFd) -> io::Result<OwnedFd> {
 
 /// Spawns `cmd` under the filter; returns once the program it runs (past
 /// shell wrappers) has been exec'd, its vDSO hidden, and the tracer detached.
-pub(crate) fn spawn(mut cmd: Command, seed: Option<u64>, page: &Path) -> io::Result<Launching> {
+pub(crate) fn spawn(
+    mut cmd: Command,
+    seed: Option<u64>,
+    deterministic: bool,
+    page: &Path,
+) -> io::Result<Launching> {
     if !cfg!(target_arch = "x86_64") {
         return Err(io::Error::other(
             "--shim seccomp supports x86_64 only for now",
         ));
     }
     let (parent_sock, child_sock) = socketpair()?;
-    let prog = filter::assemble(seed.is_some());
+    let prog = if deterministic {
+        filter::assemble_deterministic(child_sock.as_raw_fd() as u32)
+    } else {
+        filter::assemble(seed.is_some())
+    };
+    let send_flags = if deterministic {
+        filter::HANDOVER_FLAGS as i32
+    } else {
+        0
+    };
+    let flags = if deterministic {
+        SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+    } else {
+        SECCOMP_FILTER_FLAG_NEW_LISTENER
+    };
     let child_fd = child_sock.as_raw_fd();
     // SAFETY: the closure runs in the forked child before exec and makes
     // only async-signal-safe raw system calls; `prog` is a copy owned by
@@ -148,6 +173,11 @@ pub(crate) fn spawn(mut cmd: Command, seed: Option<u64>, page: &Path) -> io::Res
                 len: prog.len() as u16,
                 filter: prog.as_ptr() as *mut libc::sock_filter,
             };
+            // The same addresses on every run: a program that orders
+            // anything by address then does it the same way.
+            if deterministic && libc::personality(ADDR_NO_RANDOMIZE) < 0 {
+                return Err(io::Error::last_os_error());
+            }
             if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                 return Err(io::Error::last_os_error());
             }
@@ -157,14 +187,18 @@ pub(crate) fn spawn(mut cmd: Command, seed: Option<u64>, page: &Path) -> io::Res
             let fd = libc::syscall(
                 libc::SYS_seccomp,
                 SECCOMP_SET_MODE_FILTER,
-                SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                flags,
                 &fprog as *const libc::sock_fprog,
             );
             if fd < 0 {
                 return Err(io::Error::last_os_error());
             }
-            send_fd(child_fd, fd as RawFd)?;
-            libc::close(fd as RawFd);
+            send_fd(child_fd, fd as RawFd, send_flags)?;
+            // Under the deterministic filter `close` is a notification with
+            // no supervisor yet to answer it; the listener is close-on-exec.
+            if !deterministic {
+                libc::close(fd as RawFd);
+            }
             Ok(())
         });
     }
@@ -193,7 +227,7 @@ pub(crate) fn spawn(mut cmd: Command, seed: Option<u64>, page: &Path) -> io::Res
                     return drop(ltx.send(Err(e)));
                 }
             };
-            match next_exec(pid, true, seed, page.as_deref(), None) {
+            match next_exec(pid, true, seed, deterministic, page.as_deref(), None) {
                 Ok(Stop::Detached) => {
                     let _ = tx.send(Ok(child));
                     linger(pid);
@@ -207,14 +241,15 @@ pub(crate) fn spawn(mut cmd: Command, seed: Option<u64>, page: &Path) -> io::Res
                     // over after a while and followed in the background.
                     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
                     tracing::debug!(pid, "seccomp launcher: following the wrappers");
-                    let done = follow_wrapper(pid, seed, page.as_deref(), Some(deadline));
+                    let done =
+                        follow_wrapper(pid, seed, deterministic, page.as_deref(), Some(deadline));
                     let _ = tx.send(Ok(child));
                     if !done {
                         tracing::warn!(pid, "seccomp launcher: the scheduler command did not exec its program within 2 s (a shell that forks?); following it in the background");
                         // The caller may wait for the child now: no
                         // injected system calls (their stops could be
                         // taken), the vDSO is hidden instead.
-                        follow_wrapper(pid, seed, None, None);
+                        follow_wrapper(pid, seed, deterministic, None, None);
                     }
                     linger(pid);
                 }
@@ -275,11 +310,12 @@ enum Stop {
 fn follow_wrapper(
     pid: u32,
     seed: Option<u64>,
+    deterministic: bool,
     page: Option<&Path>,
     deadline: Option<std::time::Instant>,
 ) -> bool {
     loop {
-        match next_exec(pid, false, seed, page, deadline) {
+        match next_exec(pid, false, seed, deterministic, page, deadline) {
             Ok(Stop::Wrapper) => continue,
             Ok(Stop::Pending) => return false,
             Ok(Stop::Detached) | Ok(Stop::Exited) => return true,
@@ -306,6 +342,7 @@ fn next_exec(
     pid: u32,
     first: bool,
     seed: Option<u64>,
+    deterministic: bool,
     page: Option<&Path>,
     deadline: Option<std::time::Instant>,
 ) -> io::Result<Stop> {
@@ -389,6 +426,18 @@ fn next_exec(
             None => false,
         };
         rewrite_auxv(pid, seed, !patched)?;
+        if deterministic && !wrapper {
+            match super::tsc::patch_go_cputicks(pid) {
+                Ok(n) => tracing::debug!(
+                    pid,
+                    copies = n,
+                    "seccomp launcher: Go's cputicks made deterministic"
+                ),
+                Err(e) => {
+                    tracing::warn!(pid, error = %e, "seccomp launcher: could not look for Go's cputicks")
+                }
+            }
+        }
         if wrapper {
             // SAFETY: restarting our stopped tracee.
             unsafe { libc::ptrace(libc::PTRACE_CONT, pid, 0, 0) };

@@ -21,6 +21,7 @@ pub(crate) mod filter;
 pub(crate) mod launch;
 pub mod remote;
 pub(crate) mod supervisor;
+pub(crate) mod tsc;
 pub(crate) mod vdso;
 
 /// For tests of the quiescence protocol: make the supervisor slow on

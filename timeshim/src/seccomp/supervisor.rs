@@ -24,11 +24,13 @@
 //! and is dropped. Held notifications are revalidated
 //! (`SECCOMP_IOCTL_NOTIF_ID_VALID`) before the earliest deadline is published.
 
+mod det;
+
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::filter::nr;
 use super::remote;
@@ -75,6 +77,15 @@ pub(crate) struct Shared {
     pub clock_reads: AtomicU64,
     pub waits: AtomicU64,
     pub wakes: AtomicU64,
+    /// Deterministic mode: one thread at a time (see `det`).
+    pub deterministic: bool,
+    /// Deterministic mode: the last decision found nothing to run.
+    pub det_quiet: AtomicBool,
+    /// Held while the supervisor takes in what the world outside did
+    /// (deterministic mode); the controller takes it to close the gate.
+    pub eval: Mutex<()>,
+    /// The controller's word on the world outside (deterministic mode).
+    pub settle: Mutex<Option<crate::Settle>>,
 }
 
 // SAFETY: the page is only accessed through atomics and outlives the
@@ -130,6 +141,7 @@ pub(crate) fn start(
     listener: OwnedFd,
     page: *const Page,
     seed: Option<u64>,
+    deterministic: bool,
 ) -> io::Result<(Arc<Shared>, std::thread::JoinHandle<()>)> {
     // SAFETY: plain syscall; a non-negative result is a new fd we own.
     let wake = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
@@ -182,6 +194,10 @@ pub(crate) fn start(
         clock_reads: AtomicU64::new(0),
         waits: AtomicU64::new(0),
         wakes: AtomicU64::new(0),
+        deterministic,
+        det_quiet: AtomicBool::new(false),
+        eval: Mutex::new(()),
+        settle: Mutex::new(None),
     });
     let mut sup = Supervisor {
         shared: shared.clone(),
@@ -192,6 +208,7 @@ pub(crate) fn start(
         rng: seed.map(SeededBytes::new),
         go_usleep: HashMap::new(),
         dirty: true,
+        det: deterministic.then(|| det::Det::new(seed.unwrap_or(0))),
     };
     let thread = std::thread::Builder::new()
         .name("timeshim-seccomp".into())
@@ -270,6 +287,8 @@ struct Supervisor {
     go_usleep: HashMap<u64, bool>,
     /// The held set changed since it was last published.
     dirty: bool,
+    /// Deterministic mode's scheduler.
+    det: Option<det::Det>,
 }
 
 /// The result of handling one call.
@@ -322,7 +341,13 @@ impl Supervisor {
             // meanwhile is taken with what woke us, so the program sees the
             // clock's move and the instant's I/O together.
             let mut n = n as usize;
-            if self.pass_gate() && n < events.len() {
+            let gated = self.pass_gate();
+            if gated {
+                if let Some(d) = self.det.as_mut() {
+                    d.external();
+                }
+            }
+            if gated && n < events.len() {
                 // SAFETY: the free tail of our buffer, no timeout.
                 let more = unsafe {
                     libc::epoll_wait(
@@ -353,6 +378,9 @@ impl Supervisor {
                         self.receive_all();
                     }
                     TOKEN_WAKE => {
+                        if let Some(d) = self.det.as_mut() {
+                            d.external();
+                        }
                         let mut buf = 0u64;
                         // SAFETY: 8-byte read from our nonblocking eventfd.
                         unsafe {
@@ -367,7 +395,11 @@ impl Supervisor {
                     _ => {}
                 }
             }
-            self.release_due();
+            if self.det.is_some() {
+                self.det_schedule();
+            } else {
+                self.release_due();
+            }
             // A clock read changes nothing the controller looks at (the
             // stamp's count moved with the notification itself).
             if self.dirty {
@@ -410,6 +442,12 @@ impl Supervisor {
     /// How long the loop may sleep: forever with a frozen clock; until the
     /// earliest deadline in realtime mode.
     fn loop_timeout_ms(&self) -> i32 {
+        if let Some(d) = &self.det {
+            if d.retry {
+                std::thread::sleep(std::time::Duration::from_micros(20));
+                return 0;
+            }
+        }
         let snap = self.shared.page().snapshot();
         if snap.mode == MODE_FROZEN {
             return -1;
@@ -441,6 +479,10 @@ impl Supervisor {
             self.shared.generation.fetch_add(1, Ordering::AcqRel);
             if r != 0 {
                 // ENOENT: the caller was interrupted before we took it.
+                continue;
+            }
+            if self.det.is_some() {
+                self.det_receive(req);
                 continue;
             }
             let answer = self.handle(&req);
@@ -664,12 +706,16 @@ impl Supervisor {
                     return Answer::Errno(libc::EINVAL);
                 }
                 let timeout_ns = if req.data.nr as u32 == nr::EPOLL_PWAIT2 {
-                    match remote::read_timespec_ns(tid, a[3]) {
-                        Ok(t) => t,
-                        Err(e) => return errno(e),
+                    if a[3] == 0 {
+                        NO_DEADLINE
+                    } else {
+                        match remote::read_timespec_ns(tid, a[3]) {
+                            Ok(t) => t,
+                            Err(e) => return errno(e),
+                        }
                     }
                 } else {
-                    (a[3] as i32) as u64 * 1_000_000
+                    ms_timeout_ns(a[3])
                 };
                 if timeout_ns == 0 {
                     return Answer::Continue;
@@ -695,12 +741,16 @@ impl Supervisor {
                     return Answer::Errno(libc::EINVAL);
                 }
                 let timeout_ns = if req.data.nr as u32 == nr::PPOLL {
-                    match remote::read_timespec_ns(tid, a[2]) {
-                        Ok(t) => t,
-                        Err(e) => return errno(e),
+                    if a[2] == 0 {
+                        NO_DEADLINE
+                    } else {
+                        match remote::read_timespec_ns(tid, a[2]) {
+                            Ok(t) => t,
+                            Err(e) => return errno(e),
+                        }
                     }
                 } else {
-                    (a[2] as i32) as u64 * 1_000_000
+                    ms_timeout_ns(a[2])
                 };
                 let mut raw = vec![0u8; nfds * 8];
                 if let Err(e) = remote::read(tid, a[0], &mut raw) {
@@ -737,7 +787,9 @@ impl Supervisor {
                     return Answer::Errno(libc::EINVAL);
                 }
                 let nfds = nfds as usize;
-                let timeout_ns = if req.data.nr as u32 == nr::PSELECT6 {
+                let timeout_ns = if a[4] == 0 {
+                    Ok(NO_DEADLINE)
+                } else if req.data.nr as u32 == nr::PSELECT6 {
                     remote::read_timespec_ns(tid, a[4])
                 } else {
                     remote::read_timeval_ns(tid, a[4])
@@ -929,8 +981,10 @@ impl Supervisor {
             if hit {
                 let h = self.held.remove(i);
                 self.dirty = true;
-                self.dirty = true;
-                if self.reply(h.id, 0, 0, 0) {
+                if self.det.is_some() {
+                    self.finish(h, Answer::Value(0));
+                    woken += 1;
+                } else if self.reply(h.id, 0, 0, 0) {
                     woken += 1;
                 }
             } else {
@@ -1038,6 +1092,11 @@ impl Supervisor {
     }
 
     fn io_ready(&mut self, seq: u64) {
+        if let Some(d) = self.det.as_mut() {
+            // Looked at by the next decision, once the world is settled.
+            d.external();
+            return;
+        }
         let Some(i) = self.held.iter().position(|h| h.seq == seq) else {
             return;
         };
@@ -1051,6 +1110,10 @@ impl Supervisor {
     }
 
     fn finish(&mut self, h: Held, answer: Answer) {
+        if self.det.is_some() {
+            self.unwatch(&h);
+            return self.det_release(h.id, h.tid, answer);
+        }
         let (val, err) = match answer {
             Answer::Value(v) => (v, 0),
             Answer::Errno(e) => (0, -e),
@@ -1190,6 +1253,16 @@ fn write_poll_result(tid: u32, out: PollOut, fds: &[libc::pollfd], revents: &[i1
     match result {
         Ok(n) => Answer::Value(n),
         Err(e) => Answer::Errno(e.raw_os_error().unwrap_or(libc::EFAULT)),
+    }
+}
+
+/// An `int` timeout in milliseconds: negative waits without one.
+fn ms_timeout_ns(arg: u64) -> u64 {
+    let ms = arg as i32;
+    if ms < 0 {
+        NO_DEADLINE
+    } else {
+        ms as u64 * 1_000_000
     }
 }
 

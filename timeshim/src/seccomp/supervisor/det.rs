@@ -1,0 +1,792 @@
+//! Deterministic execution (`--deterministic`): the supervised program's
+//! threads run one at a time, and which one runs next is decided here, from
+//! the program's own state and a seed, never by the OS's scheduler.
+//!
+//! Under the deterministic filter every system call but a few local ones
+//! (`filter::DETERMINISTIC_ALLOW`) is a notification, so a thread runs user
+//! code only between two of its calls that the supervisor let through. At
+//! any time at most one thread is *running*: the one released last. Its
+//! calls are answered at once while they neither block nor observe another
+//! thread or the network (a clock read, a write, a futex wake); a call that
+//! blocks (a futex wait, a timed or untimed poll, a sleep) or yields
+//! (`sched_yield`, Go's `runtime.usleep`) parks it, and a call that looks at
+//! what others did (a read, a poll, `connect`, `accept`) is *deferred*: it is
+//! answered at the next decision, after the world outside has settled.
+//!
+//! A **decision** is taken once no thread runs and no new thread is on its
+//! way (a `clone` is followed by its child's first call, `gettid` for Go,
+//! `rseq` or `set_robust_list` for glibc). It takes, in this order: the
+//! deferred calls (after the **settle**: the controller's hook says that
+//! nothing the program sent is still being answered, no byte is in flight
+//! and the controller has reacted to every change; the gate is open and
+//! cannot close meanwhile), the timed waits that are due, the waits whose
+//! descriptors are ready, in thread order. Among the threads then ready to
+//! go, a seeded generator picks one; threads are named by the order in which
+//! they were first seen, which is the same on every run. A thread that
+//! yielded goes again once another thread has run, or the clock moved, or
+//! something arrived. Nothing ready and nothing due: the program is
+//! quiescent, and says so exactly (`Shared::det_quiet`).
+//!
+//! Futexes are emulated (wait queues here, in the order waiters came), so
+//! a wake releases a waiter into the ready set rather than onto a CPU.
+//! Signals a thread sends to another are delivered when the target is
+//! released (`SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`).
+//!
+//! Limits (see `timeshim/README.md`): a call left to the kernel that blocks
+//! there (a blocking socket read, `wait4`, `pause`) stalls the program, as
+//! does a thread that spins on memory another thread must change without
+//! ever making a system call; `vfork` children and threads' exit futexes
+//! (`CLONE_CHILD_CLEARTID`, which `pthread_join` waits on) are not yet
+//! modelled; the time stamp counter (`rdtsc`) is not trapped.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::Ordering;
+
+use super::{nr, remote, Answer, Kind, Supervisor, NO_DEADLINE};
+
+static TRACE: std::sync::LazyLock<bool> =
+    std::sync::LazyLock::new(|| std::env::var_os("TIMESHIM_DET_TRACE").is_some());
+
+/// System call numbers (x86_64) the deterministic mode treats specially.
+mod call {
+    pub const READ: u32 = 0;
+    pub const WRITE: u32 = 1;
+    pub const CLOSE: u32 = 3;
+    pub const IOCTL: u32 = 16;
+    pub const READV: u32 = 19;
+    pub const WRITEV: u32 = 20;
+    pub const SCHED_YIELD: u32 = 24;
+    pub const CONNECT: u32 = 42;
+    pub const ACCEPT: u32 = 43;
+    pub const SENDTO: u32 = 44;
+    pub const RECVFROM: u32 = 45;
+    pub const SENDMSG: u32 = 46;
+    pub const RECVMSG: u32 = 47;
+    pub const SHUTDOWN: u32 = 48;
+    pub const GETSOCKOPT: u32 = 55;
+    pub const CLONE: u32 = 56;
+    pub const FORK: u32 = 57;
+    pub const VFORK: u32 = 58;
+    pub const EXIT: u32 = 60;
+    pub const ACCEPT4: u32 = 288;
+    pub const RECVMMSG: u32 = 299;
+    pub const SENDMMSG: u32 = 307;
+    pub const CLONE3: u32 = 435;
+    pub const TKILL: u32 = 200;
+    pub const TGKILL: u32 = 234;
+}
+
+/// A parked thread the next decision may release.
+#[derive(Clone, Copy)]
+pub(super) struct Ready {
+    pub tid: u32,
+    /// For a yielded thread: the epoch at which it yielded.
+    pub epoch: u64,
+    pub go: Go,
+}
+
+/// How a picked thread goes on.
+#[derive(Clone, Copy)]
+pub(super) enum Go {
+    /// With this reply.
+    Reply {
+        id: u64,
+        val: i64,
+        err: i32,
+        flags: u32,
+    },
+    /// Its call is handled when it is picked, as if made then.
+    Call(libc::seccomp_notif),
+}
+
+#[derive(Default)]
+pub(super) struct Det {
+    /// Thread id -> the order in which it was first seen.
+    index: HashMap<u32, u32>,
+    next_index: u32,
+    /// The thread released last, until its next notification.
+    running: Option<u32>,
+    /// Children of a `clone` (or fork) not seen yet.
+    in_transit: u32,
+    /// Released by a decision: answer ready.
+    pub ready: Vec<Ready>,
+    /// Yielded: released once the epoch moved past theirs.
+    yielded: Vec<Ready>,
+    /// Calls to handle at the next decision, after the settle.
+    deferred: Vec<libc::seccomp_notif>,
+    /// Bumped whenever a thread is released or the world outside moves.
+    epoch: u64,
+    /// splitmix64 state of the picks.
+    rng: u64,
+    /// Something may have become ready since the last evaluation: held
+    /// waits are looked at again at the next decision.
+    pub stale: bool,
+    /// The last decision found nothing to do.
+    quiet: bool,
+    /// A settle that did not hold yet: the supervisor loop comes back soon.
+    pub retry: bool,
+    /// Picked, waiting for the settle before its call is handled.
+    chosen: Option<Ready>,
+    /// A thread that made a `clone`: its next call is a decision whether
+    /// its child's first call came before it or not.
+    parent: Option<u32>,
+    /// A thread just sent a signal: it goes next, to take it.
+    priority: Option<u32>,
+}
+
+impl Det {
+    pub fn new(seed: u64) -> Det {
+        Det {
+            rng: seed ^ 0x6465_7465_726d_696e,
+            stale: true,
+            ..Det::default()
+        }
+    }
+
+    fn pick(&mut self, n: usize) -> usize {
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        (z % n as u64) as usize
+    }
+
+    fn index_of(&self, tid: u32) -> u32 {
+        self.index.get(&tid).copied().unwrap_or(u32::MAX)
+    }
+
+    /// The outside world moved (the clock, the gate, a descriptor).
+    pub fn external(&mut self) {
+        self.epoch += 1;
+        self.stale = true;
+    }
+}
+
+/// Which calls look at what others did (and so wait for the settle).
+fn observes(nr_: u32) -> bool {
+    matches!(
+        nr_,
+        call::READ
+            | call::READV
+            | call::RECVFROM
+            | call::RECVMSG
+            | call::RECVMMSG
+            | call::ACCEPT
+            | call::ACCEPT4
+            | call::CONNECT
+            | call::GETSOCKOPT
+            | call::IOCTL
+    ) || matches!(
+        nr_,
+        nr::EPOLL_WAIT
+            | nr::EPOLL_PWAIT
+            | nr::EPOLL_PWAIT2
+            | nr::POLL
+            | nr::PPOLL
+            | nr::SELECT
+            | nr::PSELECT6
+    )
+}
+
+/// Calls after which bytes may be on their way to the API.
+fn sends(nr_: u32) -> bool {
+    matches!(
+        nr_,
+        call::WRITE
+            | call::WRITEV
+            | call::SENDTO
+            | call::SENDMSG
+            | call::SENDMMSG
+            | call::CLOSE
+            | call::SHUTDOWN
+            | call::CONNECT
+    )
+}
+
+impl Supervisor {
+    fn det(&mut self) -> &mut Det {
+        self.det.as_mut().expect("deterministic mode")
+    }
+
+    /// One notification in deterministic mode.
+    pub(super) fn det_receive(&mut self, req: libc::seccomp_notif) {
+        let tid = req.pid;
+        self.tgid(tid); // known, for `det_children_gone`
+        if *TRACE {
+            let d = self.det.as_ref().expect("det");
+            eprintln!(
+                "det: call {} from {tid} (running {:?}, in transit {}, ready {}, deferred {})",
+                req.data.nr,
+                d.running,
+                d.in_transit,
+                d.ready.len(),
+                d.deferred.len()
+            );
+        }
+        let d = self.det();
+        d.quiet = false;
+        if !d.index.contains_key(&tid) {
+            let i = d.next_index;
+            d.next_index += 1;
+            d.index.insert(tid, i);
+            d.in_transit = d.in_transit.saturating_sub(1);
+        }
+        let current = d.running == Some(tid);
+        if current {
+            d.running = None;
+        }
+        let after_clone = d.parent == Some(tid);
+        if after_clone {
+            d.parent = None;
+        }
+        let nr_ = req.data.nr as u32;
+        // Only the running thread, with no child on its way, is answered
+        // now, and only for calls that neither block nor observe.
+        if !current || after_clone || d.in_transit > 0 || observes(nr_) {
+            d.deferred.push(req);
+            return;
+        }
+        self.det_handle(req);
+    }
+
+    /// Handles a call of the thread allowed to go: answers it (the thread
+    /// runs on), parks it, or makes it yield.
+    fn det_handle(&mut self, req: libc::seccomp_notif) {
+        let tid = req.pid;
+        let nr_ = req.data.nr as u32;
+        if sends(nr_) {
+            self.det().stale = true;
+        }
+        let answer = match nr_ {
+            // Goes again at once when no other thread is ready.
+            call::SCHED_YIELD => return self.det_yield(req, 0),
+            // Go's runtime sleeps so to wait for other threads' progress:
+            // it goes again once another thread ran or the world moved.
+            nr::NANOSLEEP if self.is_go_runtime_usleep(tid, req.data.instruction_pointer) => {
+                let epoch = self.det().epoch;
+                return self.det_yield(req, epoch);
+            }
+            nr::FUTEX => self.det_futex(&req),
+            call::CLONE | call::CLONE3 | call::FORK | call::VFORK => {
+                // A new task: its first call (and its parent's next one)
+                // wait until it has come, so that it is named the same way
+                // on every run.
+                let d = self.det();
+                d.in_transit += 1;
+                d.parent = Some(tid);
+                Answer::Continue
+            }
+            call::TGKILL | call::TKILL => {
+                let a = req.data.args;
+                let (target, sig) = if nr_ == call::TGKILL {
+                    (a[1] as u32, a[2] as i32)
+                } else {
+                    (a[0] as u32, a[1] as i32)
+                };
+                if target != tid && self.det().index.contains_key(&target) {
+                    return self.det_signal(req, target, sig);
+                }
+                Answer::Continue
+            }
+            call::EXIT => {
+                self.det().index.remove(&tid);
+                self.reply(req.id, 0, 0, super::SECCOMP_USER_NOTIF_FLAG_CONTINUE);
+                return;
+            }
+            _ => self.handle(&req),
+        };
+        self.det_answer(&req, answer);
+    }
+
+    /// The thread of `req` goes on with `answer`, or stays held.
+    fn det_answer(&mut self, req: &libc::seccomp_notif, answer: Answer) {
+        let (id, tid) = (req.id, req.pid);
+        match answer {
+            Answer::Held => {}
+            Answer::Value(v) => self.det_go(id, tid, v, 0, 0),
+            Answer::Errno(e) => self.det_go(id, tid, 0, -e, 0),
+            Answer::Continue => self.det_go(id, tid, 0, 0, super::SECCOMP_USER_NOTIF_FLAG_CONTINUE),
+        }
+    }
+
+    /// Lets `tid` run on with this answer.
+    fn det_go(&mut self, id: u64, tid: u32, val: i64, err: i32, flags: u32) {
+        if *TRACE {
+            eprintln!("det: {tid} goes on ({val}, {err}, {flags})");
+        }
+        if self.reply(id, val, err, flags) {
+            self.det().running = Some(tid);
+        }
+    }
+
+    /// A signal to another thread of the program (Go preempts a goroutine
+    /// so, then spins until it has stopped): the supervisor sends it, the
+    /// target goes next to take it (on leaving the call it is parked in;
+    /// a futex or poll wait ends with `EINTR`, as the kernel would end
+    /// it), and the sender waits for the following decision.
+    fn det_signal(&mut self, req: libc::seccomp_notif, target: u32, sig: i32) {
+        let tgid = self.tgid(target);
+        // SAFETY: a signal to a thread of our supervised child.
+        let r = unsafe { libc::syscall(libc::SYS_tgkill, tgid as i64, target as i64, sig as i64) };
+        let answer = if r < 0 {
+            Answer::Errno(
+                io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EINVAL),
+            )
+        } else {
+            Answer::Value(0)
+        };
+        if let Some(i) = self.held.iter().position(|h| {
+            h.tid == target
+                && matches!(
+                    h.kind,
+                    Kind::Futex { .. } | Kind::Epoll { .. } | Kind::Poll { .. }
+                )
+        }) {
+            let h = self.held.remove(i);
+            self.dirty = true;
+            self.finish(h, Answer::Errno(libc::EINTR));
+        }
+        let d = self.det();
+        if let Some(i) = d.yielded.iter().position(|r| r.tid == target) {
+            let r = d.yielded.remove(i);
+            d.ready.push(r);
+        }
+        d.priority = Some(target);
+        self.det_release(req.id, req.pid, answer);
+    }
+
+    fn det_yield(&mut self, req: libc::seccomp_notif, epoch: u64) {
+        let d = self.det();
+        d.yielded.push(Ready {
+            tid: req.pid,
+            epoch,
+            go: Go::Reply {
+                id: req.id,
+                val: 0,
+                err: 0,
+                flags: 0,
+            },
+        });
+    }
+
+    /// A held wait ends with `answer`: its thread joins the ready set.
+    pub(super) fn det_release(&mut self, id: u64, tid: u32, answer: Answer) {
+        let (val, err, flags) = match answer {
+            Answer::Value(v) => (v, 0, 0),
+            Answer::Errno(e) => (0, -e, 0),
+            Answer::Continue => (0, 0, super::SECCOMP_USER_NOTIF_FLAG_CONTINUE),
+            Answer::Held => (0, 0, 0),
+        };
+        self.det().ready.push(Ready {
+            tid,
+            epoch: 0,
+            go: Go::Reply {
+                id,
+                val,
+                err,
+                flags,
+            },
+        });
+    }
+
+    /// Futexes, emulated: every waiter is held here, so every wake is
+    /// answered here too.
+    fn det_futex(&mut self, req: &libc::seccomp_notif) -> Answer {
+        let a = req.data.args;
+        let tid = req.pid;
+        let op = a[1] as i32;
+        let cmd = op & 0x7f;
+        let realtime = op & libc::FUTEX_CLOCK_REALTIME != 0;
+        let tgid = self.tgid(tid);
+        let eno = |e: std::io::Error| Answer::Errno(e.raw_os_error().unwrap_or(libc::EFAULT));
+        match cmd {
+            libc::FUTEX_WAIT | libc::FUTEX_WAIT_BITSET => {
+                let bitset = if cmd == libc::FUTEX_WAIT {
+                    u32::MAX
+                } else {
+                    a[5] as u32
+                };
+                if bitset == 0 {
+                    return Answer::Errno(libc::EINVAL);
+                }
+                let deadline = if a[3] == 0 {
+                    NO_DEADLINE
+                } else {
+                    let t = match remote::read_timespec_ns(tid, a[3]) {
+                        Ok(t) => t,
+                        Err(e) => return eno(e),
+                    };
+                    if cmd == libc::FUTEX_WAIT {
+                        self.now().saturating_add(t)
+                    } else {
+                        let clk = if realtime {
+                            libc::CLOCK_REALTIME
+                        } else {
+                            libc::CLOCK_MONOTONIC
+                        };
+                        self.abs_deadline(clk, t).unwrap_or(NO_DEADLINE)
+                    }
+                };
+                match remote::read_u32(tid, a[0]) {
+                    Ok(v) if v != a[2] as u32 => return Answer::Errno(libc::EAGAIN),
+                    Ok(_) => {}
+                    Err(e) => return eno(e),
+                }
+                if deadline <= self.now() {
+                    return Answer::Errno(libc::ETIMEDOUT);
+                }
+                self.hold(
+                    req,
+                    deadline,
+                    Kind::Futex {
+                        uaddr: a[0],
+                        bitset,
+                    },
+                )
+            }
+            libc::FUTEX_WAKE | libc::FUTEX_WAKE_BITSET => {
+                self.shared.wakes.fetch_add(1, Ordering::Relaxed);
+                let n = (a[2] as i32).max(0) as usize;
+                let mask = if cmd == libc::FUTEX_WAKE {
+                    u32::MAX
+                } else {
+                    a[5] as u32
+                };
+                Answer::Value(self.wake_futex(tgid, a[0], mask, n) as i64)
+            }
+            libc::FUTEX_WAKE_OP => {
+                self.shared.wakes.fetch_add(1, Ordering::Relaxed);
+                // *uaddr2 = op(*uaddr2, oparg); wake val on uaddr; if
+                // cmp(old, cmparg), wake val2 on uaddr2 (as the kernel does;
+                // no other thread runs, so read-modify-write is atomic).
+                let val3 = a[5] as u32;
+                let (opk, cmp) = ((val3 >> 28) & 0xf, (val3 >> 24) & 0xf);
+                let mut oparg = (val3 >> 12) & 0xfff;
+                let cmparg = val3 & 0xfff;
+                if opk & 8 != 0 {
+                    oparg = 1u32.checked_shl(oparg).unwrap_or(0);
+                }
+                let old = match remote::read_u32(tid, a[4]) {
+                    Ok(v) => v,
+                    Err(e) => return eno(e),
+                };
+                let new = match opk & 7 {
+                    0 => oparg,
+                    1 => old.wrapping_add(oparg),
+                    2 => old | oparg,
+                    3 => old & !oparg,
+                    4 => old ^ oparg,
+                    _ => return Answer::Errno(libc::ENOSYS),
+                };
+                if let Err(e) = remote::write(tid, a[4], &new.to_ne_bytes()) {
+                    return eno(e);
+                }
+                let (o, c) = (old as i32, cmparg as i32);
+                let hit = match cmp {
+                    0 => o == c,
+                    1 => o != c,
+                    2 => o < c,
+                    3 => o <= c,
+                    4 => o > c,
+                    5 => o >= c,
+                    _ => return Answer::Errno(libc::ENOSYS),
+                };
+                let n1 = (a[2] as i32).max(0) as usize;
+                let n2 = (a[3] as i32).max(0) as usize;
+                let mut woken = self.wake_futex(tgid, a[0], u32::MAX, n1);
+                if hit {
+                    woken += self.wake_futex(tgid, a[4], u32::MAX, n2);
+                }
+                Answer::Value(woken as i64)
+            }
+            libc::FUTEX_REQUEUE | libc::FUTEX_CMP_REQUEUE => {
+                self.shared.wakes.fetch_add(1, Ordering::Relaxed);
+                if cmd == libc::FUTEX_CMP_REQUEUE {
+                    match remote::read_u32(tid, a[0]) {
+                        Ok(v) if v != a[5] as u32 => return Answer::Errno(libc::EAGAIN),
+                        Ok(_) => {}
+                        Err(e) => return eno(e),
+                    }
+                }
+                let n1 = (a[2] as i32).max(0) as usize;
+                let n2 = (a[3] as i64).max(0) as usize;
+                let woken = self.wake_futex(tgid, a[0], u32::MAX, n1);
+                let mut moved = 0;
+                for h in self.held.iter_mut() {
+                    if moved >= n2 {
+                        break;
+                    }
+                    if h.tgid != tgid {
+                        continue;
+                    }
+                    if let Kind::Futex { uaddr, .. } = &mut h.kind {
+                        if *uaddr == a[0] {
+                            *uaddr = a[4];
+                            moved += 1;
+                        }
+                    }
+                }
+                Answer::Value(if cmd == libc::FUTEX_CMP_REQUEUE {
+                    (woken + moved) as i64
+                } else {
+                    woken as i64
+                })
+            }
+            // Priority-inheritance futexes block in the kernel: not
+            // modelled (a program using them may stall).
+            _ => Answer::Continue,
+        }
+    }
+
+    /// Whether the world outside is settled: the controller's hook, and the
+    /// gate open (checked under the evaluation lock by the caller).
+    fn det_settled(&self) -> bool {
+        let hook = self.shared.settle.lock().unwrap_or_else(|e| e.into_inner());
+        hook.as_ref().is_none_or(|f| f())
+    }
+
+    /// Takes decisions until a thread runs or the program is quiescent.
+    pub(super) fn det_schedule(&mut self) {
+        loop {
+            let d = self.det();
+            d.retry = false;
+            if d.running.is_some() {
+                return;
+            }
+            if d.in_transit > 0 && !self.det_children_gone() {
+                return;
+            }
+            let d = self.det();
+            // Calls that came from parked threads (or that observe): each
+            // thread goes in turn, its call handled when it is picked.
+            if !d.deferred.is_empty() {
+                let mut deferred = std::mem::take(&mut d.deferred);
+                deferred.sort_by_key(|r| d.index_of(r.pid));
+                for req in deferred {
+                    d.ready.push(Ready {
+                        tid: req.pid,
+                        epoch: 0,
+                        go: Go::Call(req),
+                    });
+                }
+            }
+            if d.chosen.is_none() && d.ready.is_empty() && d.stale && !self.det_evaluate() {
+                self.det().retry = true;
+                return;
+            }
+            let d = self.det();
+            if d.chosen.is_none() && d.ready.is_empty() {
+                let epoch = d.epoch;
+                let mut i = 0;
+                while i < d.yielded.len() {
+                    if d.yielded[i].epoch < epoch {
+                        let r = d.yielded.remove(i);
+                        d.ready.push(r);
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+            if d.chosen.is_none() && d.ready.is_empty() {
+                if !d.quiet {
+                    if *TRACE {
+                        let held: Vec<String> = self
+                            .held
+                            .iter()
+                            .map(|h| {
+                                let k = match h.kind {
+                                    Kind::Sleep => "sleep",
+                                    Kind::Futex { .. } => "futex",
+                                    Kind::Epoll { .. } => "epoll",
+                                    Kind::Poll { .. } => "poll",
+                                };
+                                format!("{}:{k}@{}", h.tid, h.deadline)
+                            })
+                            .collect();
+                        eprintln!(
+                            "det: quiet (held {held:?}, {} yielded, now {})",
+                            self.det.as_ref().expect("det").yielded.len(),
+                            self.now()
+                        );
+                    }
+                    let d = self.det();
+                    d.quiet = true;
+                    self.shared.det_quiet.store(true, Ordering::Release);
+                    self.dirty = true;
+                }
+                return;
+            }
+            d.quiet = false;
+            self.shared.det_quiet.store(false, Ordering::Release);
+            let d = self.det();
+            if d.chosen.is_none() {
+                // Threads in the order they were first seen, then a seeded pick.
+                let mut ready = std::mem::take(&mut d.ready);
+                ready.sort_by_key(|r| d.index.get(&r.tid).copied().unwrap_or(u32::MAX));
+                let first = d
+                    .priority
+                    .take()
+                    .and_then(|p| ready.iter().position(|r| r.tid == p));
+                let k = match first {
+                    Some(k) => k,
+                    None => d.pick(ready.len()),
+                };
+                d.chosen = Some(ready.remove(k));
+                d.ready = ready;
+                d.epoch += 1;
+            }
+            let r = d.chosen.expect("chosen above");
+            match r.go {
+                Go::Reply {
+                    id,
+                    val,
+                    err,
+                    flags,
+                } => {
+                    self.det().chosen = None;
+                    if *TRACE {
+                        eprintln!("det: picked {} ({val}, {err})", r.tid);
+                    }
+                    if self.reply(id, val, err, flags) {
+                        self.det().running = Some(r.tid);
+                        return;
+                    }
+                    // Its caller is gone (killed): decide again.
+                }
+                Go::Call(req) if observes(req.data.nr as u32) => {
+                    // What it reads must be all there is to read: the
+                    // world settled, and the gate kept open until the
+                    // thread has it.
+                    let shared = self.shared.clone();
+                    let _eval = shared.eval.lock().unwrap_or_else(|e| e.into_inner());
+                    if !self.det_outside_settled() {
+                        self.det().retry = true;
+                        return;
+                    }
+                    self.det().chosen = None;
+                    if !self.id_valid(req.id) {
+                        continue;
+                    }
+                    if req.data.nr as u32 == call::CONNECT {
+                        self.det_large_receive_buffer(req.pid, req.data.args[0] as i32);
+                    }
+                    let answer = self.handle(&req);
+                    self.det_answer(&req, answer);
+                    if self.det().running.is_some() {
+                        return;
+                    }
+                }
+                Go::Call(req) => {
+                    self.det().chosen = None;
+                    if self.id_valid(req.id) {
+                        self.det_handle(req);
+                    }
+                    if self.det().running.is_some() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A socket about to connect gets a large, fixed receive buffer (64 MiB
+    /// with `SO_RCVBUFFORCE` where allowed, else the system's maximum): an
+    /// instant's watch events then fit in it whole, so what a read returns
+    /// does not depend on TCP's receive window (autotuning, which depends
+    /// on timing, is off for a buffer set so).
+    fn det_large_receive_buffer(&mut self, tid: u32, fd: i32) {
+        let Ok(sock) = self.remote_fd(tid, fd) else {
+            return;
+        };
+        let size: libc::c_int = 64 << 20;
+        for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+            // SAFETY: setsockopt with an int on our duplicate of the
+            // program's socket (the same socket).
+            let r = unsafe {
+                libc::setsockopt(
+                    std::os::fd::AsRawFd::as_raw_fd(&sock),
+                    libc::SOL_SOCKET,
+                    opt,
+                    &size as *const libc::c_int as *const libc::c_void,
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if r == 0 {
+                return;
+            }
+        }
+    }
+
+    /// The gate is open and the controller says nothing is on its way.
+    fn det_outside_settled(&self) -> bool {
+        self.shared.page().gate.load(Ordering::Acquire) == 0 && self.det_settled()
+    }
+
+    /// A child announced by `clone` has not made its first call: if it is
+    /// not among the process's tasks any more (the clone failed, or it
+    /// exited at once), stop waiting for it.
+    fn det_children_gone(&mut self) -> bool {
+        let tgids: Vec<u32> = {
+            let mut t: Vec<u32> = self.tgids.values().copied().collect();
+            t.push(self.shared.pid);
+            t.sort_unstable();
+            t.dedup();
+            t
+        };
+        let d = self.det.as_ref().expect("deterministic mode");
+        for tgid in tgids {
+            let Ok(dir) = std::fs::read_dir(format!("/proc/{tgid}/task")) else {
+                continue;
+            };
+            for e in dir.flatten() {
+                if let Some(tid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) {
+                    if !d.index.contains_key(&tid) {
+                        return false; // on its way
+                    }
+                }
+            }
+        }
+        // A forked process shows up under its own pid, which we cannot
+        // list cheaply: keep waiting for it unless it is a thread.
+        self.det().in_transit = 0;
+        true
+    }
+
+    /// The due timed waits and the held waits whose descriptors are ready,
+    /// taken in thread order once the world is settled. False: not settled
+    /// yet (try again soon).
+    fn det_evaluate(&mut self) -> bool {
+        let shared = self.shared.clone();
+        let _eval = shared.eval.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.det_outside_settled() {
+            return false;
+        }
+        super::super::testing::ready_delay();
+        self.release_due();
+        // Held waits on descriptors, in thread order.
+        let mut waits: Vec<(u32, u64)> = self
+            .held
+            .iter()
+            .filter(|h| matches!(h.kind, Kind::Epoll { .. } | Kind::Poll { .. }))
+            .map(|h| (self.det.as_ref().expect("det").index_of(h.tid), h.seq))
+            .collect();
+        waits.sort_unstable();
+        for (_, seq) in waits {
+            let Some(i) = self.held.iter().position(|h| h.seq == seq) else {
+                continue;
+            };
+            let h = &self.held[i];
+            if let Some(answer) = self.collect(h.tid, &h.kind) {
+                let h = self.held.remove(i);
+                self.dirty = true;
+                self.finish(h, answer);
+            }
+        }
+        self.det().stale = false;
+        true
+    }
+}
