@@ -55,6 +55,9 @@ impl Host {
     }
 }
 
+/// SimGrid's implicit loopback link.
+pub const LOOPBACK: &str = "__loopback__";
+
 #[derive(Debug, Clone)]
 struct Link {
     bandwidth: f64,
@@ -612,6 +615,41 @@ impl Platform {
     /// ptask_L07 model (Batsim's host model): the sum of the route's link
     /// latencies plus size over the narrowest link's bandwidth. Zero when the
     /// platform has no route between them (SimGrid then uses an empty route).
+    /// Latency and narrowest bandwidth of the route from `src` to `dst`
+    /// (a host's route to itself with no link is SimGrid's loopback:
+    /// `network/loopback-bw` 10 GBps, latency 0, added by the zones'
+    /// `do_seal`).
+    pub fn message_route(&self, src: &str, dst: &str) -> (f64, f64) {
+        let (latency, links) = self.route_links(src, dst);
+        let bw = links.iter().map(|l| l.1).fold(f64::INFINITY, f64::min);
+        (latency, bw)
+    }
+
+    /// The route's latency and its links as SimGrid's solver sees them
+    /// (name, bandwidth): a host's route to itself with no link is the one
+    /// `__loopback__` link (a FATPIPE shared by every host); a link met
+    /// twice on one route (a split-duplex private link, up then down) is
+    /// two links.
+    pub fn route_links(&self, src: &str, dst: &str) -> (f64, Vec<(String, f64)>) {
+        let route = self.route(src, dst).unwrap_or_default();
+        let mut latency = 0.0;
+        let mut out: Vec<(String, f64)> = Vec::new();
+        for id in &route {
+            if let Some(l) = self.links.get(id) {
+                latency += l.latency;
+                let mut key = id.clone();
+                while out.iter().any(|(k, _)| *k == key) {
+                    key.push_str("#down");
+                }
+                out.push((key, l.bandwidth));
+            }
+        }
+        if out.is_empty() {
+            out.push((LOOPBACK.to_string(), crate::standin::kernel::LOOPBACK_BW));
+        }
+        (latency, out)
+    }
+
     pub fn message_time(&self, src: &str, dst: &str, bytes: f64) -> f64 {
         let Some(route) = self.route(src, dst) else {
             return 0.0;

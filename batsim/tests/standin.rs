@@ -98,7 +98,13 @@ fn over_a_real_zmq_socket() {
     }
     let summary = standin.join().unwrap();
     assert_eq!(summary.stats.nb_jobs_success, 200);
-    assert!((summary.stats.makespan - 2210.0).abs() < 1e-9);
+    assert!(
+        // Every message of the master to itself takes SimGrid's loopback
+        // time (1e-10 s), which real Batsim's clock includes too.
+        (summary.stats.makespan - 2210.0).abs() < 1e-6,
+        "makespan {}",
+        summary.stats.makespan
+    );
     assert_eq!(summary.messages, 2 * messages);
 }
 
@@ -243,7 +249,12 @@ fn conversation_executing_at_once(workload: &str) -> Vec<(f64, Vec<String>)> {
 /// job's report is in the mailbox when the server looks and both travel
 /// together; a parallel task's work runs out only at its real date, after
 /// that instant's messages, so the submission travels alone (as on real
-/// Batsim's `sharing-dynamic.jsonl`).
+/// Batsim's `sharing-dynamic.jsonl`), and the submitter's goodbye waits for
+/// the exchange it started and travels with the task's end. Checked against
+/// real Batsim 4.2.1 (`batkube batsim --compare-with` on this workload,
+/// fcfs: JOB_SUBMITTED alone at 1, then NOTIFY and JOB_COMPLETED at
+/// 1.0001; the former expectation, NOTIFY alone at 1, came from the
+/// stand-in's earlier ordering rules, which real Batsim does not follow).
 #[test]
 fn a_parallel_task_ends_after_the_messages_of_its_instant() {
     let jobs = |profile: &str| {
@@ -271,12 +282,12 @@ fn a_parallel_task_ends_after_the_messages_of_its_instant() {
         "{delay:?}"
     );
     let ptask = conversation_executing_at_once(&jobs("ptask"));
+    assert_eq!(at(&ptask, 1.0), [vec!["JOB_SUBMITTED"]], "{ptask:?}");
     assert_eq!(
-        at(&ptask, 1.0),
-        [vec!["JOB_SUBMITTED"], vec!["NOTIFY"]],
+        at(&ptask, 1.0001),
+        [vec!["NOTIFY", "JOB_COMPLETED"]],
         "{ptask:?}"
     );
-    assert_eq!(at(&ptask, 1.0001), [vec!["JOB_COMPLETED"]], "{ptask:?}");
 }
 
 /// Removes an `ipc://` socket file when the test ends (ZeroMQ leaves it).

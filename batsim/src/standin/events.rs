@@ -269,29 +269,18 @@ impl super::StandIn {
                 self.machines.len() as u32,
                 self.opts.forward_unknown_events,
             )?;
-            let batches = batches(evs);
-            if batches.is_empty() {
-                self.schedule(0.0, super::Action::ExternalBye);
-            }
-            let n = batches.len();
-            for (i, (t, events)) in batches.into_iter().enumerate() {
-                self.schedule(
-                    t,
-                    super::Action::External {
-                        events,
-                        last: i + 1 == n,
-                    },
-                );
-            }
+            // One event submitter per file, the job submitters' program
+            // (`static_event_submitter_process`).
+            let times = evs.iter().map(|e| e.timestamp).collect();
+            let items = super::Items::Events(evs.into_iter().map(Some).collect());
+            self.spawn(super::Program::Submitter(super::SubmitterProgram::new(
+                items, times,
+            )));
         }
         Ok(())
     }
 
-    pub(super) fn external_events(
-        &mut self,
-        events: Vec<ExternalEvent>,
-        last: bool,
-    ) -> anyhow::Result<()> {
+    pub(super) fn external_events(&mut self, events: Vec<ExternalEvent>) -> anyhow::Result<()> {
         for e in &events {
             let machines = &self.machines;
             match self
@@ -302,14 +291,6 @@ impl super::StandIn {
                 Ok(None) => {}
                 Err(why) => return self.fail(why),
             }
-        }
-        if last {
-            // As for jobs: the goodbye is posted after the server handled
-            // the batch (and looked at its mailbox).
-            self.spawned.push(super::Put {
-                comm: self.master_comm,
-                payload: super::Payload::ExternalBye,
-            });
         }
         Ok(())
     }

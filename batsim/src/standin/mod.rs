@@ -3,10 +3,23 @@
 //! real socket.
 //!
 //! It reproduces what real Batsim sends, message for message, for what it
-//! supports (`delay` profiles exactly; `parallel_homogeneous` without
-//! contention), by modelling Batsim's actors and SimGrid's mailboxes rather
-//! than fitting times (`src/server.cpp`, `src/ipp.cpp`,
-//! `src/jobs_execution.cpp`, `src/job_submitter.cpp` of Batsim 4.2.1):
+//! supports (`delay` profiles exactly; `parallel_homogeneous` without CPU
+//! contention), by running Batsim 4.2.1's actors (`src/server.cpp`,
+//! `src/network.cpp`, `src/jobs_execution.cpp`, `src/job_submitter.cpp`,
+//! `src/event_submitter.cpp`) on an emulation of SimGrid 3.32's engine
+//! (see [`kernel`]): the actors ready at a date run one after the other
+//! until their next simcall (a sleep, a put's send then its wait, the
+//! server's receive, an actor's creation), then the simcalls are answered
+//! in that order (`EngineImpl::run`); when none is ready the clock moves
+//! by one step of the L07 model and the actors whose actions ended are
+//! ready, in the order the actions were created. So an actor woken in the
+//! step in which a message reaches the server puts its own message after
+//! the server looked at its mailbox; a sleep within 1e-9 s after a step
+//! ends in it; and dates are sums of steps as SimGrid's clock is.
+//! The rules below, written before that engine, still describe what it
+//! does; where they speak of a parallel task ending "after everything
+//! else of its instant", the engine does it by the 1e-10 s each message of
+//! the master takes over the loopback.
 //!
 //! - Every actor (static submitters, job executors, CALL_ME_LATER waiters,
 //!   the request-reply actor that applies the decision process's replies,
@@ -88,19 +101,17 @@
 //!   contention in the L07 model), so `parallel_homogeneous` jobs that
 //!   overlap on a resource, or whose communications cross shared links,
 //!   end at other dates than in SimGrid;
-//! - when the master's own messages take time (master inside a
-//!   `<cluster>`), events that SimGrid dates within floating-point rounding
-//!   of each other (a submitter's wake against its next subtime, a sleep's
-//!   end against a message's arrival) may be ordered the other way: SimGrid
-//!   accumulates its clock step by step, the stand-in computes each date
-//!   once.
+//! - the fair-bottleneck solver ([`kernel`]) sees links only: a parallel
+//!   task's CPUs are in its bound, so tasks sharing a host are not solved
+//!   together; SimGrid's selective update is approximated by a full solve
+//!   whenever an action starts, ends or pays its latency.
 
 pub mod events;
 pub mod fcfs;
+pub mod kernel;
 pub mod output;
 
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -113,6 +124,7 @@ use crate::protocol::{
 };
 use crate::workload::{profile_kind, ProfileKind, Workload};
 use crate::{round6, IntervalSet};
+use kernel::ActionId;
 use output::{JobRow, MachineTimes, OutputWriter};
 
 /// Batsim's command-line options the stand-in supports.
@@ -226,9 +238,8 @@ enum JobStatus {
         alloc: IntervalSet,
         hosts: Vec<u32>,
         generation: u64,
-        /// A parallel task's latency and whole duration (its progress
-        /// when killed).
-        ptask: Option<(f64, f64)>,
+        /// A parallel task's latency, rate alone, and weights on links.
+        ptask: Option<(f64, f64, Vec<(usize, f64)>)>,
     },
     /// Its execution ended (or was killed); the report may still be
     /// travelling to the server.
@@ -261,55 +272,25 @@ struct JobEntry {
     generation: u64,
 }
 
-/// What an actor does when its sleep ends: in Batsim, every actor talks
-/// to the server by putting a message in the server's mailbox.
-#[derive(Debug)]
-enum Action {
-    /// A static submitter wakes for its next batch.
-    SubmitterWake { workload: usize },
-    /// A job's executor ends (its delay elapsed or its walltime was reached).
-    JobEnd {
-        job: usize,
-        generation: u64,
-        state: JobState,
-    },
-    /// A CALL_ME_LATER waiter wakes.
-    Wake,
-    /// The request-reply actor reaches the timestamp of its next event.
-    ReqRep,
-    /// An event submitter (`--events`) wakes with its batch of one instant
-    /// (`last`: its final batch).
-    External {
-        events: Vec<events::ExternalEvent>,
-        last: bool,
-    },
-    /// An event submitter with no events says goodbye.
-    ExternalBye,
-}
-
 /// Who sends a message to the server, and what it says.
 #[derive(Debug)]
 enum Payload {
     Submit {
-        workload: usize,
         jobs: Vec<usize>,
     },
-    SubmitterHello {
-        workload: usize,
+    SubmitterHello,
+    SubmitterBye {
+        events: bool,
     },
-    SubmitterBye,
     JobCompleted {
         job: usize,
     },
     WaitingDone,
     Decision(crate::Event),
-    /// A batch of external events of one instant (`last`: the submitter's
-    /// final batch).
+    /// External events of one date.
     External {
         events: Vec<events::ExternalEvent>,
-        last: bool,
     },
-    ExternalBye,
     SchedReady,
     KillingDone {
         ids: Vec<String>,
@@ -318,51 +299,176 @@ enum Payload {
     },
 }
 
-/// A message in the server's mailbox: it travels from its sender's host to
-/// the master in `comm` seconds once the server starts receiving it.
+/// What a static submitter submits: a workload's jobs or an events
+/// file's events (Batsim's `static_job_submitter_process` and
+/// `static_event_submitter_process` are the same program).
 #[derive(Debug)]
-struct Put {
-    comm: f64,
-    payload: Payload,
+enum Items {
+    Jobs(Vec<usize>),
+    Events(Vec<Option<events::ExternalEvent>>),
 }
 
-/// A static submitter (one per workload): its jobs by submission time
-/// (then id as text), and the next one to submit.
-struct Submitter {
-    order: Vec<usize>,
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum SubmitterPhase {
+    Hello,
+    AfterHello,
+    WokeUp,
+    Loop,
+    Done,
+}
+
+#[derive(Debug)]
+struct SubmitterProgram {
+    items: Items,
+    /// The items' dates, in the order they are submitted.
+    times: Vec<f64>,
     next: usize,
-    /// When it last woke (`current_submission_date` in Batsim).
-    woke_at: f64,
+    batch: Vec<usize>,
+    /// `current_submission_date`: the date it last woke.
+    date: f64,
+    phase: SubmitterPhase,
 }
 
-struct Timed {
-    time: f64,
-    /// Ends only after everything else of its instant (a parallel task
-    /// that completes: see the module doc).
-    late: bool,
-    seq: u64,
-    action: Action,
+#[derive(Debug, Clone, PartialEq)]
+enum ExecutorPhase {
+    Start,
+    /// The parallel task started; it waits for it next.
+    Started,
+    /// Sleeping or waiting for its task: the state it ends in if its
+    /// sleep ends.
+    Waiting(JobState),
+    Ended(JobState),
+    Reported,
 }
 
-impl PartialEq for Timed {
-    fn eq(&self, o: &Self) -> bool {
-        self.cmp(o) == Ordering::Equal
+/// A Batsim actor (`src/server.cpp`, `src/job_submitter.cpp`,
+/// `src/network.cpp`, `src/jobs_execution.cpp`), written as a program
+/// that runs until its next simcall.
+#[derive(Debug)]
+enum Program {
+    Server {
+        started: bool,
+        check: bool,
+    },
+    Submitter(SubmitterProgram),
+    /// The request-reply actor: one exchange with the decision process,
+    /// then each event of the reply posted at its date.
+    ReqRep {
+        message: Option<Message>,
+        events: VecDeque<(f64, Payload)>,
+        slept: bool,
+    },
+    Executor {
+        job: usize,
+        phase: ExecutorPhase,
+        task: Option<ActionId>,
+        timeout: Option<ActionId>,
+    },
+    Waiter {
+        target: f64,
+        phase: u8,
+    },
+    Killer {
+        kills: usize,
+        done: Option<Payload>,
+    },
+}
+
+impl SubmitterProgram {
+    fn new(items: Items, times: Vec<f64>) -> Self {
+        Self {
+            items,
+            times,
+            next: 0,
+            batch: Vec::new(),
+            date: 0.0,
+            phase: SubmitterPhase::Hello,
+        }
+    }
+
+    /// The batch due, as the message that submits it.
+    fn take_batch(&mut self) -> Payload {
+        let batch = std::mem::take(&mut self.batch);
+        match &mut self.items {
+            Items::Jobs(order) => Payload::Submit {
+                jobs: batch.iter().map(|&k| order[k]).collect(),
+            },
+            Items::Events(events) => Payload::External {
+                events: batch.iter().filter_map(|&k| events[k].take()).collect(),
+            },
+        }
     }
 }
-impl Eq for Timed {}
-impl PartialOrd for Timed {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
+
+struct Actor {
+    program: Option<Program>,
+    /// A message it just put in a mailbox: it waits for it next.
+    isent: Option<u64>,
 }
-impl Ord for Timed {
-    fn cmp(&self, o: &Self) -> Ordering {
-        // Min-heap on (time, late, seq).
-        o.time
-            .total_cmp(&self.time)
-            .then_with(|| o.late.cmp(&self.late))
-            .then_with(|| o.seq.cmp(&self.seq))
-    }
+
+/// What an actor asks of SimGrid's kernel when it stops running.
+enum Simcall {
+    Sleep(f64),
+    /// `Mailbox::put`'s first half: the message enters the server's
+    /// mailbox (or meets the server's pending receive); its second half,
+    /// the wait, is the actor's next simcall.
+    Isend {
+        payload: Payload,
+        route: Route,
+    },
+    Wait(u64),
+    /// The server's `receive_message`.
+    Get,
+    Create(Program),
+    /// A simcall answered at once (killing an actor).
+    Yield,
+    /// A parallel task starts (answered at once).
+    ExecStart {
+        latency: f64,
+        rate: f64,
+        elements: Vec<(usize, f64)>,
+    },
+    /// Waiting for it, with a timeout (a sleep) when there is a walltime.
+    ExecWait(f64),
+    Exit,
+}
+
+/// A message between an actor and the server.
+struct Comm {
+    payload: Payload,
+    route: Route,
+    /// Those it wakes when it arrives, in the order they waited.
+    waiters: Vec<usize>,
+}
+
+/// A message's way to the master: latency, bound on its rate, and its
+/// links (one byte over each).
+#[derive(Debug, Clone)]
+struct Route {
+    latency: f64,
+    rate: f64,
+    elements: Vec<(usize, f64)>,
+}
+
+/// The solver's resource for link `name` (created at first use).
+fn resource(
+    kernel: &mut kernel::Kernel,
+    resources: &mut HashMap<String, usize>,
+    name: String,
+    bw: f64,
+) -> usize {
+    *resources
+        .entry(name)
+        .or_insert_with_key(|name| kernel.resource(bw, name == crate::platform::LOOPBACK))
+}
+
+/// Whom an action wakes when it ends.
+#[derive(Debug, Clone, Copy)]
+enum Owner {
+    Sleep(usize),
+    Comm(u64),
+    Task(usize),
+    Timeout(usize),
 }
 
 struct WorkloadState {
@@ -431,35 +537,39 @@ pub struct StandIn {
     opts: Options,
     platform: Platform,
     machines: Vec<Host>,
-    /// Time a 1-byte message takes from each machine to the master (where
-    /// the server runs): route latency plus the byte over the narrowest
-    /// link, SimGrid's ptask_L07 model.
-    report: Vec<f64>,
-    /// Time a 1-byte message takes from the master to itself (every actor
-    /// but the executors runs there): none over SimGrid's loopback, the
-    /// private link and the backbone in a `<cluster>`.
-    master_comm: f64,
+    /// Route from each machine to the master (where the server runs):
+    /// latency and the rate of a 1-byte message.
+    report: Vec<Route>,
+    /// Route from the master to itself (every actor but the executors runs
+    /// there): SimGrid's loopback, or in a `<cluster>` the private link and
+    /// the backbone.
+    master_route: Route,
+    /// The solver's shared resources, by link name.
+    resources: HashMap<String, usize>,
     workloads: Vec<WorkloadState>,
     nb_static_workloads: usize,
     jobs: Vec<JobEntry>,
     job_index: HashMap<String, usize>,
-    /// Sleeping actors, by wake-up time.
-    queue: BinaryHeap<Timed>,
-    seq: u64,
+    /// SimGrid's clock and actions.
+    kernel: kernel::Kernel,
+    /// `kernel.now`, as every handler reads it.
     now: f64,
     outbox: Vec<(f64, EventData)>,
-    /// The server's mailbox: messages posted and not yet being received.
-    mailbox: VecDeque<Put>,
-    /// The message the server is receiving, and when it arrives.
-    receiving: Option<(f64, Put)>,
-    /// Events of the last reply the request-reply actor still has to post.
-    reqrep: VecDeque<(f64, Payload)>,
-    /// The request-reply actor sleeps or waits for its message to arrive.
-    reqrep_busy: bool,
-    /// Messages of actors created by the server while it handled a message;
-    /// they post after the sender of that message resumes.
-    spawned: Vec<Put>,
-    submitters: Vec<Submitter>,
+    /// Batsim's actors (`None` once ended) and SimGrid's run queue.
+    actors: Vec<Actor>,
+    to_run: Vec<usize>,
+    server: usize,
+    /// The message the server just received.
+    server_msg: Option<Payload>,
+    /// The server waits in `receive_message` with nothing in its mailbox.
+    server_waiting: bool,
+    /// Actors the server creates while it handles its message.
+    creations: VecDeque<Program>,
+    /// The server's mailbox: messages put and not yet received.
+    mailbox: VecDeque<u64>,
+    comms: HashMap<u64, Comm>,
+    next_comm: u64,
+    owners: HashMap<ActionId, Owner>,
     sched_ready: bool,
     ends_sent: bool,
     ended: bool,
@@ -503,14 +613,35 @@ impl StandIn {
             }
             compute.truncate(opts.mmax as usize);
         }
-        let report = compute
-            .iter()
-            .map(|h| platform.message_time(&h.name, &m.master.name, 1.0))
-            .collect();
-        let master_comm = platform.message_time(&m.master.name, &m.master.name, 1.0);
+        // A 1-byte message: its route's latency, then the byte at the
+        // narrowest bandwidth, bounded by `network/TCP-gamma / (2 *
+        // latency)` (`L07Action::calculate_network_bound`).
+        let mut kernel = kernel::Kernel::default();
+        let mut resources = HashMap::new();
+        let mut route = |src: &str| {
+            let (latency, links) = platform.route_links(src, &m.master.name);
+            // Bounded by `network/TCP-gamma / (2 * latency)`
+            // (`L07Action::calculate_network_bound`), else only by its links.
+            let rate = if latency > 0.0 {
+                kernel::TCP_GAMMA / (2.0 * latency)
+            } else {
+                -1.0
+            };
+            let elements = links
+                .into_iter()
+                .map(|(name, bw)| (resource(&mut kernel, &mut resources, name, bw), 1.0))
+                .collect();
+            Route {
+                latency,
+                rate,
+                elements,
+            }
+        };
+        let report = compute.iter().map(|h| route(&h.name)).collect();
+        let master_route = route(&m.master.name);
         let out = OutputWriter::new(opts.export_prefix.as_deref())?;
         let mut s = StandIn {
-            master_comm,
+            master_route,
             machine_load: vec![(0, 0.0); compute.len()],
             machines: compute,
             report,
@@ -519,16 +650,20 @@ impl StandIn {
             nb_static_workloads: workloads.len(),
             jobs: Vec::new(),
             job_index: HashMap::new(),
-            queue: BinaryHeap::new(),
-            seq: 0,
+            kernel,
+            resources,
             now: 0.0,
             outbox: Vec::new(),
+            actors: Vec::new(),
+            to_run: Vec::new(),
+            server: 0,
+            server_msg: None,
+            server_waiting: false,
+            creations: VecDeque::new(),
             mailbox: VecDeque::new(),
-            receiving: None,
-            reqrep: VecDeque::new(),
-            reqrep_busy: false,
-            spawned: Vec::new(),
-            submitters: Vec::new(),
+            comms: HashMap::new(),
+            next_comm: 0,
+            owners: HashMap::new(),
             sched_ready: true,
             ends_sent: false,
             ended: false,
@@ -588,34 +723,31 @@ impl StandIn {
                     .total_cmp(&jb.subtime)
                     .then_with(|| ja.full_id.cmp(&jb.full_id))
             });
-            // The submitter says hello at 0; what it does next depends on
-            // the date its hello arrived (see `submitter_resumes`).
-            s.mailbox.push_back(Put {
-                comm: s.master_comm,
-                payload: Payload::SubmitterHello { workload: wi },
-            });
-            s.submitters.push(Submitter {
-                order,
-                next: 0,
-                woke_at: 0.0,
-            });
+            let times = order.iter().map(|&j| s.jobs[j].subtime).collect();
+            s.spawn(Program::Submitter(SubmitterProgram::new(
+                Items::Jobs(order),
+                times,
+            )));
         }
+        // Batsim creates the job submitters, then the event submitters,
+        // then the server; they run in that order at 0.
         s.load_external_events()?;
+        s.server = s.spawn(Program::Server {
+            started: false,
+            check: false,
+        });
         Ok(s)
     }
 
-    fn schedule(&mut self, time: f64, action: Action) {
-        self.schedule_at(time, false, action);
-    }
-
-    fn schedule_at(&mut self, time: f64, late: bool, action: Action) {
-        self.seq += 1;
-        self.queue.push(Timed {
-            time,
-            late,
-            seq: self.seq,
-            action,
+    /// A new actor, run next.
+    fn spawn(&mut self, program: Program) -> usize {
+        self.actors.push(Actor {
+            program: Some(program),
+            isent: None,
         });
+        let id = self.actors.len() - 1;
+        self.to_run.push(id);
+        id
     }
 
     fn fail<T>(&self, message: impl Into<String>) -> anyhow::Result<T> {
@@ -754,232 +886,425 @@ impl StandIn {
         })
     }
 
+    /// SimGrid's main loop (`EngineImpl::run`): the actors ready to run
+    /// run one after the other until their next simcall, then the simcalls
+    /// are answered in that order (which may make actors ready again at the
+    /// same date); when none is ready, the clock moves to the next end of
+    /// an action (`kernel::Kernel::step`) and the actors those ends
+    /// concern are ready, in the order the actions were created.
     fn run_inner(&mut self, dp: &mut dyn DecisionProcess) -> anyhow::Result<()> {
-        // The server announces the simulation before any submitter runs.
-        self.outbox.push((0.0, self.simulation_begins()));
-        self.send(dp)?;
-        self.reqrep_next();
         let mut progress = Progress::new(self.jobs.len());
-        while !self.ended {
+        loop {
+            while !self.to_run.is_empty() {
+                let ran = std::mem::take(&mut self.to_run);
+                let mut calls = Vec::with_capacity(ran.len());
+                for id in ran {
+                    let call = self.run_actor(id, dp)?;
+                    calls.push((id, call));
+                }
+                for (id, call) in calls {
+                    self.answer(id, call);
+                }
+                if self.ended {
+                    return Ok(());
+                }
+            }
             progress.tick(self.now, self.completed);
-            // The server receives its messages one at a time, in the order
-            // they were posted; each travels from its sender's host.
-            if self.receiving.is_none() {
-                if let Some(put) = self.mailbox.pop_front() {
-                    self.receiving = Some((self.now + put.comm, put));
+            let Some(done) = self.kernel.step() else {
+                if self.sched_ready {
+                    let stuck = self.submitted - self.completed;
+                    return self.fail(format!(
+                        "the simulation cannot progress: {stuck} submitted job(s) were never \
+                         executed nor rejected and nothing else can happen (real Batsim \
+                         deadlocks here); the decision process must EXECUTE_JOB or REJECT_JOB \
+                         every job"
+                    ));
                 }
+                return self.fail("internal: waiting for a decision with nothing scheduled");
+            };
+            self.now = self.kernel.now;
+            for action in done {
+                self.action_ended(action);
             }
-            let timer = self.queue.peek().map(|t| (t.time, t.late));
-            match (&self.receiving, timer) {
-                // An actor whose sleep ends no later than the message being
-                // received posts first (its sleep began before that
-                // communication, and SimGrid ends actions in that order).
-                // A parallel task's end is not a sleep: it comes after a
-                // message arriving at its instant.
-                (Some((arrival, _)), Some((t, late)))
-                    if t < *arrival || (!late && t == *arrival) =>
-                {
-                    self.wake()
-                }
-                (None, Some(_)) => self.wake(),
-                (Some(_), _) => {
-                    let (arrival, put) = self.receiving.take().expect("checked above");
-                    self.now = self.now.max(arrival);
-                    self.receive(put, dp)?;
-                }
-                (None, None) => {
-                    if self.sched_ready {
-                        let stuck = self.submitted - self.completed;
-                        return self.fail(format!(
-                            "the simulation cannot progress: {stuck} submitted job(s) were never \
-                             executed nor rejected and nothing else can happen (real Batsim \
-                             deadlocks here); the decision process must EXECUTE_JOB or REJECT_JOB \
-                             every job"
-                        ));
+        }
+    }
+
+    /// An action ended: whom it concerns is ready to run
+    /// (`ActivityImpl::post`, `CommImpl::finish`).
+    fn action_ended(&mut self, action: ActionId) {
+        let Some(owner) = self.owners.remove(&action) else {
+            return;
+        };
+        match owner {
+            Owner::Sleep(actor) => self.to_run.push(actor),
+            Owner::Comm(c) => {
+                let comm = self.comms.remove(&c).expect("a message in flight");
+                self.server_msg = Some(comm.payload);
+                self.to_run.extend(comm.waiters);
+            }
+            Owner::Task(actor) | Owner::Timeout(actor) => {
+                let Some(Program::Executor {
+                    phase,
+                    task,
+                    timeout,
+                    ..
+                }) = self.actors[actor].program.as_mut()
+                else {
+                    return;
+                };
+                let state = if matches!(owner, Owner::Task(_)) {
+                    JobState::CompletedSuccessfully
+                } else {
+                    JobState::CompletedWalltimeReached
+                };
+                *phase = ExecutorPhase::Ended(state);
+                for other in [task.take(), timeout.take()].into_iter().flatten() {
+                    if other != action {
+                        self.kernel.cancel(other);
+                        self.owners.remove(&other);
                     }
-                    return self.fail("internal: waiting for a decision with nothing scheduled");
                 }
+                self.to_run.push(actor);
             }
         }
-        Ok(())
     }
 
-    /// The earliest sleeping actor wakes and acts.
-    fn wake(&mut self) {
-        let next = self.queue.pop().expect("a timer is due");
-        self.now = self.now.max(next.time);
-        match next.action {
-            Action::SubmitterWake { workload } => {
-                self.submitters[workload].woke_at = self.now;
-                // It woke for the next job, whatever the rounding of its
-                // sleep, and takes every later one already due.
-                self.submit_batch(workload, true);
+    /// Answers an actor's simcall (`ActorImpl::simcall_handle`).
+    fn answer(&mut self, id: usize, call: Simcall) {
+        match call {
+            Simcall::Sleep(d) => {
+                let a = self.kernel.sleep(d);
+                self.owners.insert(a, Owner::Sleep(id));
             }
-            Action::JobEnd {
-                job,
-                generation,
-                state,
+            Simcall::Isend { payload, route } => {
+                let c = self.next_comm;
+                self.next_comm += 1;
+                self.comms.insert(
+                    c,
+                    Comm {
+                        payload,
+                        route,
+                        waiters: Vec::new(),
+                    },
+                );
+                if self.server_waiting {
+                    self.server_waiting = false;
+                    self.start_comm(c);
+                } else {
+                    self.mailbox.push_back(c);
+                }
+                self.actors[id].isent = Some(c);
+                self.to_run.push(id);
+            }
+            Simcall::Wait(c) => {
+                if let Some(comm) = self.comms.get_mut(&c) {
+                    comm.waiters.push(id);
+                }
+            }
+            Simcall::Get => match self.mailbox.pop_front() {
+                Some(c) => self.start_comm(c),
+                None => self.server_waiting = true,
+            },
+            Simcall::Create(program) => {
+                self.spawn(program);
+                self.to_run.push(id);
+            }
+            Simcall::Yield => self.to_run.push(id),
+            Simcall::ExecStart {
+                latency,
+                rate,
+                elements,
             } => {
-                if self.jobs[job].generation == generation {
-                    let host = self.end_execution(job, state);
-                    self.mailbox.push_back(Put {
-                        comm: self.report[host as usize],
-                        payload: Payload::JobCompleted { job },
-                    });
+                let a = self.kernel.execute(latency, rate);
+                self.kernel.set_elements(a, elements);
+                self.owners.insert(a, Owner::Task(id));
+                if let Some(Program::Executor { task, .. }) = self.actors[id].program.as_mut() {
+                    *task = Some(a);
+                }
+                self.to_run.push(id);
+            }
+            Simcall::ExecWait(t) => {
+                if t >= 0.0 {
+                    let a = self.kernel.sleep(t);
+                    self.owners.insert(a, Owner::Timeout(id));
+                    if let Some(Program::Executor { timeout, .. }) =
+                        self.actors[id].program.as_mut()
+                    {
+                        *timeout = Some(a);
+                    }
                 }
             }
-            Action::Wake => {
-                // A waiter does not report once the simulation has ended.
-                if !self.ends_sent {
-                    self.mailbox.push_back(Put {
-                        comm: self.master_comm,
-                        payload: Payload::WaitingDone,
-                    });
+            Simcall::Exit => self.actors[id].program = None,
+        }
+    }
+
+    /// The server receives message `c`: it travels now.
+    fn start_comm(&mut self, c: u64) {
+        let comm = self.comms.get_mut(&c).expect("a message in the mailbox");
+        comm.waiters.push(self.server);
+        let a = self.kernel.execute(comm.route.latency, comm.route.rate);
+        self.kernel.set_elements(a, comm.route.elements.clone());
+        self.owners.insert(a, Owner::Comm(c));
+    }
+
+    /// Runs an actor until its next simcall.
+    fn run_actor(&mut self, id: usize, dp: &mut dyn DecisionProcess) -> anyhow::Result<Simcall> {
+        if let Some(c) = self.actors[id].isent.take() {
+            return Ok(Simcall::Wait(c));
+        }
+        let Some(mut program) = self.actors[id].program.take() else {
+            return Ok(Simcall::Exit);
+        };
+        let call = match &mut program {
+            Program::Server { started, check } => self.run_server(started, check)?,
+            Program::Submitter(sub) => self.run_submitter(sub),
+            Program::ReqRep {
+                message,
+                events,
+                slept,
+            } => {
+                if let Some(msg) = message.take() {
+                    let t0 = Instant::now();
+                    let reply = dp.exchange(&msg)?;
+                    self.scheduling_wall += t0.elapsed().as_secs_f64();
+                    self.messages += 2;
+                    *events = self.accept_reply(msg.now, reply)?;
+                }
+                // `send_message_at_time`: it sleeps until the event's date,
+                // then puts it.
+                match events.front() {
+                    Some(&(t, _)) if !*slept && t > self.now => {
+                        *slept = true;
+                        Simcall::Sleep(t - self.now)
+                    }
+                    Some(_) => {
+                        *slept = false;
+                        let (_, payload) = events.pop_front().expect("checked");
+                        self.put(payload, self.master_route.clone())
+                    }
+                    None => Simcall::Exit,
                 }
             }
-            Action::ReqRep => self.reqrep_post(),
-            Action::External { events, last } => self.mailbox.push_back(Put {
-                comm: self.master_comm,
-                payload: Payload::External { events, last },
-            }),
-            Action::ExternalBye => self.mailbox.push_back(Put {
-                comm: self.master_comm,
-                payload: Payload::ExternalBye,
-            }),
-        }
-    }
-
-    /// The server has received `put`: it handles it, then sends what it
-    /// has to the decision process if that one is ready and nothing else
-    /// waits in the mailbox; then the sender resumes.
-    fn receive(&mut self, put: Put, dp: &mut dyn DecisionProcess) -> anyhow::Result<()> {
-        let from_reqrep = matches!(put.payload, Payload::Decision(_) | Payload::SchedReady);
-        let submitter = match &put.payload {
-            Payload::Submit { workload, .. } => Some((*workload, false)),
-            Payload::SubmitterHello { workload } => Some((*workload, true)),
-            _ => None,
+            Program::Executor { job, phase, .. } => self.run_executor(*job, phase)?,
+            Program::Waiter { target, phase } => {
+                // `waiter_process`: it sleeps at least 1e-5 s.
+                if *phase == 0 {
+                    *phase = 1;
+                    if self.now < *target {
+                        let d = (*target - self.now).max(1e-5);
+                        return self.keep(id, program, Simcall::Sleep(d));
+                    }
+                }
+                if *phase == 1 && !self.ends_sent {
+                    *phase = 2;
+                    self.put(Payload::WaitingDone, self.master_route.clone())
+                } else {
+                    Simcall::Exit
+                }
+            }
+            Program::Killer { kills, done } => {
+                if *kills > 0 {
+                    *kills -= 1;
+                    Simcall::Yield
+                } else if let Some(payload) = done.take() {
+                    self.put(payload, self.master_route.clone())
+                } else {
+                    Simcall::Exit
+                }
+            }
         };
-        self.handle(put.payload)?;
-        self.maybe_send(dp)?;
-        // The sender resumes after the server's look at its mailbox.
-        if let Some((w, hello)) = submitter {
-            self.submitter_resumes(w, hello);
-        }
-        if from_reqrep {
-            self.reqrep_busy = false;
-        }
-        // The request-reply actor goes on (or, created by a send just now,
-        // starts) after the sender.
-        self.reqrep_next();
-        self.mailbox.extend(self.spawned.drain(..));
-        Ok(())
+        self.keep(id, program, call)
     }
 
-    /// A static submitter's put was received; it goes on
-    /// (`static_job_submitter_process` of Batsim's `src/job_submitter.cpp`):
-    /// after its hello it takes the date (`current_submission_date`) and
-    /// submits at once every job due by then; after a batch, it sleeps
-    /// `next subtime - current_submission_date` (so it wakes late by the
-    /// time its put took), or says goodbye after its last job.
-    fn submitter_resumes(&mut self, w: usize, hello: bool) {
-        if hello {
-            self.submitters[w].woke_at = self.now;
-            if self.submit_batch(w, false) {
-                return;
+    fn keep(&mut self, id: usize, program: Program, call: Simcall) -> anyhow::Result<Simcall> {
+        if !matches!(call, Simcall::Exit) {
+            self.actors[id].program = Some(program);
+        }
+        Ok(call)
+    }
+
+    fn put(&self, payload: Payload, route: Route) -> Simcall {
+        Simcall::Isend { payload, route }
+    }
+
+    /// The server's loop (`server_process`): it handles the message it
+    /// received (creating actors as it goes: each creation is a simcall),
+    /// then sends what it has to the decision process if that one is
+    /// ready and its mailbox is empty, then receives again.
+    fn run_server(&mut self, started: &mut bool, check: &mut bool) -> anyhow::Result<Simcall> {
+        if !*started {
+            *started = true;
+            self.outbox.push((0.0, self.simulation_begins()));
+            let message = self.take_message();
+            return Ok(self.req_rep(message));
+        }
+        if let Some(payload) = self.server_msg.take() {
+            self.handle(payload)?;
+            *check = true;
+        }
+        if let Some(program) = self.creations.pop_front() {
+            return Ok(Simcall::Create(program));
+        }
+        if std::mem::take(check) {
+            if let Some(message) = self.maybe_send() {
+                return Ok(self.req_rep(message));
             }
         }
-        let sub = &self.submitters[w];
-        match sub.order.get(sub.next) {
-            Some(&j) => {
-                let at = self.now + (self.jobs[j].subtime - sub.woke_at);
-                self.schedule(at, Action::SubmitterWake { workload: w });
+        if self.ended {
+            return Ok(Simcall::Exit);
+        }
+        Ok(Simcall::Get)
+    }
+
+    fn req_rep(&self, message: Message) -> Simcall {
+        Simcall::Create(Program::ReqRep {
+            message: Some(message),
+            events: VecDeque::new(),
+            slept: false,
+        })
+    }
+
+    /// A static submitter (`static_job_submitter_process`,
+    /// `static_event_submitter_process`): hello, then each batch of what
+    /// is due at the date it woke, sleeping `next date - that date`
+    /// (computed on `long double`s) in between, then goodbye.
+    fn run_submitter(&mut self, sub: &mut SubmitterProgram) -> Simcall {
+        loop {
+            match sub.phase {
+                SubmitterPhase::Hello => {
+                    sub.phase = SubmitterPhase::AfterHello;
+                    return self.put(Payload::SubmitterHello, self.master_route.clone());
+                }
+                SubmitterPhase::AfterHello => {
+                    sub.date = self.now;
+                    sub.phase = SubmitterPhase::Loop;
+                }
+                SubmitterPhase::WokeUp => {
+                    // It woke for this item, whatever the rounding.
+                    sub.date = self.now;
+                    sub.batch.push(sub.next);
+                    sub.next += 1;
+                    sub.phase = SubmitterPhase::Loop;
+                }
+                SubmitterPhase::Loop => {
+                    while sub.next < sub.times.len() {
+                        let t = sub.times[sub.next];
+                        if t > sub.date {
+                            if !sub.batch.is_empty() {
+                                return self.put(sub.take_batch(), self.master_route.clone());
+                            }
+                            sub.phase = SubmitterPhase::WokeUp;
+                            return Simcall::Sleep(kernel::sub_extended(t, sub.date));
+                        }
+                        sub.batch.push(sub.next);
+                        sub.next += 1;
+                    }
+                    if !sub.batch.is_empty() {
+                        return self.put(sub.take_batch(), self.master_route.clone());
+                    }
+                    sub.phase = SubmitterPhase::Done;
+                    let events = matches!(sub.items, Items::Events(_));
+                    return self.put(Payload::SubmitterBye { events }, self.master_route.clone());
+                }
+                SubmitterPhase::Done => return Simcall::Exit,
             }
-            None => self.mailbox.push_back(Put {
-                comm: self.master_comm,
-                payload: Payload::SubmitterBye,
-            }),
         }
     }
 
-    /// Posts the jobs of submitter `w` due at its date (`first`: the next
-    /// one whatever its subtime). Returns whether it posted anything.
-    fn submit_batch(&mut self, w: usize, first: bool) -> bool {
-        let sub = &mut self.submitters[w];
-        let mut jobs = Vec::new();
-        while let Some(&j) = sub.order.get(sub.next) {
-            if !(first && jobs.is_empty()) && self.jobs[j].subtime > sub.woke_at {
-                break;
+    /// A job's executor (`execute_job_process`), on the allocation's
+    /// first machine: a delay job sleeps its delay, or its walltime if
+    /// that is not longer (`do_delay_task`); a parallel task runs with
+    /// the walltime as a timeout (`execute_parallel_task`); then it
+    /// reports to the server from its machine.
+    fn run_executor(&mut self, job: usize, phase: &mut ExecutorPhase) -> anyhow::Result<Simcall> {
+        match phase.clone() {
+            ExecutorPhase::Start => {
+                let JobStatus::Running { ptask, .. } = self.jobs[job].status.clone() else {
+                    return Ok(Simcall::Exit);
+                };
+                let walltime = self.jobs[job].walltime.unwrap_or(-1.0);
+                match ptask {
+                    Some((latency, rate, elements)) => {
+                        *phase = ExecutorPhase::Started;
+                        Ok(Simcall::ExecStart {
+                            latency,
+                            rate,
+                            elements,
+                        })
+                    }
+                    None => {
+                        let delay = self.job_delay(job);
+                        if walltime < 0.0 || delay < walltime {
+                            *phase = ExecutorPhase::Waiting(JobState::CompletedSuccessfully);
+                            Ok(Simcall::Sleep(delay))
+                        } else {
+                            *phase = ExecutorPhase::Waiting(JobState::CompletedWalltimeReached);
+                            Ok(Simcall::Sleep(walltime))
+                        }
+                    }
+                }
             }
-            jobs.push(j);
-            sub.next += 1;
-        }
-        if jobs.is_empty() {
-            return false;
-        }
-        self.mailbox.push_back(Put {
-            comm: self.master_comm,
-            payload: Payload::Submit { workload: w, jobs },
-        });
-        true
-    }
-
-    /// The request-reply actor goes on with the next event of the reply:
-    /// it sleeps until the event's timestamp, then posts it.
-    fn reqrep_next(&mut self) {
-        if self.reqrep_busy {
-            return;
-        }
-        let Some(&(t, _)) = self.reqrep.front() else {
-            return;
-        };
-        self.reqrep_busy = true;
-        if t > self.now {
-            self.schedule(t, Action::ReqRep);
-        } else {
-            self.reqrep_post();
+            ExecutorPhase::Started => {
+                let walltime = self.jobs[job].walltime.unwrap_or(-1.0);
+                *phase = ExecutorPhase::Waiting(JobState::CompletedSuccessfully);
+                Ok(Simcall::ExecWait(walltime))
+            }
+            ExecutorPhase::Waiting(state) | ExecutorPhase::Ended(state) => {
+                *phase = ExecutorPhase::Reported;
+                let host = self.end_execution(job, state);
+                Ok(self.put(
+                    Payload::JobCompleted { job },
+                    self.report[host as usize].clone(),
+                ))
+            }
+            ExecutorPhase::Reported => Ok(Simcall::Exit),
         }
     }
 
-    fn reqrep_post(&mut self) {
-        if let Some((_, payload)) = self.reqrep.pop_front() {
-            self.mailbox.push_back(Put {
-                comm: self.master_comm,
-                payload,
-            });
+    fn job_delay(&self, job: usize) -> f64 {
+        let j = &self.jobs[job];
+        match self
+            .profile_json(j.workload, j.profile)
+            .and_then(|p| profile_kind(&p).ok())
+        {
+            Some(ProfileKind::Delay { delay }) => delay,
+            _ => 0.0,
         }
     }
 
-    /// Sends pending events if the decision process is ready and the
-    /// server's mailbox is empty (Batsim's `mailbox_empty` check).
-    fn maybe_send(&mut self, dp: &mut dyn DecisionProcess) -> anyhow::Result<()> {
+    /// What the server has to send, if the decision process is ready and
+    /// its mailbox is empty (Batsim's `mailbox_empty` check); once the
+    /// simulation is over, SIMULATION_ENDS.
+    fn maybe_send(&mut self) -> Option<Message> {
         if !self.sched_ready || self.ends_sent || !self.mailbox.is_empty() {
-            return Ok(());
+            return None;
         }
         if self.outbox.is_empty() {
             if !self.is_finished() {
-                return Ok(());
+                return None;
             }
             self.outbox.push((self.now, EventData::SimulationEnds));
             self.ends_sent = true;
         }
-        self.send(dp)
+        Some(self.take_message())
     }
 
-    fn send(&mut self, dp: &mut dyn DecisionProcess) -> anyhow::Result<()> {
-        let now = round6(self.now);
-        let mut msg = Message::new(now);
+    /// The pending events as one message (`generate_current_message`).
+    fn take_message(&mut self) -> Message {
+        let mut msg = Message::new(round6(self.now));
         for (t, ev) in self.outbox.drain(..) {
             msg.push(round6(t), ev);
         }
         self.sched_ready = false;
-        let t0 = Instant::now();
-        let reply = dp.exchange(&msg)?;
-        self.scheduling_wall += t0.elapsed().as_secs_f64();
-        self.messages += 2;
-        self.accept_reply(now, reply)
+        msg
     }
 
-    fn accept_reply(&mut self, sent_now: f64, reply: Message) -> anyhow::Result<()> {
+    fn accept_reply(
+        &mut self,
+        sent_now: f64,
+        reply: Message,
+    ) -> anyhow::Result<VecDeque<(f64, Payload)>> {
+        let mut out = VecDeque::new();
         if !reply.now.is_finite() {
             return self.fail(format!(
                 "the reply's now ({}) is not a finite number",
@@ -1008,22 +1333,23 @@ impl StandIn {
                 tracing::warn!(index = i, "reply event timestamps decrease");
             }
             last = ev.timestamp;
-            self.reqrep.push_back((ev.timestamp, Payload::Decision(ev)));
+            out.push_back((ev.timestamp, Payload::Decision(ev)));
         }
         // SCHED_READY goes last, at the reply's now.
-        self.reqrep.push_back((reply.now, Payload::SchedReady));
-        Ok(())
+        out.push_back((reply.now, Payload::SchedReady));
+        Ok(out)
     }
 
     fn handle(&mut self, payload: Payload) -> anyhow::Result<()> {
         match payload {
-            Payload::Submit { jobs, .. } => {
+            Payload::Submit { jobs } => {
                 for idx in jobs {
                     self.submit(idx);
                 }
             }
-            Payload::SubmitterHello { .. } => {}
-            Payload::SubmitterBye => {
+            Payload::SubmitterHello => {}
+            Payload::SubmitterBye { events: true } => self.external_bye(),
+            Payload::SubmitterBye { events: false } => {
                 self.submitters_done += 1;
                 if self.submitters_done == self.nb_static_workloads {
                     self.outbox.push((
@@ -1061,8 +1387,7 @@ impl StandIn {
                     }),
                 ));
             }
-            Payload::External { events, last } => self.external_events(events, last)?,
-            Payload::ExternalBye => self.external_bye(),
+            Payload::External { events } => self.external_events(events)?,
         }
         Ok(())
     }
@@ -1145,9 +1470,10 @@ impl StandIn {
                     ));
                 }
                 self.waiters += 1;
-                // Batsim's waiter sleeps at least 1e-5 s.
-                let at = c.timestamp.max(self.now + 1e-5);
-                self.schedule(at, Action::Wake);
+                self.creations.push_back(Program::Waiter {
+                    target: c.timestamp,
+                    phase: 0,
+                });
                 Ok(())
             }
             EventData::Notify(n) => {
@@ -1388,9 +1714,10 @@ impl StandIn {
                 ))
             }
         };
-        let mut ptask = None;
-        let duration = match kind {
-            ProfileKind::Delay { delay } => delay,
+        // A parallel task: its latency, then unit work at the rate its
+        // slowest resource allows (no contention: each task alone).
+        let ptask = match kind {
+            ProfileKind::Delay { .. } => None,
             ProfileKind::ParallelHomogeneous { cpu, com } => {
                 let mut names: Vec<&str> = hosts
                     .iter()
@@ -1403,19 +1730,36 @@ impl StandIn {
                 names.dedup();
                 let compute = if cpu > 0.0 { cpu / speed } else { 0.0 };
                 let (latency, comm) = self.platform.ptask_communication(&names, com);
-                ptask = Some((latency, latency + compute.max(comm)));
-                latency + compute.max(comm)
+                // Its weights on links (`L07Action::L07Action`): `com`
+                // bytes between every two of its executors, a FATPIPE
+                // counted once.
+                let mut elements: Vec<(usize, f64)> = Vec::new();
+                if com > 0.0 {
+                    for (x, &a) in hosts.iter().enumerate() {
+                        for (y, &b) in hosts.iter().enumerate() {
+                            if x == y {
+                                continue;
+                            }
+                            let (na, nb) = (
+                                self.machines[a as usize].name.clone(),
+                                self.machines[b as usize].name.clone(),
+                            );
+                            let (_, links) = self.platform.route_links(&na, &nb);
+                            for (name, bw) in links {
+                                let fat = name == crate::platform::LOOPBACK;
+                                let r = resource(&mut self.kernel, &mut self.resources, name, bw);
+                                match elements.iter_mut().find(|e| e.0 == r) {
+                                    Some(e) if fat => e.1 = e.1.max(com),
+                                    Some(e) => e.1 += com,
+                                    None => elements.push((r, com)),
+                                }
+                            }
+                        }
+                    }
+                }
+                Some((latency, 1.0 / compute.max(comm), elements))
             }
         };
-        let (runtime, state) = match job.walltime {
-            Some(w) if duration > w => (w, JobState::CompletedWalltimeReached),
-            _ => (duration, JobState::CompletedSuccessfully),
-        };
-        // A parallel task that completes ends when its remaining work runs
-        // out, not within a precision of its instant as sleeps (a walltime
-        // is a sleep) do: it comes after everything else of that instant.
-        let late = state == JobState::CompletedSuccessfully
-            && matches!(kind, ProfileKind::ParallelHomogeneous { .. });
         let generation = self.jobs[i].generation + 1;
         self.jobs[i].generation = generation;
         self.jobs[i].status = JobStatus::Running {
@@ -1429,17 +1773,13 @@ impl StandIn {
         for &m in &alloc_ids {
             self.machine_busy(m, 1);
         }
-        // The executor runs on the allocation's first machine; at its end
-        // it reports to the server from there.
-        self.schedule_at(
-            self.now + runtime,
-            late,
-            Action::JobEnd {
-                job: i,
-                generation,
-                state,
-            },
-        );
+        // Its executor is an actor the server creates.
+        self.creations.push_back(Program::Executor {
+            job: i,
+            phase: ExecutorPhase::Start,
+            task: None,
+            timeout: None,
+        });
         Ok(())
     }
 
@@ -1569,7 +1909,8 @@ impl StandIn {
         for id in ids {
             let i = self.job_by_id(id)?;
             match self.jobs[i].status.clone() {
-                JobStatus::Running { start, ptask, .. } => {
+                JobStatus::Running { start, .. } => {
+                    let task = self.stop_executor(i);
                     let j = &self.jobs[i];
                     let elapsed = self.now - start;
                     let p = match self
@@ -1579,15 +1920,8 @@ impl StandIn {
                         Some(ProfileKind::Delay { delay }) if delay > 0.0 => elapsed / delay,
                         Some(ProfileKind::Delay { .. }) => 1.0,
                         // 1 - the task's remaining ratio
-                        // (`BatTask::compute_leaf_progress`): its work
-                        // advances at a constant rate once its latency is
-                        // paid (no contention modelled).
-                        _ => match ptask {
-                            Some((lat, dur)) if dur > lat => {
-                                ((elapsed - lat) / (dur - lat)).clamp(0.0, 1.0)
-                            }
-                            _ => 0.0,
-                        },
+                        // (`BatTask::compute_leaf_progress`).
+                        _ => 1.0 - task.unwrap_or(1.0),
                     };
                     progress.insert(
                         id.clone(),
@@ -1604,14 +1938,55 @@ impl StandIn {
                 }
             }
         }
-        self.spawned.push(Put {
-            comm: self.master_comm,
-            payload: Payload::KillingDone {
+        // The killer kills each job's executor (a simcall each), then
+        // reports (`killer_process`).
+        self.creations.push_back(Program::Killer {
+            kills: killed.len(),
+            done: Some(Payload::KillingDone {
                 ids: ids.to_vec(),
                 progress,
                 killed,
-            },
+            }),
         });
         Ok(())
+    }
+
+    /// Kills job `i`'s executor and cancels its actions; returns what its
+    /// parallel task still had to do.
+    fn stop_executor(&mut self, i: usize) -> Option<f64> {
+        let mut remains = None;
+        for id in 0..self.actors.len() {
+            let Some(Program::Executor {
+                job, task, timeout, ..
+            }) = &self.actors[id].program
+            else {
+                continue;
+            };
+            if *job != i {
+                continue;
+            }
+            for a in [*task, *timeout].into_iter().flatten() {
+                if Some(a) == *task {
+                    remains = self.kernel.remains(a);
+                }
+                self.kernel.cancel(a);
+                self.owners.remove(&a);
+            }
+            let sleeping: Vec<ActionId> = self
+                .owners
+                .iter()
+                .filter(|(_, o)| matches!(o, Owner::Sleep(x) if *x == id))
+                .map(|(a, _)| *a)
+                .collect();
+            for a in sleeping {
+                self.kernel.cancel(a);
+                self.owners.remove(&a);
+            }
+            self.actors[id].program = None;
+            self.to_run.retain(|&x| x != id);
+        }
+        self.creations
+            .retain(|p| !matches!(p, Program::Executor { job, .. } if *job == i));
+        remains
     }
 }
