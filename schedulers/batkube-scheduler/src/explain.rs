@@ -45,8 +45,7 @@
 //! identical to the last) and `batkube.io/scheduling-message` (the
 //! failure's message, as in the `PodScheduled` condition; `""` on success).
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::collections::{BTreeMap, HashMap};
 
 /// The simulator's annotation keys.
 pub const PREFILTER_STATUS: &str = "kube-scheduler-simulator.sigs.k8s.io/prefilter-result-status";
@@ -120,26 +119,93 @@ pub struct Attempt {
     pub message: Option<String>,
 }
 
-/// Appends `s` as a JSON string.
+/// For each byte, what [`push_str`] writes: 0 for the byte itself, else
+/// the escape's kind (`b'u'`: `\u00XX`, else a backslash and that letter),
+/// as Go's encoder escapes. Every byte that needs one is ASCII, so the runs
+/// between escapes are whole characters.
+const ESCAPES: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        t[b] = b'u';
+        b += 1;
+    }
+    t[b'\n' as usize] = b'n';
+    t[b'\r' as usize] = b'r';
+    t[b'\t' as usize] = b't';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    // Go's encoder escapes these for HTML; the simulator's values have them so.
+    t[b'<' as usize] = b'u';
+    t[b'>' as usize] = b'u';
+    t[b'&' as usize] = b'u';
+    t
+};
+
+/// Appends `s` as a JSON string, escaped as Go's encoder does. The runs
+/// without escapes are copied whole: a character at a time, this was a
+/// fifth of an explained run's scheduler instructions.
 fn push_str(out: &mut String, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(s.len() + 2);
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            // Go's encoder escapes these for HTML; the simulator's values have them so.
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            c => out.push(c),
+    let mut run = 0;
+    for (i, &b) in s.as_bytes().iter().enumerate() {
+        let e = ESCAPES[b as usize];
+        if e == 0 {
+            continue;
+        }
+        out.push_str(&s[run..i]);
+        run = i + 1;
+        if e == b'u' {
+            out.push_str("\\u00");
+            out.push(HEX[(b >> 4) as usize] as char);
+            out.push(HEX[(b & 0xf) as usize] as char);
+        } else {
+            out.push('\\');
+            out.push(e as char);
         }
     }
+    out.push_str(&s[run..]);
+    out.push('"');
+}
+
+/// `"key":` for each of `names`, and their order sorted as Go sorts map
+/// keys (bytes): written once per attempt, not once per node.
+fn sorted_keys(names: &[&str]) -> (Vec<usize>, Vec<String>) {
+    let mut order: Vec<usize> = (0..names.len()).collect();
+    order.sort_by(|&a, &b| names[a].cmp(names[b]));
+    let keys = names
+        .iter()
+        .map(|n| {
+            let mut k = String::with_capacity(n.len() + 3);
+            push_str(&mut k, n);
+            k.push(':');
+            k
+        })
+        .collect();
+    (order, keys)
+}
+
+/// Appends `v` in decimal, quoted (the simulator's scores are strings).
+fn push_quoted_int(out: &mut String, v: i64) {
+    let mut digits = [0u8; 20];
+    let mut n = v.unsigned_abs();
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.push('"');
+    if v < 0 {
+        out.push('-');
+    }
+    // Only ASCII digits were written.
+    out.push_str(std::str::from_utf8(&digits[i..]).unwrap_or_default());
     out.push('"');
 }
 
@@ -180,7 +246,29 @@ impl Attempt {
             })
             .map(|k| order[k])
             .collect();
-        let mut out = String::with_capacity(self.verdicts.len() * 40 * (self.filters.len() + 1));
+        // A node's plugins are those up to its refusal, in name order: the
+        // profile's names sorted once, and each node's map written once per
+        // verdict (nodes refused for the same reason share it).
+        let (plugins, keys) = sorted_keys(&self.filters);
+        let verdicts = |upto: usize, failed: Option<(usize, &str)>| {
+            let mut m = String::with_capacity(keys.iter().map(|k| k.len() + 12).sum::<usize>() + 2);
+            m.push('{');
+            for &p in plugins.iter().filter(|&&p| p < upto) {
+                if m.len() > 1 {
+                    m.push(',');
+                }
+                m.push_str(&keys[p]);
+                match failed {
+                    Some((f, msg)) if f == p => push_str(&mut m, msg),
+                    _ => push_str(&mut m, PASSED),
+                }
+            }
+            m.push('}');
+            m
+        };
+        let passed = verdicts(self.filters.len(), None);
+        let mut refused: HashMap<(usize, &str), String> = HashMap::new();
+        let mut out = String::with_capacity(2 + order.len() * (passed.len() + 24));
         out.push('{');
         for (k, &i) in order.iter().enumerate() {
             let (node, verdict) = &self.verdicts[i];
@@ -189,18 +277,14 @@ impl Attempt {
             }
             push_str(&mut out, node);
             out.push(':');
-            let upto = match verdict {
-                Verdict::Passed => self.filters.len(),
-                Verdict::Failed(p, _) => *p + 1,
-            };
-            let pairs = self.filters[..upto].iter().enumerate().map(|(p, name)| {
-                let v = match verdict {
-                    Verdict::Failed(f, msg) if *f == p => msg.as_str(),
-                    _ => PASSED,
-                };
-                (*name, v)
-            });
-            out.push_str(&flat_map(pairs));
+            match verdict {
+                Verdict::Passed => out.push_str(&passed),
+                Verdict::Failed(p, msg) => out.push_str(
+                    refused
+                        .entry((*p, msg.as_str()))
+                        .or_insert_with(|| verdicts(*p + 1, Some((*p, msg)))),
+                ),
+            }
         }
         out.push('}');
         out
@@ -210,9 +294,10 @@ impl Attempt {
     pub fn score_json(&self, final_: bool) -> String {
         let mut order: Vec<usize> = (0..self.scored.len()).collect();
         order.sort_unstable_by(|&a, &b| self.scored[a].cmp(&self.scored[b]));
-        let mut plugins: Vec<usize> = (0..self.scores.len()).collect();
-        plugins.sort_unstable_by(|&a, &b| self.scores[a].0.cmp(self.scores[b].0));
-        let mut out = String::with_capacity(self.scored.len() * 40 * (self.scores.len() + 1));
+        let names: Vec<&str> = self.scores.iter().map(|s| s.0).collect();
+        let (plugins, keys) = sorted_keys(&names);
+        let per_node: usize = keys.iter().map(|k| k.len() + 8).sum();
+        let mut out = String::with_capacity(2 + self.scored.len() * (per_node + 24));
         out.push('{');
         for (k, &n) in order.iter().enumerate() {
             if k > 0 {
@@ -221,13 +306,12 @@ impl Attempt {
             push_str(&mut out, &self.scored[n]);
             out.push_str(":{");
             for (j, &p) in plugins.iter().enumerate() {
-                let (name, raw, fin) = &self.scores[p];
+                let (_, raw, fin) = &self.scores[p];
                 if j > 0 {
                     out.push(',');
                 }
-                push_str(&mut out, name);
-                let v = if final_ { fin[n] } else { raw[n] };
-                let _ = write!(out, ":\"{v}\"");
+                out.push_str(&keys[p]);
+                push_quoted_int(&mut out, if final_ { fin[n] } else { raw[n] });
             }
             out.push('}');
         }
@@ -544,5 +628,63 @@ mod tests {
         // An unreadable history starts afresh.
         let v = parse(&next_history(Some("not json"), &e(4), SIMULATOR_HISTORY_BYTES).unwrap());
         assert_eq!(v.as_array().unwrap().len(), 1);
+    }
+    #[test]
+    fn every_control_character_is_escaped_as_go_does() {
+        for c in (0u8..0x20).map(char::from) {
+            let mut out = String::new();
+            push_str(&mut out, &format!("a{c}b"));
+            let want = match c {
+                '\n' => "\\n".to_string(),
+                '\r' => "\\r".to_string(),
+                '\t' => "\\t".to_string(),
+                c => format!("\\u{:04x}", c as u32),
+            };
+            assert_eq!(out, format!("\"a{want}b\""));
+            assert_eq!(parse(&out), json!(format!("a{c}b")));
+        }
+        let mut out = String::new();
+        push_str(&mut out, "é€\u{7f}");
+        assert_eq!(out, "\"é€\u{7f}\"");
+    }
+
+    #[test]
+    fn scores_of_any_sign_are_decimal_strings() {
+        for v in [0, 7, -7, 100, i64::MAX, i64::MIN] {
+            let mut out = String::new();
+            push_quoted_int(&mut out, v);
+            assert_eq!(out, format!("\"{v}\""));
+        }
+    }
+
+    #[test]
+    fn nodes_refused_alike_or_differently_each_get_their_own_plugins() {
+        let mut a = attempt();
+        a.verdicts.push((
+            "node-3".into(),
+            Verdict::Failed(1, "Insufficient cpu, Insufficient memory".into()),
+        ));
+        a.verdicts.push((
+            "node-4".into(),
+            Verdict::Failed(0, "node(s) were unschedulable".into()),
+        ));
+        a.verdicts.push((
+            "node-5".into(),
+            Verdict::Failed(1, "Insufficient cpu".into()),
+        ));
+        // A node looked at again keeps its last verdict.
+        a.verdicts
+            .push(("node-2".into(), Verdict::Failed(2, "taint".into())));
+        assert_eq!(
+            parse(&a.filter_json()),
+            json!({
+                "node-1": {"NodeResourcesFit": "passed", "NodeUnschedulable": "passed", "TaintToleration": "passed"},
+                "node-10": {"NodeResourcesFit": "Insufficient cpu, Insufficient memory", "NodeUnschedulable": "passed"},
+                "node-2": {"NodeResourcesFit": "passed", "NodeUnschedulable": "passed", "TaintToleration": "taint"},
+                "node-3": {"NodeResourcesFit": "Insufficient cpu, Insufficient memory", "NodeUnschedulable": "passed"},
+                "node-4": {"NodeUnschedulable": "node(s) were unschedulable"},
+                "node-5": {"NodeResourcesFit": "Insufficient cpu", "NodeUnschedulable": "passed"},
+            })
+        );
     }
 }

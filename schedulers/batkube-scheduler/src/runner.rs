@@ -531,16 +531,30 @@ impl Runner {
         let name = info.name().to_string();
         let path = format!("/api/v1/namespaces/{}/pods", info.namespace());
         tokio::spawn(async move {
-            let patch = Patch::Merge(json!({"metadata": {"annotations": annotations}}));
-            // The answer (the whole pod) is read but not decoded: the
-            // watch brings the pod anyway.
+            // `{"metadata":{"annotations":{...}}}`, serialized from the map
+            // itself (not copied into a `Value` first).
+            #[derive(serde::Serialize)]
+            struct Metadata<'a> {
+                annotations: &'a BTreeMap<String, String>,
+            }
+            #[derive(serde::Serialize)]
+            struct Body<'a> {
+                metadata: Metadata<'a>,
+            }
+            let patch = Patch::Merge(Body {
+                metadata: Metadata {
+                    annotations: &annotations,
+                },
+            });
+            // The answer (the whole pod) is read but not parsed: the watch
+            // brings the pod anyway.
             let sent = match kube::core::Request::new(path).patch(
                 &name,
                 &PatchParams::default(),
                 &patch,
             ) {
                 Ok(req) => client
-                    .request::<serde::de::IgnoredAny>(req)
+                    .request_text(req)
                     .await
                     .map(|_| ())
                     .map_err(|e| e.to_string()),
@@ -621,14 +635,28 @@ impl Runner {
             if let Some(n) = nominated {
                 status["nominatedNodeName"] = json!(n);
             }
-            let api: Api<Pod> = Api::namespaced(self.client.clone(), info.namespace());
+            let client = self.client.clone();
+            let path = format!("/api/v1/namespaces/{}/pods", info.namespace());
             let name = info.name().to_string();
             tokio::spawn(async move {
                 let patch = Patch::Strategic(json!({ "status": status }));
-                if let Err(err) = api
-                    .patch_status(&name, &PatchParams::default(), &patch)
-                    .await
-                {
+                // `Api::patch_status`'s request; its answer (the whole pod,
+                // explanations included) is read but not parsed: the watch
+                // brings the pod anyway.
+                let sent = match kube::core::Request::new(path).patch_subresource(
+                    "status",
+                    &name,
+                    &PatchParams::default(),
+                    &patch,
+                ) {
+                    Ok(req) => client
+                        .request_text(req)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                if let Err(err) = sent {
                     tracing::debug!(pod = %name, %err, "status patch failed");
                 }
             });
