@@ -28,7 +28,7 @@
 //!   they were posted, and each takes the route's time from its sender's
 //!   host to the master: latency plus one byte over the narrowest link
 //!   (SimGrid's ptask_L07 model). Every actor but the executors runs on the
-//!   master (loopback: no time). So simultaneous job ends on 16-node.xml
+//!   master (the loopback: 1e-10 s a message, see below). So simultaneous job ends on 16-node.xml
 //!   reach the server 0.0002 s apart (2 x 1e-4 latency, plus 8e-9 for the
 //!   byte) and their times accumulate: 170.0002, 170.0004, ...
 //! - After handling a message, the server sends what it has to the decision
@@ -72,8 +72,8 @@
 //! - A `parallel_homogeneous` job that completes ends after everything
 //!   else of its instant: the messages, the sleeps and the exchanges with
 //!   the decision process at that instant come first (SimGrid 3.32,
-//!   Batsim's `host/model:ptask_L07`). Why: the stand-in counts no time
-//!   for a message between two actors on the master, but SimGrid does:
+//!   Batsim's `host/model:ptask_L07`). Why: a message between two actors
+//!   on the master takes time in SimGrid (and in the engine):
 //!   one byte over the `__loopback__` link (FATPIPE, `network/loopback-bw`
 //!   10 GBps, latency 0), 1e-10 s. What absorbs these offsets is a
 //!   precision: a sleep's `max_duration` is zeroed below
@@ -96,11 +96,10 @@
 //!
 //! Known limits, measured by the differential harness against real Batsim
 //! 4.2.1 (`batkube batsim --compare-with`, `batsim/tests/differential/`):
-//! - the stand-in orders a parallel task's end, it does not compute its
-//!   date to 1e-10 s; tasks sharing a host or a link are not solved (no
-//!   contention in the L07 model), so `parallel_homogeneous` jobs that
-//!   overlap on a resource, or whose communications cross shared links,
-//!   end at other dates than in SimGrid;
+//! - `parallel_homogeneous` jobs that overlap on a host, or whose
+//!   communications cross links whose platform sharing policy the
+//!   stand-in does not read, end at other dates than in SimGrid (16 of
+//!   500 generated cases);
 //! - the fair-bottleneck solver ([`kernel`]) sees links only: a parallel
 //!   task's CPUs are in its bound, so tasks sharing a host are not solved
 //!   together; SimGrid's selective update is approximated by a full solve
@@ -1714,8 +1713,8 @@ impl StandIn {
                 ))
             }
         };
-        // A parallel task: its latency, then unit work at the rate its
-        // slowest resource allows (no contention: each task alone).
+        // A parallel task: its latency, then unit work bounded by its
+        // slowest resource, its links shared by the kernel's solver.
         let ptask = match kind {
             ProfileKind::Delay { .. } => None,
             ProfileKind::ParallelHomogeneous { cpu, com } => {
