@@ -27,7 +27,7 @@
 //! Rates: an action whose latency is paid gets its bound (the narrowest
 //! of its links' bandwidth over its bytes, `network/TCP-gamma / (2 *
 //! latency)`, its hosts' speed over its flops), and the fair-bottleneck
-//! solver ([`Kernel::solve`]) shares each link among the actions that
+//! solver (`Kernel::solve`) shares each link among the actions that
 //! cross it; hosts are not resources of the solver (a task's CPUs are in
 //! its bound only), so tasks that share a host are not solved together
 //! (see the module doc of [`super`]).
