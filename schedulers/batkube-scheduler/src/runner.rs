@@ -548,18 +548,11 @@ impl Runner {
             });
             // The answer (the whole pod) is read but not parsed: the watch
             // brings the pod anyway.
-            let sent = match kube::core::Request::new(path).patch(
-                &name,
-                &PatchParams::default(),
-                &patch,
-            ) {
-                Ok(req) => client
-                    .request_text(req)
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            };
+            let sent = send_unparsed(
+                &client,
+                kube::core::Request::new(path).patch(&name, &PatchParams::default(), &patch),
+            )
+            .await;
             if let Err(err) = sent {
                 tracing::debug!(pod = %name, %err, "writing the explanation failed");
             }
@@ -643,19 +636,16 @@ impl Runner {
                 // `Api::patch_status`'s request; its answer (the whole pod,
                 // explanations included) is read but not parsed: the watch
                 // brings the pod anyway.
-                let sent = match kube::core::Request::new(path).patch_subresource(
-                    "status",
-                    &name,
-                    &PatchParams::default(),
-                    &patch,
-                ) {
-                    Ok(req) => client
-                        .request_text(req)
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| e.to_string()),
-                    Err(e) => Err(e.to_string()),
-                };
+                let sent = send_unparsed(
+                    &client,
+                    kube::core::Request::new(path).patch_subresource(
+                        "status",
+                        &name,
+                        &PatchParams::default(),
+                        &patch,
+                    ),
+                )
+                .await;
                 if let Err(err) = sent {
                     tracing::debug!(pod = %name, %err, "status patch failed");
                 }
@@ -931,5 +921,22 @@ pub async fn run(
             }
             _ = sleep, if deadline.is_some() && !can_schedule => settled = false,
         }
+    }
+}
+
+/// Sends a request built by `kube::core::Request` and reads its answer as
+/// text without parsing it (a patched pod, explanations included: the
+/// watch brings the pod anyway).
+async fn send_unparsed(
+    client: &kube::Client,
+    req: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+) -> Result<(), String> {
+    match req {
+        Ok(req) => client
+            .request_text(req)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
     }
 }

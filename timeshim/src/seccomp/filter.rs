@@ -119,13 +119,6 @@ fn program(seeded: bool) -> Vec<Op> {
     }
     p.extend([
         Ret(ALLOW),
-        // clock id in arg 0: negative ids (per-thread/process CPU clocks of
-        // other tasks) and 2, 3 (this process's and thread's CPU time) stay real.
-        At(CPU_CLOCK_ARG0),
-        Load(arg_lo(0)),
-        Set(0x8000_0000, Allow, Next),
-        Eq(2, Allow, Next),
-        Eq(3, Allow, Notify),
         // futex: the command without the PRIVATE and CLOCK_REALTIME flags.
         At(FUTEX),
         Load(arg_lo(1)),
@@ -166,7 +159,23 @@ fn program(seeded: bool) -> Vec<Op> {
         Load(arg_hi(4)),
         Eq(0, Allow, Notify),
     ]);
+    p.extend(cpu_clock_block());
     p
+}
+
+/// The block at `CPU_CLOCK_ARG0`: the clock id in arg 0; negative ids
+/// (per-thread/process CPU clocks of other tasks) and 2, 3 (this process's
+/// and thread's CPU time) stay real, the others are notified.
+fn cpu_clock_block() -> Vec<Op> {
+    use Op::*;
+    use Target::*;
+    vec![
+        At(CPU_CLOCK_ARG0),
+        Load(arg_lo(0)),
+        Set(0x8000_0000, Allow, Next),
+        Eq(2, Allow, Next),
+        Eq(3, Allow, Notify),
+    ]
 }
 
 /// System calls a deterministic run lets through without a notification:
@@ -247,12 +256,8 @@ fn deterministic_program(handover_fd: u32) -> Vec<Op> {
         At(HANDOVER_FLAGS_ARG),
         Load(arg_lo(2)),
         Eq(HANDOVER_FLAGS, Allow, Notify),
-        At(CPU_CLOCK_ARG0),
-        Load(arg_lo(0)),
-        Set(0x8000_0000, Allow, Next),
-        Eq(2, Allow, Next),
-        Eq(3, Allow, Notify),
     ]);
+    p.extend(cpu_clock_block());
     p
 }
 

@@ -908,19 +908,24 @@ impl Supervisor {
                 if bitset == 0 {
                     return Answer::Errno(libc::EINVAL);
                 }
-                let t = match remote::read_timespec_ns(tid, a[3]) {
-                    Ok(t) => t,
-                    Err(e) => return Answer::Errno(e.raw_os_error().unwrap_or(libc::EFAULT)),
-                };
-                let deadline = if cmd == libc::FUTEX_WAIT {
-                    self.now().saturating_add(t)
+                // No timeout: only a deterministic run notifies such waits.
+                let deadline = if a[3] == 0 {
+                    NO_DEADLINE
                 } else {
-                    let clk = if realtime {
-                        libc::CLOCK_REALTIME
-                    } else {
-                        libc::CLOCK_MONOTONIC
+                    let t = match remote::read_timespec_ns(tid, a[3]) {
+                        Ok(t) => t,
+                        Err(e) => return Answer::Errno(e.raw_os_error().unwrap_or(libc::EFAULT)),
                     };
-                    self.abs_deadline(clk, t).unwrap_or(NO_DEADLINE)
+                    if cmd == libc::FUTEX_WAIT {
+                        self.now().saturating_add(t)
+                    } else {
+                        let clk = if realtime {
+                            libc::CLOCK_REALTIME
+                        } else {
+                            libc::CLOCK_MONOTONIC
+                        };
+                        self.abs_deadline(clk, t).unwrap_or(NO_DEADLINE)
+                    }
                 };
                 // The kernel's check: block only if the word still holds `val`.
                 match remote::read_u32(tid, a[0]) {

@@ -43,7 +43,7 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::Ordering;
 
-use super::{nr, remote, Answer, Kind, Supervisor, NO_DEADLINE};
+use super::{nr, remote, Answer, Kind, Supervisor};
 
 static TRACE: std::sync::LazyLock<bool> =
     std::sync::LazyLock::new(|| std::env::var_os("TIMESHIM_DET_TRACE").is_some());
@@ -407,54 +407,12 @@ impl Supervisor {
         let tid = req.pid;
         let op = a[1] as i32;
         let cmd = op & 0x7f;
-        let realtime = op & libc::FUTEX_CLOCK_REALTIME != 0;
         let tgid = self.tgid(tid);
         let eno = |e: std::io::Error| Answer::Errno(e.raw_os_error().unwrap_or(libc::EFAULT));
         match cmd {
-            libc::FUTEX_WAIT | libc::FUTEX_WAIT_BITSET => {
-                let bitset = if cmd == libc::FUTEX_WAIT {
-                    u32::MAX
-                } else {
-                    a[5] as u32
-                };
-                if bitset == 0 {
-                    return Answer::Errno(libc::EINVAL);
-                }
-                let deadline = if a[3] == 0 {
-                    NO_DEADLINE
-                } else {
-                    let t = match remote::read_timespec_ns(tid, a[3]) {
-                        Ok(t) => t,
-                        Err(e) => return eno(e),
-                    };
-                    if cmd == libc::FUTEX_WAIT {
-                        self.now().saturating_add(t)
-                    } else {
-                        let clk = if realtime {
-                            libc::CLOCK_REALTIME
-                        } else {
-                            libc::CLOCK_MONOTONIC
-                        };
-                        self.abs_deadline(clk, t).unwrap_or(NO_DEADLINE)
-                    }
-                };
-                match remote::read_u32(tid, a[0]) {
-                    Ok(v) if v != a[2] as u32 => return Answer::Errno(libc::EAGAIN),
-                    Ok(_) => {}
-                    Err(e) => return eno(e),
-                }
-                if deadline <= self.now() {
-                    return Answer::Errno(libc::ETIMEDOUT);
-                }
-                self.hold(
-                    req,
-                    deadline,
-                    Kind::Futex {
-                        uaddr: a[0],
-                        bitset,
-                    },
-                )
-            }
+            // The wait is the non-deterministic mode's (which also takes
+            // untimed waits, notified here only).
+            libc::FUTEX_WAIT | libc::FUTEX_WAIT_BITSET => self.futex(req),
             libc::FUTEX_WAKE | libc::FUTEX_WAKE_BITSET => {
                 self.shared.wakes.fetch_add(1, Ordering::Relaxed);
                 let n = (a[2] as i32).max(0) as usize;
