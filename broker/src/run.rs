@@ -668,6 +668,7 @@ fn start_api(
     start: f64,
     timers: fakeapi::WatchTimers,
     objects: &[fakeapi::Manifest],
+    id_seed: Option<u64>,
 ) -> anyhow::Result<Api> {
     // Workers start running, park when they find nothing to do, unpark
     // when woken: how many are awake says whether the API is still working
@@ -694,6 +695,7 @@ fn start_api(
         // trace in memory: 1.2 GB.
         watch_history: 10_000,
         watch_timers: timers,
+        id_seed,
         ..Default::default()
     });
     store
@@ -798,6 +800,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         // Nothing of the API's may happen at a wall-clock instant.
         fakeapi::WatchTimers::Simulated(Default::default()),
         &objects,
+        // UIDs and generated names from a stream, the same on every run
+        // (programs key their caches by UID), another one per seed.
+        Some(args.scheduler_seed.unwrap_or(0)),
     )?;
     // Declared after the API and the controller: dropped (children stopped)
     // before them, on every path.
@@ -886,6 +891,23 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         link: None,
         standin: None,
     };
+    // Under --deterministic a program's outcome is a function of the bytes
+    // it starts with: the length of its command line and environment moves
+    // its memory layout, which Go's garbage collector pacing and its maps
+    // keyed by pointers see. So its kubeconfig path must not depend on
+    // --out: each program gets a copy at a path of fixed length (removed at
+    // the end of the run).
+    let fixed_paths = if args.deterministic {
+        Some(
+            tempfile::Builder::new()
+                .prefix("batkube-")
+                .rand_bytes(12)
+                .tempdir()
+                .context("creating a directory for the programs' kubeconfigs")?,
+        )
+    } else {
+        None
+    };
     let result = (|| -> anyhow::Result<()> {
         // The scheduler and the controllers, under the shim.
         for p in &programs {
@@ -905,6 +927,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
                 std::fs::write(&path, text)
                     .with_context(|| format!("writing {}", path.display()))?;
                 path
+            };
+            let own_kubeconfig = match &fixed_paths {
+                Some(dir) => {
+                    let path = dir.path().join(format!("kubeconfig-{}.yaml", p.index));
+                    std::fs::copy(&own_kubeconfig, &path)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                    path
+                }
+                None => own_kubeconfig,
             };
             let mut cmd = Command::new("sh");
             cmd.arg("-c")
@@ -1476,6 +1507,8 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
         0.0,
         fakeapi::WatchTimers::Wall,
         &objects,
+        // A live API server: random UIDs, as a real one.
+        None,
     )?;
     let mut link = BatsimLink::bind(&args.socket)?;
     if let Some(path) = &args.record_protocol {

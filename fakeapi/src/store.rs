@@ -77,6 +77,14 @@ pub struct StoreConfig {
     /// the deletion with [`Store::delete_pod`]. When false (default), every
     /// deletion is immediate.
     pub graceful_pod_deletion: bool,
+    /// Where `metadata.uid` and the suffixes of `generateName` come from.
+    /// `None` (default): random (UUID v4), as a real API server. `Some(seed)`:
+    /// a deterministic stream from the seed, in the order objects are
+    /// created, still shaped as UUID v4 and as the server's suffixes. A
+    /// simulation wants this: programs key maps and caches by UID (the
+    /// kube-scheduler's cache does), so random UIDs would make two runs of
+    /// the same inputs iterate differently.
+    pub id_seed: Option<u64>,
 }
 
 impl Default for StoreConfig {
@@ -95,6 +103,7 @@ impl Default for StoreConfig {
                 "kube-node-lease".into(),
             ],
             graceful_pod_deletion: false,
+            id_seed: None,
         }
     }
 }
@@ -374,6 +383,8 @@ struct Inner {
     config: StoreConfig,
     activity: Arc<Activity>,
     hold: HoldState,
+    /// The seeded stream of identifiers (`StoreConfig::id_seed`).
+    ids: Option<parking_lot::Mutex<u64>>,
     #[cfg(test)]
     pub(crate) test_hook: parking_lot::Mutex<Option<TestHook>>,
 }
@@ -505,13 +516,13 @@ fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
         .filter(|s| !s.is_empty())
 }
 
-fn random_suffix() -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let id = uuid::Uuid::new_v4();
-    id.as_bytes()[..5]
-        .iter()
-        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
-        .collect()
+/// The next value of a splitmix64 stream.
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 fn kind_error(info: &ResourceInfo, name: &str) -> ApiError {
@@ -611,12 +622,16 @@ impl Store {
             instant_open: false,
         };
         let namespaces = config.namespaces.clone();
+        let ids = config
+            .id_seed
+            .map(|s| parking_lot::Mutex::new(s ^ 0x7569_6473_6565_6421));
         let store = Store {
             inner: Arc::new(Inner {
                 state: RwLock::new(state),
                 config,
                 activity: Arc::new(Activity::default()),
                 hold: HoldState::default(),
+                ids,
                 #[cfg(test)]
                 test_hook: Default::default(),
             }),
@@ -1169,6 +1184,36 @@ impl Store {
         })
     }
 
+    /// 16 identifier bytes: random, or the seeded stream's next.
+    fn id_bytes(&self) -> [u8; 16] {
+        match &self.inner.ids {
+            None => *uuid::Uuid::new_v4().as_bytes(),
+            Some(state) => {
+                let mut st = state.lock();
+                let (a, b) = (splitmix64(&mut st), splitmix64(&mut st));
+                let mut bytes = [0; 16];
+                bytes[..8].copy_from_slice(&a.to_le_bytes());
+                bytes[8..].copy_from_slice(&b.to_le_bytes());
+                bytes
+            }
+        }
+    }
+
+    /// A new object's `metadata.uid` (a version 4 UUID).
+    fn new_uid(&self) -> uuid::Uuid {
+        uuid::Builder::from_random_bytes(self.id_bytes()).into_uuid()
+    }
+
+    /// A `generateName` suffix: five characters of the API server's
+    /// alphabet (no vowels, no look-alikes).
+    fn name_suffix(&self) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        self.id_bytes()[..5]
+            .iter()
+            .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+            .collect()
+    }
+
     fn normalize_new(
         &self,
         info: &ResourceInfo,
@@ -1203,7 +1248,7 @@ impl Store {
         if name.is_empty() {
             match m.get("generateName").and_then(Value::as_str) {
                 Some(prefix) if !prefix.is_empty() => {
-                    name = format!("{prefix}{}", random_suffix());
+                    name = format!("{prefix}{}", self.name_suffix());
                 }
                 _ => {
                     return Err(ApiError::Invalid(format!(
@@ -1220,7 +1265,7 @@ impl Store {
             m.remove("namespace");
         }
         if origin == Origin::Http || !m.get("uid").is_some_and(|u| u.is_string()) {
-            m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            m.insert("uid".into(), json!(self.new_uid().to_string()));
         }
         if origin == Origin::Http || !m.get("creationTimestamp").is_some_and(|u| u.is_string()) {
             m.insert("creationTimestamp".into(), json!(now));
@@ -2401,6 +2446,41 @@ mod tests {
         assert_eq!(c.kind, EventType::Modified);
         assert_eq!(c.object["spec"]["nodeName"], "n1");
         assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn seeded_ids_repeat_per_seed_and_keep_their_shape() {
+        let ids = |seed: Option<u64>| {
+            let s = Store::with_config(StoreConfig {
+                id_seed: seed,
+                ..Default::default()
+            });
+            (0..3)
+                .map(|_| {
+                    let o = s
+                        .create("pods", None, json!({"metadata": {"generateName": "p-"}}))
+                        .unwrap();
+                    let m = &o["metadata"];
+                    (
+                        m["uid"].as_str().unwrap().to_string(),
+                        m["name"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        let a = ids(Some(1));
+        assert_eq!(a, ids(Some(1)), "one seed, one stream");
+        assert_ne!(a, ids(Some(2)));
+        assert_ne!(ids(None), ids(None), "unseeded: random, as a real server");
+        for (uid, name) in &a {
+            let u = uuid::Uuid::parse_str(uid).unwrap();
+            assert_eq!(u.get_version_num(), 4);
+            assert_eq!(u.get_variant(), uuid::Variant::RFC4122);
+            assert_eq!(name.len(), "p-".len() + 5);
+            assert!(name[2..]
+                .bytes()
+                .all(|b| b"bcdfghjklmnpqrstvwxz2456789".contains(&b)));
+        }
     }
 
     #[test]
