@@ -938,6 +938,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
                 None => own_kubeconfig,
             };
             let mut cmd = Command::new("sh");
+            if args.deterministic {
+                // The program's memory layout follows the size of every
+                // variable of its environment (Go's runtime copies each to
+                // its heap), and Go's garbage collector pacing and its maps
+                // keyed by pointers see the layout: one more character in
+                // OLDPWD after a `cd` could change the outcome. So it
+                // starts with PATH and what batkube sets, nothing else; a
+                // variable it needs goes in the command (`GOGC=50 prog`).
+                cmd.env_clear();
+                if let Some(path) = std::env::var_os("PATH") {
+                    cmd.env("PATH", path);
+                }
+            }
             cmd.arg("-c")
                 .arg(exec_line(&p.command))
                 .env("KUBECONFIG", &own_kubeconfig)
