@@ -867,6 +867,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
             store.clone(),
             broker.processed_changes(),
             awake.clone(),
+            clocks.clone(),
         );
         for c in &clocks {
             c.set_settle(hook.clone());

@@ -635,21 +635,39 @@ impl Controller {
     /// no futex wake happened in the process while it ran, no waiting thread
     /// is past its deadline, and a second probe agrees.
     pub fn wait_quiescent(&self, bound: Duration) -> Result<Quiescence, ControlError> {
-        self.wait_quiescent_inner(bound, true)
+        self.wait_quiescent_inner(bound, true, &|| false)
     }
 
     /// As [`wait_quiescent`](Self::wait_quiescent), but returns at the first
     /// quiescent probe: for a caller that checks its own sources (sockets,
     /// an API) and then confirms with one more [`probe`](Self::probe) whose
     /// [`Stamp`] must equal the one returned. One probe less per wait.
-    pub fn wait_quiescent_unconfirmed(&self, bound: Duration) -> Result<Quiescence, ControlError> {
-        self.wait_quiescent_inner(bound, false)
+    /// `interrupt` is asked after every look that did not find the program
+    /// quiescent: true ends the wait as timed out (the caller has something
+    /// to do first; [`nudge`](Self::nudge) wakes the wait to ask it).
+    pub fn wait_quiescent_unconfirmed(
+        &self,
+        bound: Duration,
+        interrupt: &dyn Fn() -> bool,
+    ) -> Result<Quiescence, ControlError> {
+        self.wait_quiescent_inner(bound, false, interrupt)
+    }
+
+    /// Wakes a controller waiting in
+    /// [`wait_quiescent_unconfirmed`](Self::wait_quiescent_unconfirmed) so
+    /// that it asks its `interrupt` again. Under `--deterministic` the
+    /// supervisor's settle hook calls it when the program waits for the
+    /// controller's own side to react (the controller would otherwise sleep
+    /// on a program that cannot move until it does).
+    pub fn nudge(&self) {
+        self.page().wake_waiting_controller();
     }
 
     fn wait_quiescent_inner(
         &self,
         bound: Duration,
         confirm: bool,
+        interrupt: &dyn Fn() -> bool,
     ) -> Result<Quiescence, ControlError> {
         let start = Instant::now();
         let p = self.page();
@@ -692,7 +710,7 @@ impl Controller {
                 });
             }
             let elapsed = start.elapsed();
-            if elapsed >= bound {
+            if elapsed >= bound || interrupt() {
                 return Ok(Quiescence::TimedOut { last: probe });
             }
             let wait = poll.min(bound - elapsed);

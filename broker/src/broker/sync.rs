@@ -211,7 +211,7 @@ impl ShimSide {
             let mut retry = false;
             for (i, p) in self.procs.iter().enumerate() {
                 let left = bound.saturating_sub(start.elapsed());
-                let q = match p.controller.wait_quiescent_unconfirmed(left) {
+                let q = match p.controller.wait_quiescent_unconfirmed(left, changed) {
                     Err(timeshim::ControlError::NotAttached) => {
                         retry = true;
                         break;
@@ -369,13 +369,21 @@ pub fn settle_hook(
     store: fakeapi::Store,
     processed: Arc<std::sync::atomic::AtomicU64>,
     awake: Arc<std::sync::atomic::AtomicI64>,
+    broker: Vec<Arc<Controller>>,
 ) -> timeshim::Settle {
     use std::sync::atomic::Ordering;
     Arc::new(move || {
         let before = activity.snapshot();
+        if store.resource_version() != processed.load(Ordering::Acquire) {
+            // The broker has changes to react to, and may be asleep
+            // waiting for the program's quiescence: wake it to take them.
+            for c in &broker {
+                c.nudge();
+            }
+            return false;
+        }
         if awake.load(Ordering::SeqCst) != 0
             || before.connections_reading != 0
-            || store.resource_version() != processed.load(Ordering::Acquire)
             || softnet().backlog != 0
         {
             return false;
