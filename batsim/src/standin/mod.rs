@@ -1022,11 +1022,23 @@ impl StandIn {
                     JobState::CompletedWalltimeReached
                 };
                 *phase = ExecutorPhase::Ended(state);
-                for other in [task.take(), timeout.take()].into_iter().flatten() {
-                    if other != action {
-                        self.kernel.cancel(other);
-                        self.owners.remove(&other);
+                // The task done, its timeout goes. Over its walltime, the
+                // task goes on using its hosts and links until its executor
+                // ends (after its report is received): SimGrid cancels an
+                // actor's activities when it ends
+                // (`ActorImpl::cleanup_from_self`), and Batsim keeps the
+                // timed-out task (`execute_parallel_task`: `wait_for`
+                // throws, `btask->ptask` holds it). Its end wakes nobody.
+                if let Some(t) = timeout.take() {
+                    if t != action {
+                        self.kernel.cancel(t);
+                        self.owners.remove(&t);
                     }
+                }
+                if *task == Some(action) {
+                    *task = None;
+                } else if let Some(t) = *task {
+                    self.owners.remove(&t);
                 }
                 self.to_run.push(actor);
             }
@@ -1182,6 +1194,11 @@ impl StandIn {
     fn keep(&mut self, id: usize, program: Program, call: Simcall) -> anyhow::Result<Simcall> {
         if !matches!(call, Simcall::Exit) {
             self.actors[id].program = Some(program);
+        } else if let Program::Executor { task: Some(t), .. } = program {
+            // An executor's task still running (over its walltime) is
+            // cancelled as the actor ends (`ActorImpl::cleanup_from_self`).
+            self.kernel.cancel(t);
+            self.owners.remove(&t);
         }
         Ok(call)
     }
