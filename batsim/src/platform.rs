@@ -2,12 +2,14 @@
 //!
 //! What is read: zones (`<zone>`/`<AS>`) and their properties, `<host>` with
 //! `speed`, `core` and `<prop>`s, `<cluster>` (expanded into hosts with a
-//! private link each and a backbone), `<link>`, `<route>`/`<link_ctn>`,
+//! private link each, a backbone, loopbacks and limiters), `<link>` with its
+//! `sharing_policy`, `<route>`/`<link_ctn>` with its `direction`,
 //! `<zoneRoute>`/`<ASroute>` and `<config>`. From those, the stand-in gets the
 //! compute hosts in Batsim's order, the master host (`role=master` property,
-//! or `-m NAME`), host properties as Batsim forwards them, and the network
-//! latency of a route, which Batsim pays on every job-completion message
-//! (a 1-byte message from the job's first host to the server on the master).
+//! or `-m NAME`), host properties as Batsim forwards them, and the links of
+//! a route as SimGrid's L07 model shares them (see [`Platform::route_links`]):
+//! every message (a byte from a host to the server on the master) and
+//! every parallel task's communication crosses them.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -736,8 +738,10 @@ impl Platform {
     /// (name, bandwidth, FATPIPE), in route order, latencies summed in that
     /// order (`add_link_latency`): a host's route to itself with no link
     /// is the one `__loopback__` link (a FATPIPE shared by every host,
-    /// `NetworkL07Model::NetworkL07Model`); a split-duplex link's halves
-    /// are two links (`ID_UP`, `ID_DOWN`).
+    /// `NetworkL07Model::NetworkL07Model`, added by `FullZone::do_seal`);
+    /// between two hosts without a declared route it is empty, no link and
+    /// no latency (`FullZone::get_local_route`); a split-duplex link's
+    /// halves are two links (`ID_UP`, `ID_DOWN`).
     pub fn route_links(&self, src: &str, dst: &str) -> (f64, Vec<RouteLink>) {
         let route = self.route(src, dst).unwrap_or_default();
         let mut latency = 0.0;
@@ -748,7 +752,7 @@ impl Platform {
                 out.push((id.clone(), l.bandwidth, l.fatpipe));
             }
         }
-        if out.is_empty() {
+        if out.is_empty() && src == dst {
             out.push((
                 LOOPBACK.to_string(),
                 crate::standin::kernel::LOOPBACK_BW,
@@ -981,6 +985,66 @@ mod tests {
         assert_eq!(m.compute.len(), 16);
         let t = p.message_time("a3", "master_host0", 0.0);
         assert!((t - 1.6e-3).abs() < 1e-9, "{t}");
+    }
+
+    #[test]
+    fn sharing_policies_and_directions() {
+        let xml = r#"<platform version="4.1"><zone id="AS0" routing="Full">
+ <host id="a" speed="1Gf"/><host id="b" speed="1Gf"/>
+ <link id="sd" bandwidth="1MBps" latency="1ms" sharing_policy="SPLITDUPLEX"/>
+ <link id="fp" bandwidth="2MBps" latency="2ms" sharing_policy="FATPIPE"/>
+ <route src="a" dst="b"><link_ctn id="sd" direction="UP"/><link_ctn id="fp"/></route>
+</zone></platform>"#;
+        let p = Platform::parse(xml, "p").unwrap();
+        let names = |src, dst| -> Vec<(String, bool)> {
+            p.route_links(src, dst)
+                .1
+                .into_iter()
+                .map(|(n, _, f)| (n, f))
+                .collect()
+        };
+        assert_eq!(
+            names("a", "b"),
+            [("sd_UP".to_string(), false), ("fp".to_string(), true)]
+        );
+        // The way back: reversed, the other half.
+        assert_eq!(
+            names("b", "a"),
+            [("fp".to_string(), true), ("sd_DOWN".to_string(), false)]
+        );
+        // A split-duplex link needs a direction.
+        let bad = xml.replace(r#"id="sd" direction="UP""#, r#"id="sd""#);
+        assert!(Platform::parse(&bad, "p").is_err());
+    }
+
+    #[test]
+    fn a_cluster_goes_up_and_down_its_private_links() {
+        let xml = r#"<platform version="4.1"><zone id="AS0" routing="Full">
+ <cluster id="c" prefix="n" suffix="" radical="0-1" speed="1Gf" bw="1MBps" lat="1ms" bb_bw="1GBps" bb_lat="0" bb_sharing_policy="FATPIPE"/>
+ <cluster id="s" prefix="m" suffix="" radical="0-0" speed="1Gf" bw="1MBps" lat="1ms" sharing_policy="SHARED"/>
+</zone></platform>"#;
+        let p = Platform::parse(xml, "c").unwrap();
+        let (lat, links) = p.route_links("n0", "n1");
+        let names: Vec<&str> = links.iter().map(|l| l.0.as_str()).collect();
+        assert_eq!(names, ["c_link_0_UP", "c_backbone", "c_link_1_DOWN"]);
+        assert!(links[1].2, "the backbone is a FATPIPE");
+        assert!((lat - 2e-3).abs() < 1e-15);
+        // To itself: up and down again, the backbone once.
+        let names: Vec<String> = p
+            .route_links("n0", "n0")
+            .1
+            .into_iter()
+            .map(|l| l.0)
+            .collect();
+        assert_eq!(names, ["c_link_0_UP", "c_backbone", "c_link_0_DOWN"]);
+        // A SHARED private link is one link, met once.
+        let names: Vec<String> = p
+            .route_links("m0", "m0")
+            .1
+            .into_iter()
+            .map(|l| l.0)
+            .collect();
+        assert_eq!(names, ["s_link_0"]);
     }
 
     #[test]
