@@ -43,7 +43,8 @@
 //!   `System::expand_add_to_elem`). A message is a task on its two hosts
 //!   with no flops and one byte (`NetworkL07Model::communicate`).
 //!   Elements of weight 0 (the CPUs of a message) are left out: they count
-//!   for no constraint's users nor increments, and subtract nothing.
+//!   for no constraint's users nor increments, and subtract nothing (only
+//!   CPUs, which are SHARED, get them; on a FATPIPE one would matter).
 //! - Its latency is the largest route latency of a pair with bytes; while
 //!   it is paid the variable's sharing penalty is 0 (out of the solve);
 //!   then it gets its bound (`L07Action::update_bound`): the smaller of
@@ -52,7 +53,7 @@
 //!   none when both are infinite. A task with no flops and no link has no
 //!   work (`remains` 0) and ends in the next step.
 //! - The fair-bottleneck solver (`FairBottleneck::do_solve`,
-//!   `src/kernel/lmm/fair_bottleneck.cpp`), see [`Kernel::solve`]. The
+//!   `src/kernel/lmm/fair_bottleneck.cpp`), see `Kernel::solve`. The
 //!   order in which a constraint subtracts its users' increments is its
 //!   `enabled_element_set_`: an element is pushed at its front when its
 //!   variable is enabled (created without latency, or its latency paid,
@@ -546,6 +547,47 @@ mod tests {
         assert_eq!(k.step(), Some(vec![]));
         assert_eq!(k.step(), Some(vec![m]));
         assert_eq!(k.now, 1e-4 + 1.0 / 1.25e8);
+    }
+
+    #[test]
+    fn tasks_on_one_core_share_it_and_on_two_cores_do_not() {
+        // Two tasks of 1e9 flops on a 1 Gf host: each gets half the CPU.
+        let mut k = Kernel::default();
+        let cpu = k.resource(1e9, false);
+        let bound = task_bound(f64::MAX, 1e9 / 1e9);
+        let a = k.execute(0.0, bound, vec![(cpu, 1e9)], false);
+        let b = k.execute(0.0, bound, vec![(cpu, 1e9)], false);
+        assert_eq!(k.step(), Some(vec![a, b]));
+        assert_eq!(k.now, 2.0);
+        // Two cores: each task is bounded by one core's speed.
+        let mut k = Kernel::default();
+        let cpu = k.resource(2.0 * 1e9, false);
+        let a = k.execute(0.0, bound, vec![(cpu, 1e9)], false);
+        let b = k.execute(0.0, bound, vec![(cpu, 1e9)], false);
+        assert_eq!(k.step(), Some(vec![a, b]));
+        assert_eq!(k.now, 1.0);
+    }
+
+    #[test]
+    fn a_fatpipe_gives_each_user_its_whole_bandwidth() {
+        for (fatpipe, end) in [(false, 2.0), (true, 1.0)] {
+            let mut k = Kernel::default();
+            let link = k.resource(1e6, fatpipe);
+            let a = k.execute(0.0, -1.0, vec![(link, 1e6)], false);
+            let b = k.execute(0.0, -1.0, vec![(link, 1e6)], false);
+            assert_eq!(k.step(), Some(vec![a, b]));
+            assert_eq!(k.now, end);
+        }
+    }
+
+    #[test]
+    fn a_task_without_work_ends_in_the_next_step() {
+        let mut k = Kernel::default();
+        let s = k.sleep(1.0);
+        let t = k.execute(0.0, -1.0, Vec::new(), true);
+        assert_eq!(k.step(), Some(vec![t]));
+        assert_eq!(k.now, 0.0);
+        assert_eq!(k.step(), Some(vec![s]));
     }
 
     #[test]

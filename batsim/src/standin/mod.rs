@@ -3,8 +3,8 @@
 //! real socket.
 //!
 //! It reproduces what real Batsim sends, message for message, for what it
-//! supports (`delay` profiles exactly; `parallel_homogeneous` without CPU
-//! contention), by running Batsim 4.2.1's actors (`src/server.cpp`,
+//! supports (`delay` and `parallel_homogeneous` profiles, parallel tasks
+//! sharing CPUs and links as SimGrid's L07 model shares them), by running Batsim 4.2.1's actors (`src/server.cpp`,
 //! `src/network.cpp`, `src/jobs_execution.cpp`, `src/job_submitter.cpp`,
 //! `src/event_submitter.cpp`) on an emulation of SimGrid 3.32's engine
 //! (see [`kernel`]): the actors ready at a date run one after the other
@@ -67,6 +67,12 @@
 //!   code -2 and progress `1 - remaining ratio`
 //!   (`execute_parallel_task`, `BatTask::compute_leaf_progress`); a delay
 //!   job's actor is killed (-1, progress elapsed/delay).
+//! - A `parallel_homogeneous` job over its walltime reports at once, but
+//!   its task goes on using its CPUs and links until its executor ends,
+//!   once that report is received: Batsim keeps the task
+//!   (`execute_parallel_task`: `wait_for` throws, `btask->ptask` holds it)
+//!   and SimGrid cancels an actor's activities as the actor ends
+//!   (`ActorImpl::cleanup_from_self`).
 //! - The simulation ends when every submitter is done, every submitted job
 //!   is complete or rejected, nothing runs and no CALL_ME_LATER is pending.
 //! - A `parallel_homogeneous` job that completes ends after everything
@@ -94,16 +100,13 @@
 //!   remaining bandwidth to the message again at every round in which the
 //!   task takes only 1e6 of its 1e10 B/s, about 5e13 B/s in all.
 //!
-//! Known limits, measured by the differential harness against real Batsim
-//! 4.2.1 (`batkube batsim --compare-with`, `batsim/tests/differential/`):
-//! - `parallel_homogeneous` jobs that overlap on a host, or whose
-//!   communications cross links whose platform sharing policy the
-//!   stand-in does not read, end at other dates than in SimGrid (16 of
-//!   500 generated cases);
-//! - the fair-bottleneck solver ([`kernel`]) sees links only: a parallel
-//!   task's CPUs are in its bound, so tasks sharing a host are not solved
-//!   together; SimGrid's selective update is approximated by a full solve
-//!   whenever an action starts, ends or pays its latency.
+//! Measured by the differential harness against real Batsim 4.2.1
+//! (`batkube batsim --compare-with`, `batsim/tests/differential/`): the
+//! same messages on every generated case real Batsim completed. SimGrid's
+//! selective update (`System::modified_constraint_set`) only tells lazy
+//! models which actions to update; L07 updates them all, and the
+//! fair-bottleneck solve is a function of the system's state, so the
+//! kernel solves again whenever anything changed.
 
 pub mod events;
 pub mod fcfs;
