@@ -2,14 +2,16 @@
 //!
 //! What is read: zones (`<zone>`/`<AS>`) and their properties, `<host>` with
 //! `speed`, `core` and `<prop>`s, `<cluster>` (expanded into hosts with a
-//! private link each and a backbone), `<link>`, `<route>`/`<link_ctn>`,
+//! private link each, a backbone, loopbacks and limiters), `<link>` with its
+//! `sharing_policy`, `<route>`/`<link_ctn>` with its `direction`,
 //! `<zoneRoute>`/`<ASroute>` and `<config>`. From those, the stand-in gets the
 //! compute hosts in Batsim's order, the master host (`role=master` property,
-//! or `-m NAME`), host properties as Batsim forwards them, and the network
-//! latency of a route, which Batsim pays on every job-completion message
-//! (a 1-byte message from the job's first host to the server on the master).
+//! or `-m NAME`), host properties as Batsim forwards them, and the links of
+//! a route as SimGrid's L07 model shares them (see [`Platform::route_links`]):
+//! every message (a byte from a host to the server on the master) and
+//! every parallel task's communication crosses them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 
 /// Batsim's default master host name (its `-m` option).
@@ -58,11 +60,19 @@ impl Host {
 /// SimGrid's implicit loopback link.
 pub const LOOPBACK: &str = "__loopback__";
 
+/// One link as SimGrid's solver sees it: a split-duplex link is two of
+/// these, `ID_UP` and `ID_DOWN` (`NetZoneImpl::create_split_duplex_link`).
 #[derive(Debug, Clone)]
 struct Link {
     bandwidth: f64,
     latency: f64,
+    /// `sharing_policy="FATPIPE"`: every flow gets the whole bandwidth
+    /// (`Constraint::SharingPolicy::FATPIPE`); else SHARED.
+    fatpipe: bool,
 }
+
+/// A link of a route as the solver sees it: name, bandwidth, FATPIPE.
+pub type RouteLink = (String, f64, bool);
 
 #[derive(Debug, Clone, Default)]
 struct Zone {
@@ -81,14 +91,16 @@ struct Zone {
     name: String,
 }
 
-#[derive(Debug, Clone)]
+/// A `<cluster>` as SimGrid 3.32 builds it (`sg_platf_new_cluster_flat`:
+/// a StarZone): each host's route up (limiter, its private link, or the
+/// `_UP` half of it when split-duplex, the backbone) and down (the same
+/// reversed, `_DOWN` half), and its loopback when the cluster has one.
+#[derive(Debug, Clone, Default)]
 struct ClusterLayout {
-    /// host name -> private link id
-    private_links: HashMap<String, String>,
+    up: HashMap<String, Vec<String>>,
+    down: HashMap<String, Vec<String>>,
+    loopback: HashMap<String, String>,
     backbone: Option<String>,
-    /// Private links split in an up and a down link (`sharing_policy`
-    /// SPLITDUPLEX, the default of SimGrid 3.32's DTD, or FULLDUPLEX).
-    split: bool,
 }
 
 /// A parsed platform.
@@ -97,6 +109,9 @@ pub struct Platform {
     /// Every host, in file order (after cluster expansion).
     pub hosts: Vec<Host>,
     links: HashMap<String, Link>,
+    /// Ids of `<link sharing_policy="SPLITDUPLEX">`: `ID_UP` and `ID_DOWN`
+    /// in `links`, named in routes with a direction.
+    split_links: std::collections::HashSet<String>,
     zones: Vec<Zone>,
     /// Name -> the zone it is a member of (hosts and routers).
     member_zone: HashMap<String, usize>,
@@ -149,6 +164,7 @@ impl Platform {
         let mut p = Platform {
             hosts: Vec::new(),
             links: HashMap::new(),
+            split_links: Default::default(),
             zones: Vec::new(),
             member_zone: HashMap::new(),
             config: Vec::new(),
@@ -243,36 +259,79 @@ impl Platform {
                 }
                 "link" | "backbone" => {
                     let id = need("id")?.to_string();
-                    let link = Link {
-                        bandwidth: parse_bandwidth(need("bandwidth")?).map_err(|e| {
-                            invalid(format!("line {line}: link {id:?}: bandwidth: {e}"))
+                    let bandwidth = parse_bandwidth(need("bandwidth")?).map_err(|e| {
+                        invalid(format!("line {line}: link {id:?}: bandwidth: {e}"))
+                    })?;
+                    let latency = match attr("latency") {
+                        Some(l) => parse_time(l).map_err(|e| {
+                            invalid(format!("line {line}: link {id:?}: latency: {e}"))
                         })?,
-                        latency: match attr("latency") {
-                            Some(l) => parse_time(l).map_err(|e| {
-                                invalid(format!("line {line}: link {id:?}: latency: {e}"))
-                            })?,
-                            None => 0.0,
-                        },
+                        None => 0.0,
+                    };
+                    // `<link sharing_policy>` (`sg_platf_new_link`): SHARED
+                    // (the default), FATPIPE, or SPLITDUPLEX (FULLDUPLEX, its
+                    // deprecated name): two links `ID_UP` and `ID_DOWN`
+                    // (`NetZoneImpl::create_split_duplex_link`). A
+                    // `<backbone>` is SHARED (`ETag_surfxml_backbone`).
+                    let policy = if child.has_tag_name("backbone") {
+                        "SHARED"
+                    } else {
+                        attr("sharing_policy").unwrap_or("SHARED")
+                    };
+                    let link = Link {
+                        bandwidth,
+                        latency,
+                        fatpipe: policy == "FATPIPE",
                     };
                     if child.has_tag_name("backbone") {
-                        self.zones[zone].cluster.get_or_insert(ClusterLayout {
-                            private_links: HashMap::new(),
-                            backbone: None,
-                            split: false,
-                        });
-                        if let Some(c) = self.zones[zone].cluster.as_mut() {
-                            c.backbone = Some(id.clone());
-                        }
+                        self.zones[zone]
+                            .cluster
+                            .get_or_insert_with(ClusterLayout::default)
+                            .backbone = Some(id.clone());
                     }
-                    self.links.insert(id, link);
+                    if matches!(policy, "SPLITDUPLEX" | "FULLDUPLEX") {
+                        self.links.insert(format!("{id}_UP"), link.clone());
+                        self.links.insert(format!("{id}_DOWN"), link);
+                        self.split_links.insert(id);
+                    } else {
+                        self.links.insert(id, link);
+                    }
                 }
                 "route" | "zoneRoute" | "ASroute" | "bypassRoute" => {
                     let (src, dst) = (need("src")?.to_string(), need("dst")?.to_string());
-                    let links: Vec<String> = child
-                        .children()
-                        .filter(|n| n.has_tag_name("link_ctn"))
-                        .filter_map(|n| n.attribute("id").map(str::to_string))
-                        .collect();
+                    // Each `<link_ctn>` as the link the solver sees, there
+                    // and back: a split-duplex link needs a direction, its
+                    // `_UP` half one way and its `_DOWN` half the other
+                    // (`STag_surfxml_link___ctn`, `NetZoneImpl::get_link_list_impl`).
+                    let mut links: Vec<String> = Vec::new();
+                    let mut back: Vec<String> = Vec::new();
+                    for ctn in child.children().filter(|n| n.has_tag_name("link_ctn")) {
+                        let Some(id) = ctn.attribute("id") else {
+                            continue;
+                        };
+                        let direction = ctn.attribute("direction").unwrap_or("NONE");
+                        let split = self.split_links.contains(id);
+                        let (there, back_again) = match (direction, split) {
+                            ("UP", true) => (format!("{id}_UP"), format!("{id}_DOWN")),
+                            ("DOWN", true) => (format!("{id}_DOWN"), format!("{id}_UP")),
+                            (_, true) => {
+                                return Err(invalid(format!(
+                                    "line {line}: link {id:?} is SPLITDUPLEX: its <link_ctn> \
+                                     needs direction=\"UP\" or \"DOWN\" (SimGrid: Link not \
+                                     found: {id})"
+                                )))
+                            }
+                            ("UP" | "DOWN", false) => {
+                                return Err(invalid(format!(
+                                    "line {line}: <link_ctn id={id:?}> has a direction but the \
+                                     link is not SPLITDUPLEX (SimGrid: Link not found: {id})"
+                                )))
+                            }
+                            _ => (id.to_string(), id.to_string()),
+                        };
+                        links.push(there);
+                        back.push(back_again);
+                    }
                     let symmetrical = attr("symmetrical")
                         .map(|s| !s.eq_ignore_ascii_case("no"))
                         .unwrap_or(true);
@@ -281,7 +340,6 @@ impl Platform {
                         _ => None,
                     };
                     if symmetrical {
-                        let mut back = links.clone();
                         back.reverse();
                         self.zones[zone]
                             .routes
@@ -337,27 +395,45 @@ impl Platform {
             .map_err(|e| invalid(format!("line {line}: cluster {id:?}: {e}")))?;
         let zone_props = props_of(node);
         let z = self.zones.len();
-        let mut layout = ClusterLayout {
-            private_links: HashMap::new(),
-            backbone: None,
-            split: matches!(
-                node.attribute("sharing_policy").unwrap_or("SPLITDUPLEX"),
-                "SPLITDUPLEX" | "FULLDUPLEX"
-            ),
+        let mut layout = ClusterLayout::default();
+        let bad = |e: String| invalid(format!("line {line}: cluster {id:?}: {e}"));
+        let optional = |name: &str, parse: fn(&str) -> Result<f64, String>| {
+            node.attribute(name)
+                .map(parse)
+                .transpose()
+                .map(|v| v.unwrap_or(0.0))
         };
-        if let Some(bb_bw) = node.attribute("bb_bw") {
-            let bb = Link {
-                bandwidth: parse_bandwidth(bb_bw)
-                    .map_err(|e| invalid(format!("line {line}: cluster {id:?}: {e}")))?,
-                latency: node
-                    .attribute("bb_lat")
-                    .map(parse_time)
-                    .transpose()
-                    .map_err(|e| invalid(format!("line {line}: cluster {id:?}: {e}")))?
-                    .unwrap_or(0.0),
-            };
+        // The cluster's links (`sg_platf_new_cluster_flat`): a backbone when
+        // `bb_bw` or `bb_lat` is positive (`bb_sharing_policy`, SHARED by
+        // default, or FATPIPE); per host a FATPIPE loopback when
+        // `loopback_bw` or `loopback_lat` is positive, a SHARED limiter
+        // when `limiter_link` is, and its private link: split-duplex
+        // (`sharing_policy` SPLITDUPLEX, the DTD's default, or FULLDUPLEX),
+        // else one SHARED link whatever the policy says (SimGrid creates
+        // it without setting one).
+        let (bb_bw, bb_lat) = (
+            optional("bb_bw", parse_bandwidth).map_err(bad)?,
+            optional("bb_lat", parse_time).map_err(bad)?,
+        );
+        let (lo_bw, lo_lat) = (
+            optional("loopback_bw", parse_bandwidth).map_err(bad)?,
+            optional("loopback_lat", parse_time).map_err(bad)?,
+        );
+        let limiter = optional("limiter_link", parse_bandwidth).map_err(bad)?;
+        let split = matches!(
+            node.attribute("sharing_policy").unwrap_or("SPLITDUPLEX"),
+            "SPLITDUPLEX" | "FULLDUPLEX"
+        );
+        if bb_bw > 0.0 || bb_lat > 0.0 {
             let bb_id = format!("{id}_backbone");
-            self.links.insert(bb_id.clone(), bb);
+            self.links.insert(
+                bb_id.clone(),
+                Link {
+                    bandwidth: bb_bw,
+                    latency: bb_lat,
+                    fatpipe: node.attribute("bb_sharing_policy") == Some("FATPIPE"),
+                },
+            );
             layout.backbone = Some(bb_id);
         }
         let router = node
@@ -365,19 +441,48 @@ impl Platform {
             .map(str::to_string)
             .unwrap_or_else(|| format!("{prefix}{id}_router{suffix}"));
         self.member_zone.insert(router.clone(), z);
+        let link = |bandwidth: f64, latency: f64, fatpipe: bool| Link {
+            bandwidth,
+            latency,
+            fatpipe,
+        };
         for number in expand_radical(radical)
             .map_err(|e| invalid(format!("line {line}: cluster {id:?}: {e}")))?
         {
             let name = format!("{prefix}{number}{suffix}");
             let link_id = format!("{id}_link_{number}");
-            self.links.insert(
-                link_id.clone(),
-                Link {
-                    bandwidth: bw,
-                    latency: lat,
-                },
-            );
-            layout.private_links.insert(name.clone(), link_id);
+            if lo_bw > 0.0 || lo_lat > 0.0 {
+                let lo = format!("{link_id}_loopback");
+                self.links.insert(lo.clone(), link(lo_bw, lo_lat, true));
+                layout.loopback.insert(name.clone(), lo);
+            }
+            let mut up = Vec::new();
+            let mut down = Vec::new();
+            if limiter > 0.0 {
+                let l = format!("{link_id}_limiter");
+                self.links.insert(l.clone(), link(limiter, 0.0, false));
+                up.push(l.clone());
+                down.push(l);
+            }
+            if split {
+                let (u, d) = (format!("{link_id}_UP"), format!("{link_id}_DOWN"));
+                self.links.insert(u.clone(), link(bw, lat, false));
+                self.links.insert(d.clone(), link(bw, lat, false));
+                up.push(u);
+                down.push(d);
+            } else {
+                self.links.insert(link_id.clone(), link(bw, lat, false));
+                up.push(link_id.clone());
+                down.push(link_id);
+            }
+            if let Some(bb) = &layout.backbone {
+                up.push(bb.clone());
+                down.push(bb.clone());
+            }
+            // Down is the way up reversed (`StarZone::add_route`, symmetrical).
+            down.reverse();
+            layout.up.insert(name.clone(), up);
+            layout.down.insert(name.clone(), down);
             self.member_zone.insert(name.clone(), z);
             self.hosts.push(Host {
                 name,
@@ -537,9 +642,15 @@ impl Platform {
             .get(&(name_s.clone(), name_d.clone()))
         {
             if (gs != src || gd != dst) && (gs != dst || gd != src) {
-                links.extend(self.route(src, gs)?);
+                // No way to a gateway that is the end itself
+                // (`NetZoneImpl::get_global_route`).
+                if gs != src {
+                    links.extend(self.route(src, gs)?);
+                }
                 links.extend(self.local_route(common, &name_s, &name_d)?);
-                links.extend(self.route(gd, dst)?);
+                if gd != dst {
+                    links.extend(self.route(gd, dst)?);
+                }
                 return Some(links);
             }
         }
@@ -548,34 +659,27 @@ impl Platform {
         }
         links.extend(self.local_route(common, &name_s, &name_d)?);
         if let Some(z) = up_d {
-            let mut back = self.to_gateway(z, dst)?;
-            back.reverse();
-            links.extend(back);
+            let gw = self.zones[z].gateway.clone()?;
+            links.extend(self.local_route(z, &gw, dst)?);
         }
         Some(links)
     }
 
     /// A host to itself. In a `<cluster>` (a StarZone in SimGrid 3.32,
-    /// `sg_platf_new_cluster_flat`) without loopback, the route goes up the
-    /// host's private link and the backbone and comes back down, each link
-    /// counted once (`StarZone::get_local_route` skips links already in the
-    /// route): a split-duplex private link (the default) is two links, up
-    /// and down, so its latency counts twice. Elsewhere a declared route from the host to
-    /// itself, or else SimGrid's loopback (`FullZone::do_seal`), which the
-    /// stand-in counts as no time (see the stand-in's module doc).
+    /// `sg_platf_new_cluster_flat`) its loopback if the cluster has one,
+    /// else up and down again, each link counted once
+    /// (`StarZone::get_local_route` skips links already in the route): a
+    /// split-duplex private link (the default) is two links, up and down,
+    /// so its latency counts twice. Elsewhere a declared route from the
+    /// host to itself, or else SimGrid's loopback (`FullZone::do_seal`,
+    /// see [`Platform::route_links`]).
     fn self_route(&self, host: &str) -> Vec<String> {
         let Some(&z) = self.member_zone.get(host) else {
             return Vec::new();
         };
         let zone = &self.zones[z];
-        if let Some(c) = &zone.cluster {
-            let mut v = Vec::new();
-            v.extend(c.private_links.get(host).cloned());
-            v.extend(c.backbone.clone());
-            if c.split {
-                v.extend(c.private_links.get(host).cloned());
-            }
-            return v;
+        if zone.cluster.is_some() {
+            return self.local_route(z, host, host).unwrap_or_default();
         }
         zone.routes
             .get(&(host.to_string(), host.to_string()))
@@ -584,28 +688,33 @@ impl Platform {
     }
 
     fn to_gateway(&self, zone: usize, host: &str) -> Option<Vec<String>> {
-        let z = &self.zones[zone];
-        let gw = z.gateway.clone()?;
-        if let Some(c) = &z.cluster {
-            let mut v = Vec::new();
-            if let Some(l) = c.private_links.get(host) {
-                v.push(l.clone());
-            }
-            if let Some(bb) = &c.backbone {
-                v.push(bb.clone());
-            }
-            return Some(v);
-        }
+        let gw = self.zones[zone].gateway.clone()?;
         self.local_route(zone, host, &gw)
     }
 
+    /// A route inside one zone. In a `<cluster>`: the source's links up,
+    /// then the destination's links down, a link met twice counted once
+    /// (`StarZone::get_local_route`); a router has none.
     fn local_route(&self, zone: usize, src: &str, dst: &str) -> Option<Vec<String>> {
         let z = &self.zones[zone];
         if let Some(c) = &z.cluster {
-            let mut v = Vec::new();
-            v.extend(c.private_links.get(src).cloned());
-            v.extend(c.backbone.clone());
-            v.extend(c.private_links.get(dst).cloned());
+            if src == dst {
+                if let Some(l) = c.loopback.get(src) {
+                    return Some(vec![l.clone()]);
+                }
+            }
+            let mut v: Vec<String> = Vec::new();
+            let up = c.up.get(src).into_iter().flatten();
+            let down = c.down.get(dst).into_iter().flatten();
+            for l in up.chain(down) {
+                if !v.contains(l) {
+                    v.push(l.clone());
+                }
+            }
+            // An old-style cluster zone (`<backbone>` only, no layout).
+            if c.up.is_empty() {
+                v.extend(c.backbone.clone());
+            }
             return Some(v);
         }
         z.routes.get(&(src.to_string(), dst.to_string())).cloned()
@@ -626,26 +735,29 @@ impl Platform {
     }
 
     /// The route's latency and its links as SimGrid's solver sees them
-    /// (name, bandwidth): a host's route to itself with no link is the one
-    /// `__loopback__` link (a FATPIPE shared by every host); a link met
-    /// twice on one route (a split-duplex private link, up then down) is
-    /// two links.
-    pub fn route_links(&self, src: &str, dst: &str) -> (f64, Vec<(String, f64)>) {
+    /// (name, bandwidth, FATPIPE), in route order, latencies summed in that
+    /// order (`add_link_latency`): a host's route to itself with no link
+    /// is the one `__loopback__` link (a FATPIPE shared by every host,
+    /// `NetworkL07Model::NetworkL07Model`, added by `FullZone::do_seal`);
+    /// between two hosts without a declared route it is empty, no link and
+    /// no latency (`FullZone::get_local_route`); a split-duplex link's
+    /// halves are two links (`ID_UP`, `ID_DOWN`).
+    pub fn route_links(&self, src: &str, dst: &str) -> (f64, Vec<RouteLink>) {
         let route = self.route(src, dst).unwrap_or_default();
         let mut latency = 0.0;
-        let mut out: Vec<(String, f64)> = Vec::new();
+        let mut out: Vec<RouteLink> = Vec::new();
         for id in &route {
             if let Some(l) = self.links.get(id) {
                 latency += l.latency;
-                let mut key = id.clone();
-                while out.iter().any(|(k, _)| *k == key) {
-                    key.push_str("#down");
-                }
-                out.push((key, l.bandwidth));
+                out.push((id.clone(), l.bandwidth, l.fatpipe));
             }
         }
-        if out.is_empty() {
-            out.push((LOOPBACK.to_string(), crate::standin::kernel::LOOPBACK_BW));
+        if out.is_empty() && src == dst {
+            out.push((
+                LOOPBACK.to_string(),
+                crate::standin::kernel::LOOPBACK_BW,
+                true,
+            ));
         }
         (latency, out)
     }
@@ -667,40 +779,6 @@ impl Platform {
         } else {
             latency
         }
-    }
-
-    /// Latency and per-link loads of a homogeneous parallel task's
-    /// communications (`com` bytes between every ordered pair of distinct
-    /// hosts): returns (max route latency, max over links of bytes/bandwidth).
-    pub fn ptask_communication(&self, hosts: &[&str], com: f64) -> (f64, f64) {
-        let mut max_latency: f64 = 0.0;
-        let mut load: BTreeMap<&str, f64> = BTreeMap::new();
-        if com <= 0.0 {
-            return (0.0, 0.0);
-        }
-        let mut routes = Vec::new();
-        for (i, a) in hosts.iter().enumerate() {
-            for (j, b) in hosts.iter().enumerate() {
-                if i == j || a == b {
-                    continue;
-                }
-                if let Some(r) = self.route(a, b) {
-                    routes.push(r);
-                }
-            }
-        }
-        for r in &routes {
-            let mut lat = 0.0;
-            for id in r {
-                if let Some(l) = self.links.get(id) {
-                    lat += l.latency;
-                    *load.entry(id.as_str()).or_default() += com / l.bandwidth.max(1e-300);
-                }
-            }
-            max_latency = max_latency.max(lat);
-        }
-        let max_load = load.values().copied().fold(0.0, f64::max);
-        (max_latency, max_load)
     }
 }
 
@@ -907,6 +985,66 @@ mod tests {
         assert_eq!(m.compute.len(), 16);
         let t = p.message_time("a3", "master_host0", 0.0);
         assert!((t - 1.6e-3).abs() < 1e-9, "{t}");
+    }
+
+    #[test]
+    fn sharing_policies_and_directions() {
+        let xml = r#"<platform version="4.1"><zone id="AS0" routing="Full">
+ <host id="a" speed="1Gf"/><host id="b" speed="1Gf"/>
+ <link id="sd" bandwidth="1MBps" latency="1ms" sharing_policy="SPLITDUPLEX"/>
+ <link id="fp" bandwidth="2MBps" latency="2ms" sharing_policy="FATPIPE"/>
+ <route src="a" dst="b"><link_ctn id="sd" direction="UP"/><link_ctn id="fp"/></route>
+</zone></platform>"#;
+        let p = Platform::parse(xml, "p").unwrap();
+        let names = |src, dst| -> Vec<(String, bool)> {
+            p.route_links(src, dst)
+                .1
+                .into_iter()
+                .map(|(n, _, f)| (n, f))
+                .collect()
+        };
+        assert_eq!(
+            names("a", "b"),
+            [("sd_UP".to_string(), false), ("fp".to_string(), true)]
+        );
+        // The way back: reversed, the other half.
+        assert_eq!(
+            names("b", "a"),
+            [("fp".to_string(), true), ("sd_DOWN".to_string(), false)]
+        );
+        // A split-duplex link needs a direction.
+        let bad = xml.replace(r#"id="sd" direction="UP""#, r#"id="sd""#);
+        assert!(Platform::parse(&bad, "p").is_err());
+    }
+
+    #[test]
+    fn a_cluster_goes_up_and_down_its_private_links() {
+        let xml = r#"<platform version="4.1"><zone id="AS0" routing="Full">
+ <cluster id="c" prefix="n" suffix="" radical="0-1" speed="1Gf" bw="1MBps" lat="1ms" bb_bw="1GBps" bb_lat="0" bb_sharing_policy="FATPIPE"/>
+ <cluster id="s" prefix="m" suffix="" radical="0-0" speed="1Gf" bw="1MBps" lat="1ms" sharing_policy="SHARED"/>
+</zone></platform>"#;
+        let p = Platform::parse(xml, "c").unwrap();
+        let (lat, links) = p.route_links("n0", "n1");
+        let names: Vec<&str> = links.iter().map(|l| l.0.as_str()).collect();
+        assert_eq!(names, ["c_link_0_UP", "c_backbone", "c_link_1_DOWN"]);
+        assert!(links[1].2, "the backbone is a FATPIPE");
+        assert!((lat - 2e-3).abs() < 1e-15);
+        // To itself: up and down again, the backbone once.
+        let names: Vec<String> = p
+            .route_links("n0", "n0")
+            .1
+            .into_iter()
+            .map(|l| l.0)
+            .collect();
+        assert_eq!(names, ["c_link_0_UP", "c_backbone", "c_link_0_DOWN"]);
+        // A SHARED private link is one link, met once.
+        let names: Vec<String> = p
+            .route_links("m0", "m0")
+            .1
+            .into_iter()
+            .map(|l| l.0)
+            .collect();
+        assert_eq!(names, ["s_link_0"]);
     }
 
     #[test]

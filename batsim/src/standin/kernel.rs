@@ -24,13 +24,41 @@
 //!   that order, in this step. So a sleep that would end within 1e-9 s
 //!   after the step's end ends in it.
 //!
-//! Rates: an action whose latency is paid gets its bound (the narrowest
-//! of its links' bandwidth over its bytes, `network/TCP-gamma / (2 *
-//! latency)`, its hosts' speed over its flops), and the fair-bottleneck
-//! solver (`Kernel::solve`) shares each link among the actions that
-//! cross it; hosts are not resources of the solver (a task's CPUs are in
-//! its bound only), so tasks that share a host are not solved together
-//! (see the module doc of [`super`]).
+//! Rates come from one linear system shared by every action
+//! (`HostL07Model::HostL07Model`: the host, CPU and network models of L07
+//! share one `lmm::System`, solved by `FairBottleneck`,
+//! `surf_host_model_init_ptask_L07`):
+//!
+//! - Constraints ([`Kernel::resource`]): each host's CPU, capacity
+//!   `core count * speed` (`CpuImpl::seal`), SHARED; each link, capacity
+//!   its bandwidth (`LinkL07::LinkL07`), SHARED or FATPIPE (the loopback
+//!   is a FATPIPE, `NetworkL07Model::NetworkL07Model`; a split-duplex link
+//!   is two links, see [`crate::platform`]).
+//! - A parallel task on hosts `h_1..h_n` with flops `f_i` and bytes
+//!   `b_ij` is one variable (`L07Action::L07Action`): weight `f_i` on the
+//!   CPU of `h_i`, one element per host even when a host comes twice
+//!   (`expand(..., force_creation = true)`), and `b_ij` on each link of
+//!   the route from `h_i` to `h_j` (`b_ij > 0` only), a link met again
+//!   adding its weight (SHARED) or keeping the larger (FATPIPE,
+//!   `System::expand_add_to_elem`). A message is a task on its two hosts
+//!   with no flops and one byte (`NetworkL07Model::communicate`).
+//!   Elements of weight 0 (the CPUs of a message) are left out: they count
+//!   for no constraint's users nor increments, and subtract nothing (only
+//!   CPUs, which are SHARED, get them; on a FATPIPE one would matter).
+//! - Its latency is the largest route latency of a pair with bytes; while
+//!   it is paid the variable's sharing penalty is 0 (out of the solve);
+//!   then it gets its bound (`L07Action::update_bound`): the smaller of
+//!   `network/TCP-gamma / (2 * max(route latency * bytes))` and
+//!   `min(speed / flops)` over its hosts with flops (one core's speed),
+//!   none when both are infinite. A task with no flops and no link has no
+//!   work (`remains` 0) and ends in the next step.
+//! - The fair-bottleneck solver (`FairBottleneck::do_solve`,
+//!   `src/kernel/lmm/fair_bottleneck.cpp`), see `Kernel::solve`. The
+//!   order in which a constraint subtracts its users' increments is its
+//!   `enabled_element_set_`: an element is pushed at its front when its
+//!   variable is enabled (created without latency, or its latency paid,
+//!   `System::expand_create_elem`, `System::enable_var`), so the last
+//!   enabled come first.
 
 /// `sg_surf_precision` (`src/kernel/lmm/System.cpp`).
 pub const SURF_PRECISION: f64 = 1e-9;
@@ -54,6 +82,28 @@ fn double_update(variable: &mut f64, value: f64, precision: f64) {
 /// An action's identity: its rank of creation.
 pub type ActionId = u64;
 
+/// A parallel task's bound (`L07Action::update_bound`): the smaller of
+/// its network bound and its CPU bound, or none (-1) when both are
+/// infinite (`std::numeric_limits<double>::max()` in SimGrid).
+pub fn task_bound(network: f64, cpu: f64) -> f64 {
+    let b = network.min(cpu);
+    if b < f64::MAX {
+        b
+    } else {
+        -1.0
+    }
+}
+
+/// `L07Action::calculate_network_bound` from the largest
+/// `route latency * bytes` of the task's pairs (`f64::MAX` if none).
+pub fn network_bound(lat_current: f64) -> f64 {
+    if lat_current > 0.0 {
+        TCP_GAMMA / (2.0 * lat_current)
+    } else {
+        f64::MAX
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Action {
     id: ActionId,
@@ -63,22 +113,27 @@ struct Action {
     remains: f64,
     /// Its own bound on its rate (`Variable::bound_`; none if not positive).
     bound: f64,
-    /// A sleep: no rate ever (sharing penalty 0).
-    sleeping: bool,
+    /// In the solve (`sharing_penalty_ > 0`): its elements are in their
+    /// constraints' enabled sets.
+    enabled: bool,
     /// The rate of the current step (the solver's answer).
     rate: f64,
     max_duration: f64,
-    /// Its weight on each shared resource (links): `(resource, weight)`.
+    /// Its weights on constraints, in the order SimGrid expands them:
+    /// `(constraint, weight > 0)`.
     elements: Vec<(usize, f64)>,
-    /// The solver's last increment (`Variable::mu_`: kept between solves).
+    /// The solver's last increment (`Variable::mu_`: kept between rounds
+    /// and solves).
     mu: f64,
 }
 
-impl Action {
-    /// A variable with a positive sharing penalty: not a sleep, latency paid.
-    fn active(&self) -> bool {
-        !self.sleeping && self.latency <= 0.0
-    }
+/// One constraint of the system (a CPU or a link).
+#[derive(Debug, Clone)]
+struct Constraint {
+    bound: f64,
+    fatpipe: bool,
+    /// `enabled_element_set_` back to front: the last pushed is the first.
+    enabled: Vec<(ActionId, f64)>,
 }
 
 /// The actions in progress and the clock.
@@ -86,200 +141,269 @@ impl Action {
 pub struct Kernel {
     /// SimGrid's `now_`.
     pub now: f64,
+    /// In creation order (SimGrid's started action set), ids increasing.
     actions: Vec<Action>,
     next_id: ActionId,
-    /// Shared resources: capacity, and whether it is a FATPIPE.
-    resources: Vec<(f64, bool)>,
+    constraints: Vec<Constraint>,
     /// Something changed since the last solve (`System::modified_`).
     modified: bool,
+    /// The solver's scratch space, kept to spare allocations.
+    scratch: Scratch,
+}
+
+#[derive(Debug, Default)]
+struct Scratch {
+    value: Vec<f64>,
+    in_list: Vec<bool>,
+    remaining: Vec<f64>,
+    usage: Vec<f64>,
+    cnst_list: Vec<usize>,
+    /// Each listed constraint's elements as `(action index, weight)`, in
+    /// `enabled_element_set_` order, at `range[c]`.
+    flat: Vec<(usize, f64)>,
+    range: Vec<(usize, usize)>,
 }
 
 impl Kernel {
-    /// A shared resource (a link) of `capacity`; its index.
+    /// A constraint of `capacity` (a CPU: `cores * speed`; a link: its
+    /// bandwidth), FATPIPE or SHARED; its index.
     pub fn resource(&mut self, capacity: f64, fatpipe: bool) -> usize {
-        self.resources.push((capacity, fatpipe));
-        self.resources.len() - 1
+        self.constraints.push(Constraint {
+            bound: capacity,
+            fatpipe,
+            enabled: Vec::new(),
+        });
+        self.constraints.len() - 1
     }
 
-    /// Gives the last action created its weights on shared resources.
-    pub fn set_elements(&mut self, id: ActionId, elements: Vec<(usize, f64)>) {
-        if let Some(a) = self.actions.iter_mut().find(|a| a.id == id) {
-            a.elements = elements;
+    fn index(&self, id: ActionId) -> Option<usize> {
+        self.actions.binary_search_by_key(&id, |a| a.id).ok()
+    }
+
+    /// Puts an action's elements in its constraints' enabled sets
+    /// (`System::enable_var`: each pushed at the front, in its order).
+    fn enable(constraints: &mut [Constraint], a: &mut Action) {
+        a.enabled = true;
+        for &(c, w) in &a.elements {
+            constraints[c].enabled.push((a.id, w));
         }
     }
 
-    fn push(&mut self, latency: f64, bound: f64, max_duration: f64, sleeping: bool) -> ActionId {
-        self.modified = true;
-        let id = self.next_id;
-        self.next_id += 1;
-        self.actions.push(Action {
-            id,
-            latency,
-            remains: 1.0,
-            bound,
-            rate: 0.0,
-            max_duration,
-            elements: Vec::new(),
-            mu: 0.0,
-            sleeping,
-        });
-        id
+    fn disable(constraints: &mut [Constraint], a: &Action) {
+        if !a.enabled {
+            return;
+        }
+        for &(c, _) in &a.elements {
+            constraints[c].enabled.retain(|e| e.0 != a.id);
+        }
     }
 
-    /// A sleep of `duration` seconds (`CpuL07::sleep`).
+    /// A sleep of `duration` seconds (`CpuL07::sleep`: never in the solve).
     pub fn sleep(&mut self, duration: f64) -> ActionId {
         let d = if duration < 0.0 {
             NO_MAX_DURATION
         } else {
             duration
         };
-        self.push(0.0, -1.0, d, true)
+        self.modified = true;
+        let id = self.next_id;
+        self.next_id += 1;
+        self.actions.push(Action {
+            id,
+            latency: 0.0,
+            remains: 1.0,
+            bound: -1.0,
+            enabled: false,
+            rate: 0.0,
+            max_duration: d,
+            elements: Vec::new(),
+            mu: 0.0,
+        });
+        id
     }
 
-    /// A message or a parallel task: `latency`, then unit work at the rate
-    /// the solver gives it, at most `bound` (none if not positive; an
-    /// infinite bound: a task with nothing to compute nor send has no work
-    /// at all, `L07Action::L07Action`'s `remains` 0, and ends in the next
-    /// step).
-    pub fn execute(&mut self, latency: f64, bound: f64) -> ActionId {
-        if bound.is_finite() {
-            return self.push(latency.max(0.0), bound, NO_MAX_DURATION, false);
+    /// A message or a parallel task (`L07Action::L07Action`): `latency`,
+    /// then unit work at the rate the solver gives it, at most `bound`
+    /// (none if not positive, see [`task_bound`]), with its weights on
+    /// constraints (`elements`, weights of 0 left out, see the module
+    /// doc); `no_work`: neither flops nor links, `remains` 0.
+    pub fn execute(
+        &mut self,
+        latency: f64,
+        bound: f64,
+        elements: Vec<(usize, f64)>,
+        no_work: bool,
+    ) -> ActionId {
+        self.modified = true;
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut a = Action {
+            id,
+            latency: latency.max(0.0),
+            remains: if no_work { 0.0 } else { 1.0 },
+            bound,
+            enabled: false,
+            rate: 0.0,
+            max_duration: NO_MAX_DURATION,
+            elements: elements.into_iter().filter(|e| e.1 > 0.0).collect(),
+            mu: 0.0,
+        };
+        if a.latency <= 0.0 {
+            Self::enable(&mut self.constraints, &mut a);
         }
-        let id = self.push(latency.max(0.0), 1.0, NO_MAX_DURATION, false);
-        if let Some(a) = self.actions.last_mut() {
-            a.remains = 0.0;
-        }
+        self.actions.push(a);
         id
     }
 
     /// Removes an action (cancelled, or its actor killed).
     pub fn cancel(&mut self, id: ActionId) {
         self.modified = true;
-        self.actions.retain(|a| a.id != id);
+        if let Some(i) = self.index(id) {
+            let a = self.actions.remove(i);
+            Self::disable(&mut self.constraints, &a);
+        }
     }
 
-    /// SimGrid's fair-bottleneck solver (`FairBottleneck::do_solve`,
-    /// `src/kernel/lmm/fair_bottleneck.cpp`) over the actions whose
-    /// latency is paid: each round gives every unsaturated variable the
-    /// smallest share of its resources' remaining capacity (a FATPIPE
-    /// counts one user), bounded by its own bound; a resource whose
-    /// remaining capacity runs out saturates its variables. A variable's
-    /// increment stays from round to round and from solve to solve
-    /// (`mu_`), so a FATPIPE shared with a saturated task goes on giving
-    /// the others its remaining capacity at every round.
+    /// SimGrid's fair-bottleneck solver (`FairBottleneck::do_solve`) over
+    /// the enabled actions. An enabled variable with no weight gets 1;
+    /// the others are listed. Each round: every listed constraint's usage
+    /// is its remaining capacity over its listed users of positive weight
+    /// (one for a FATPIPE), a constraint without any leaves the list; every
+    /// listed variable gets the increment `min(usage / weight)` over its
+    /// constraints, at most `bound - value`, and leaves the list when its
+    /// value equals its bound; every listed constraint then subtracts from
+    /// its remaining capacity each enabled user's `weight * increment`
+    /// through `double_update` at `sg_maxmin_precision` (a FATPIPE: the
+    /// smallest of its usage and these, once), and when nothing remains
+    /// leaves the list with its users. A variable's increment stays from
+    /// round to round (`mu_`), so a variable already out of the list goes
+    /// on being subtracted with its last increment.
     fn solve(&mut self) {
-        let mut values: Vec<f64> = vec![0.0; self.actions.len()];
-        let mut in_list: Vec<bool> = vec![false; self.actions.len()];
+        let n = self.actions.len();
+        let nc = self.constraints.len();
+        let sc = &mut self.scratch;
+        sc.value.clear();
+        sc.value.resize(n, 0.0);
+        sc.in_list.clear();
+        sc.in_list.resize(n, false);
+        let mut listed = 0usize;
         for (i, a) in self.actions.iter().enumerate() {
-            if !a.active() {
+            if !a.enabled {
                 continue;
             }
-            if a.elements.iter().any(|&(_, w)| w != 0.0) {
-                in_list[i] = true;
+            if a.elements.is_empty() {
+                sc.value[i] = 1.0;
             } else {
-                // No shared resource: its own bound (SimGrid gives such a
-                // variable 1; the stand-in puts a parallel task's CPUs in
-                // its bound, not on resources).
-                values[i] = if a.bound > 0.0 { a.bound } else { 1.0 };
+                sc.in_list[i] = true;
+                listed += 1;
             }
         }
-        let nres = self.resources.len();
-        let mut remaining: Vec<f64> = self.resources.iter().map(|r| r.0).collect();
-        let mut usage: Vec<f64> = vec![0.0; nres];
-        let mut cnst_in: Vec<bool> = vec![false; nres];
-        for (i, a) in self.actions.iter().enumerate() {
-            if a.active() {
-                for &(r, _) in &a.elements {
-                    cnst_in[r] = true;
-                }
+        sc.remaining.resize(nc, 0.0);
+        sc.usage.resize(nc, 0.0);
+        sc.range.resize(nc, (0, 0));
+        sc.cnst_list.clear();
+        sc.flat.clear();
+        let actions = &self.actions;
+        let index = |id: ActionId| {
+            actions
+                .binary_search_by_key(&id, |a| a.id)
+                .expect("an enabled element's action")
+        };
+        for (c, cn) in self.constraints.iter().enumerate() {
+            if cn.enabled.is_empty() {
+                continue;
             }
-            let _ = i;
+            let start = sc.flat.len();
+            sc.flat
+                .extend(cn.enabled.iter().rev().map(|&(id, w)| (index(id), w)));
+            sc.range[c] = (start, sc.flat.len());
+            sc.remaining[c] = cn.bound;
+            sc.usage[c] = 0.0;
+            sc.cnst_list.push(c);
         }
-        let mut rounds = 0;
-        while in_list.iter().any(|&b| b) && rounds < 10_000_000 {
-            rounds += 1;
-            for r in 0..nres {
-                if !cnst_in[r] {
-                    continue;
-                }
-                let mut nb = 0usize;
-                for (i, a) in self.actions.iter().enumerate() {
-                    if in_list[i] && a.elements.iter().any(|&(e, w)| e == r && w > 0.0) {
-                        nb += 1;
-                    }
-                }
-                if nb > 0 && self.resources[r].1 {
+        let constraints = &self.constraints;
+        while listed > 0 {
+            let Scratch {
+                in_list,
+                remaining,
+                usage,
+                cnst_list,
+                flat,
+                range,
+                value,
+                ..
+            } = &mut *sc;
+            cnst_list.retain(|&c| {
+                let (s, e) = range[c];
+                let mut nb = flat[s..e]
+                    .iter()
+                    .filter(|&&(i, w)| w > 0.0 && in_list[i])
+                    .count();
+                if nb > 0 && constraints[c].fatpipe {
                     nb = 1;
                 }
                 if nb == 0 {
-                    remaining[r] = 0.0;
-                    usage[r] = 0.0;
-                    cnst_in[r] = false;
+                    remaining[c] = 0.0;
+                    usage[c] = 0.0;
+                    false
                 } else {
-                    usage[r] = remaining[r] / nb as f64;
+                    usage[c] = remaining[c] / nb as f64;
+                    true
                 }
-            }
-            for i in 0..self.actions.len() {
+            });
+            for (i, a) in self.actions.iter_mut().enumerate() {
                 if !in_list[i] {
                     continue;
                 }
-                let a = &mut self.actions[i];
                 let mut min_inc = f64::MAX;
-                for &(r, w) in &a.elements {
-                    if w > 0.0 {
-                        min_inc = min_inc.min(usage[r] / w);
-                    }
+                for &(c, w) in &a.elements {
+                    min_inc = min_inc.min(usage[c] / w);
                 }
                 if a.bound > 0.0 {
-                    min_inc = min_inc.min(a.bound - values[i]);
+                    min_inc = min_inc.min(a.bound - value[i]);
                 }
                 a.mu = min_inc;
-                values[i] += min_inc;
-                if values[i] == a.bound {
+                value[i] += min_inc;
+                if value[i] == a.bound {
                     in_list[i] = false;
+                    listed -= 1;
                 }
             }
-            for r in 0..nres {
-                if !cnst_in[r] {
-                    continue;
-                }
-                let on_r = |a: &Action| a.elements.iter().find(|&&(e, _)| e == r).map(|&(_, w)| w);
-                if !self.resources[r].1 {
-                    for a in &self.actions {
-                        if a.active() {
-                            if let Some(w) = on_r(a) {
-                                double_update(&mut remaining[r], w * a.mu, MAXMIN_PRECISION);
-                            }
-                        }
+            let actions = &self.actions;
+            cnst_list.retain(|&c| {
+                let (s, e) = range[c];
+                let elems = &flat[s..e];
+                if !constraints[c].fatpipe {
+                    for &(i, w) in elems {
+                        double_update(&mut remaining[c], w * actions[i].mu, MAXMIN_PRECISION);
                     }
                 } else {
-                    for a in &self.actions {
-                        if a.active() {
-                            if let Some(w) = on_r(a) {
-                                usage[r] = usage[r].min(w * a.mu);
-                            }
-                        }
+                    for &(i, w) in elems {
+                        usage[c] = usage[c].min(w * actions[i].mu);
                     }
-                    double_update(&mut remaining[r], usage[r], MAXMIN_PRECISION);
+                    double_update(&mut remaining[c], usage[c], MAXMIN_PRECISION);
                 }
-                if remaining[r] <= 0.0 {
-                    cnst_in[r] = false;
-                    for (i, a) in self.actions.iter().enumerate() {
-                        if a.active() && on_r(a).is_some_and(|w| w > 0.0) {
+                if remaining[c] <= 0.0 {
+                    for &(i, w) in elems {
+                        if w > 0.0 && in_list[i] {
                             in_list[i] = false;
+                            listed -= 1;
                         }
                     }
+                    false
+                } else {
+                    true
                 }
-            }
+            });
         }
-        for (a, v) in self.actions.iter_mut().zip(values) {
-            a.rate = if a.active() { v } else { 0.0 };
+        for (i, a) in self.actions.iter_mut().enumerate() {
+            a.rate = if a.enabled { sc.value[i] } else { 0.0 };
         }
     }
 
     /// The work an action still has to do (1 at its start).
     pub fn remains(&self, id: ActionId) -> Option<f64> {
-        self.actions.iter().find(|a| a.id == id).map(|a| a.remains)
+        self.index(id).map(|i| self.actions[i].remains)
     }
 
     /// One step: moves the clock to the next end and returns the actions
@@ -317,6 +441,7 @@ impl Kernel {
         self.now += delta;
         let mut done = Vec::new();
         let mut modified = false;
+        let constraints = &mut self.constraints;
         self.actions.retain_mut(|a| {
             if a.latency > 0.0 {
                 if a.latency > delta {
@@ -325,6 +450,9 @@ impl Kernel {
                     a.latency = 0.0;
                 }
                 if a.latency <= 0.0 {
+                    // Its latency paid: in the solve from now on, with
+                    // its bound (`update_bound`, `update_variable_penalty`).
+                    Self::enable(constraints, a);
                     modified = true;
                 }
             }
@@ -336,10 +464,11 @@ impl Kernel {
             if a.max_duration != NO_MAX_DURATION {
                 double_update(&mut a.max_duration, delta, SURF_PRECISION);
             }
-            let finished = (a.remains <= 0.0 && a.active())
+            let finished = (a.remains <= 0.0 && a.enabled)
                 || (a.max_duration != NO_MAX_DURATION && a.max_duration <= 0.0);
             if finished {
                 done.push(a.id);
+                Self::disable(constraints, a);
             }
             !finished
         });
@@ -413,10 +542,52 @@ mod tests {
     #[test]
     fn a_message_pays_its_latency_then_its_byte() {
         let mut k = Kernel::default();
-        let m = k.execute(1e-4, 1.25e8);
+        let l = k.resource(1.25e8, false);
+        let m = k.execute(1e-4, network_bound(1e-4), vec![(l, 1.0)], false);
         assert_eq!(k.step(), Some(vec![]));
         assert_eq!(k.step(), Some(vec![m]));
         assert_eq!(k.now, 1e-4 + 1.0 / 1.25e8);
+    }
+
+    #[test]
+    fn tasks_on_one_core_share_it_and_on_two_cores_do_not() {
+        // Two tasks of 1e9 flops on a 1 Gf host: each gets half the CPU.
+        let mut k = Kernel::default();
+        let cpu = k.resource(1e9, false);
+        let bound = task_bound(f64::MAX, 1e9 / 1e9);
+        let a = k.execute(0.0, bound, vec![(cpu, 1e9)], false);
+        let b = k.execute(0.0, bound, vec![(cpu, 1e9)], false);
+        assert_eq!(k.step(), Some(vec![a, b]));
+        assert_eq!(k.now, 2.0);
+        // Two cores: each task is bounded by one core's speed.
+        let mut k = Kernel::default();
+        let cpu = k.resource(2.0 * 1e9, false);
+        let a = k.execute(0.0, bound, vec![(cpu, 1e9)], false);
+        let b = k.execute(0.0, bound, vec![(cpu, 1e9)], false);
+        assert_eq!(k.step(), Some(vec![a, b]));
+        assert_eq!(k.now, 1.0);
+    }
+
+    #[test]
+    fn a_fatpipe_gives_each_user_its_whole_bandwidth() {
+        for (fatpipe, end) in [(false, 2.0), (true, 1.0)] {
+            let mut k = Kernel::default();
+            let link = k.resource(1e6, fatpipe);
+            let a = k.execute(0.0, -1.0, vec![(link, 1e6)], false);
+            let b = k.execute(0.0, -1.0, vec![(link, 1e6)], false);
+            assert_eq!(k.step(), Some(vec![a, b]));
+            assert_eq!(k.now, end);
+        }
+    }
+
+    #[test]
+    fn a_task_without_work_ends_in_the_next_step() {
+        let mut k = Kernel::default();
+        let s = k.sleep(1.0);
+        let t = k.execute(0.0, -1.0, Vec::new(), true);
+        assert_eq!(k.step(), Some(vec![t]));
+        assert_eq!(k.now, 0.0);
+        assert_eq!(k.step(), Some(vec![s]));
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! real socket.
 //!
 //! It reproduces what real Batsim sends, message for message, for what it
-//! supports (`delay` profiles exactly; `parallel_homogeneous` without CPU
-//! contention), by running Batsim 4.2.1's actors (`src/server.cpp`,
+//! supports (`delay` and `parallel_homogeneous` profiles, parallel tasks
+//! sharing CPUs and links as SimGrid's L07 model shares them), by running Batsim 4.2.1's actors (`src/server.cpp`,
 //! `src/network.cpp`, `src/jobs_execution.cpp`, `src/job_submitter.cpp`,
 //! `src/event_submitter.cpp`) on an emulation of SimGrid 3.32's engine
 //! (see [`kernel`]): the actors ready at a date run one after the other
@@ -67,6 +67,12 @@
 //!   code -2 and progress `1 - remaining ratio`
 //!   (`execute_parallel_task`, `BatTask::compute_leaf_progress`); a delay
 //!   job's actor is killed (-1, progress elapsed/delay).
+//! - A `parallel_homogeneous` job over its walltime reports at once, but
+//!   its task goes on using its CPUs and links until its executor ends,
+//!   once that report is received: Batsim keeps the task
+//!   (`execute_parallel_task`: `wait_for` throws, `btask->ptask` holds it)
+//!   and SimGrid cancels an actor's activities as the actor ends
+//!   (`ActorImpl::cleanup_from_self`).
 //! - The simulation ends when every submitter is done, every submitted job
 //!   is complete or rejected, nothing runs and no CALL_ME_LATER is pending.
 //! - A `parallel_homogeneous` job that completes ends after everything
@@ -94,16 +100,13 @@
 //!   remaining bandwidth to the message again at every round in which the
 //!   task takes only 1e6 of its 1e10 B/s, about 5e13 B/s in all.
 //!
-//! Known limits, measured by the differential harness against real Batsim
-//! 4.2.1 (`batkube batsim --compare-with`, `batsim/tests/differential/`):
-//! - `parallel_homogeneous` jobs that overlap on a host, or whose
-//!   communications cross links whose platform sharing policy the
-//!   stand-in does not read, end at other dates than in SimGrid (16 of
-//!   500 generated cases);
-//! - the fair-bottleneck solver ([`kernel`]) sees links only: a parallel
-//!   task's CPUs are in its bound, so tasks sharing a host are not solved
-//!   together; SimGrid's selective update is approximated by a full solve
-//!   whenever an action starts, ends or pays its latency.
+//! Measured by the differential harness against real Batsim 4.2.1
+//! (`batkube batsim --compare-with`, `batsim/tests/differential/`): the
+//! same messages on every generated case real Batsim completed. SimGrid's
+//! selective update (`System::modified_constraint_set`) only tells lazy
+//! models which actions to update; L07 updates them all, and the
+//! fair-bottleneck solve is a function of the system's state, so the
+//! kernel solves again whenever anything changed.
 
 pub mod events;
 pub mod fcfs;
@@ -237,8 +240,8 @@ enum JobStatus {
         alloc: IntervalSet,
         hosts: Vec<u32>,
         generation: u64,
-        /// A parallel task's latency, rate alone, and weights on links.
-        ptask: Option<(f64, f64, Vec<(usize, f64)>)>,
+        /// A parallel task (see [`l07_task`]).
+        ptask: Option<Task>,
     },
     /// Its execution ended (or was killed); the report may still be
     /// travelling to the server.
@@ -422,11 +425,7 @@ enum Simcall {
     /// A simcall answered at once (killing an actor).
     Yield,
     /// A parallel task starts (answered at once).
-    ExecStart {
-        latency: f64,
-        rate: f64,
-        elements: Vec<(usize, f64)>,
-    },
+    ExecStart(Task),
     /// Waiting for it, with a timeout (a sleep) when there is a walltime.
     ExecWait(f64),
     Exit,
@@ -440,25 +439,103 @@ struct Comm {
     waiters: Vec<usize>,
 }
 
-/// A message's way to the master: latency, bound on its rate, and its
-/// links (one byte over each).
-#[derive(Debug, Clone)]
-struct Route {
+/// An L07 action as the kernel takes it (a parallel task, or a message:
+/// the task of its two hosts with one byte between them): its latency,
+/// its bound, its weights on the solver's constraints and whether it has
+/// no work at all (see [`l07_task`]).
+#[derive(Debug, Clone, PartialEq)]
+struct Task {
     latency: f64,
-    rate: f64,
+    bound: f64,
     elements: Vec<(usize, f64)>,
+    no_work: bool,
 }
 
-/// The solver's resource for link `name` (created at first use).
+/// A message's way to the master.
+type Route = Task;
+
+/// The solver's constraint for link `name` or, with a key of its own, a
+/// host's CPU (created at first use).
 fn resource(
     kernel: &mut kernel::Kernel,
     resources: &mut HashMap<String, usize>,
-    name: String,
-    bw: f64,
+    name: &str,
+    capacity: f64,
+    fatpipe: bool,
 ) -> usize {
-    *resources
-        .entry(name)
-        .or_insert_with_key(|name| kernel.resource(bw, name == crate::platform::LOOPBACK))
+    if let Some(&r) = resources.get(name) {
+        return r;
+    }
+    let r = kernel.resource(capacity, fatpipe);
+    resources.insert(name.to_string(), r);
+    r
+}
+
+/// SimGrid's `L07Action::L07Action` for a task on `hosts` with `flops[i]`
+/// on host `i` and `bytes(i, j)` from host `i` to host `j`:
+/// - one element per host on its CPU (capacity `cores * speed`,
+///   `CpuImpl::seal`), weight its flops, even when a host comes twice
+///   (`expand(..., true)`);
+/// - for each pair with bytes, in the order `i * n + j`, its route's links
+///   (`route_to`), each link once per task: a link met again adds the
+///   bytes (SHARED) or keeps the larger (FATPIPE, `expand_add_to_elem`);
+/// - its latency the largest route latency of those pairs;
+/// - its bound (`update_bound`) the smaller of `TCP-gamma / (2 *
+///   max(latency * bytes))` (`calculate_network_bound`) and `min(speed /
+///   flops)` over its hosts with flops (`calculate_cpu_bound`: one
+///   core's speed);
+/// - no work when it has no host with flops and no link (`remains` 0).
+fn l07_task(
+    platform: &Platform,
+    kernel: &mut kernel::Kernel,
+    resources: &mut HashMap<String, usize>,
+    hosts: &[&Host],
+    flops: &[f64],
+    bytes: &dyn Fn(usize, usize) -> f64,
+) -> Task {
+    let n = hosts.len();
+    let mut elements: Vec<(usize, f64)> = Vec::with_capacity(n + 2);
+    let mut cpu_bound = f64::MAX;
+    let mut used_hosts = 0;
+    for (h, &f) in hosts.iter().zip(flops) {
+        let key = format!("\0cpu {}", h.name);
+        let c = resource(kernel, resources, &key, f64::from(h.cores) * h.speed, false);
+        elements.push((c, f));
+        if f > 0.0 {
+            used_hosts += 1;
+            cpu_bound = cpu_bound.min(h.speed / f);
+        }
+    }
+    let mut latency: f64 = 0.0;
+    let mut lat_current: f64 = 0.0;
+    let mut links = 0;
+    for k in 0..n * n {
+        let (i, j) = (k / n, k % n);
+        let b = bytes(i, j);
+        if b <= 0.0 {
+            continue;
+        }
+        let (lat, route) = platform.route_links(&hosts[i].name, &hosts[j].name);
+        latency = latency.max(lat);
+        lat_current = lat_current.max(lat * b);
+        for (name, bw, fatpipe) in route {
+            let r = resource(kernel, resources, &name, bw, fatpipe);
+            match elements[n..].iter_mut().find(|e| e.0 == r) {
+                Some(e) if fatpipe => e.1 = e.1.max(b),
+                Some(e) => e.1 += b,
+                None => {
+                    elements.push((r, b));
+                    links += 1;
+                }
+            }
+        }
+    }
+    Task {
+        latency,
+        bound: kernel::task_bound(kernel::network_bound(lat_current), cpu_bound),
+        elements,
+        no_work: links + used_hosts == 0,
+    }
 }
 
 /// Whom an action wakes when it ends.
@@ -612,32 +689,23 @@ impl StandIn {
             }
             compute.truncate(opts.mmax as usize);
         }
-        // A 1-byte message: its route's latency, then the byte at the
-        // narrowest bandwidth, bounded by `network/TCP-gamma / (2 *
-        // latency)` (`L07Action::calculate_network_bound`).
+        // A 1-byte message (`NetworkL07Model::communicate`): the task of
+        // its two hosts, no flops, one byte from the first to the second.
         let mut kernel = kernel::Kernel::default();
         let mut resources = HashMap::new();
-        let mut route = |src: &str| {
-            let (latency, links) = platform.route_links(src, &m.master.name);
-            // Bounded by `network/TCP-gamma / (2 * latency)`
-            // (`L07Action::calculate_network_bound`), else only by its links.
-            let rate = if latency > 0.0 {
-                kernel::TCP_GAMMA / (2.0 * latency)
-            } else {
-                -1.0
-            };
-            let elements = links
-                .into_iter()
-                .map(|(name, bw)| (resource(&mut kernel, &mut resources, name, bw), 1.0))
-                .collect();
-            Route {
-                latency,
-                rate,
-                elements,
-            }
+        let mut route = |src: &Host| {
+            let one_byte = |i: usize, j: usize| if (i, j) == (0, 1) { 1.0 } else { 0.0 };
+            l07_task(
+                &platform,
+                &mut kernel,
+                &mut resources,
+                &[src, &m.master],
+                &[0.0, 0.0],
+                &one_byte,
+            )
         };
-        let report = compute.iter().map(|h| route(&h.name)).collect();
-        let master_route = route(&m.master.name);
+        let report = compute.iter().map(&mut route).collect();
+        let master_route = route(&m.master);
         let out = OutputWriter::new(opts.export_prefix.as_deref())?;
         let mut s = StandIn {
             master_route,
@@ -957,11 +1025,23 @@ impl StandIn {
                     JobState::CompletedWalltimeReached
                 };
                 *phase = ExecutorPhase::Ended(state);
-                for other in [task.take(), timeout.take()].into_iter().flatten() {
-                    if other != action {
-                        self.kernel.cancel(other);
-                        self.owners.remove(&other);
+                // The task done, its timeout goes. Over its walltime, the
+                // task goes on using its hosts and links until its executor
+                // ends (after its report is received): SimGrid cancels an
+                // actor's activities when it ends
+                // (`ActorImpl::cleanup_from_self`), and Batsim keeps the
+                // timed-out task (`execute_parallel_task`: `wait_for`
+                // throws, `btask->ptask` holds it). Its end wakes nobody.
+                if let Some(t) = timeout.take() {
+                    if t != action {
+                        self.kernel.cancel(t);
+                        self.owners.remove(&t);
                     }
+                }
+                if *task == Some(action) {
+                    *task = None;
+                } else if let Some(t) = *task {
+                    self.owners.remove(&t);
                 }
                 self.to_run.push(actor);
             }
@@ -1009,13 +1089,10 @@ impl StandIn {
                 self.to_run.push(id);
             }
             Simcall::Yield => self.to_run.push(id),
-            Simcall::ExecStart {
-                latency,
-                rate,
-                elements,
-            } => {
-                let a = self.kernel.execute(latency, rate);
-                self.kernel.set_elements(a, elements);
+            Simcall::ExecStart(t) => {
+                let a = self
+                    .kernel
+                    .execute(t.latency, t.bound, t.elements, t.no_work);
                 self.owners.insert(a, Owner::Task(id));
                 if let Some(Program::Executor { task, .. }) = self.actors[id].program.as_mut() {
                     *task = Some(a);
@@ -1041,8 +1118,10 @@ impl StandIn {
     fn start_comm(&mut self, c: u64) {
         let comm = self.comms.get_mut(&c).expect("a message in the mailbox");
         comm.waiters.push(self.server);
-        let a = self.kernel.execute(comm.route.latency, comm.route.rate);
-        self.kernel.set_elements(a, comm.route.elements.clone());
+        let r = &comm.route;
+        let a = self
+            .kernel
+            .execute(r.latency, r.bound, r.elements.clone(), r.no_work);
         self.owners.insert(a, Owner::Comm(c));
     }
 
@@ -1118,6 +1197,11 @@ impl StandIn {
     fn keep(&mut self, id: usize, program: Program, call: Simcall) -> anyhow::Result<Simcall> {
         if !matches!(call, Simcall::Exit) {
             self.actors[id].program = Some(program);
+        } else if let Program::Executor { task: Some(t), .. } = program {
+            // An executor's task still running (over its walltime) is
+            // cancelled as the actor ends (`ActorImpl::cleanup_from_self`).
+            self.kernel.cancel(t);
+            self.owners.remove(&t);
         }
         Ok(call)
     }
@@ -1223,13 +1307,9 @@ impl StandIn {
                 };
                 let walltime = self.jobs[job].walltime.unwrap_or(-1.0);
                 match ptask {
-                    Some((latency, rate, elements)) => {
+                    Some(task) => {
                         *phase = ExecutorPhase::Started;
-                        Ok(Simcall::ExecStart {
-                            latency,
-                            rate,
-                            elements,
-                        })
+                        Ok(Simcall::ExecStart(task))
                     }
                     None => {
                         let delay = self.job_delay(job);
@@ -1713,50 +1793,24 @@ impl StandIn {
                 ))
             }
         };
-        // A parallel task: its latency, then unit work bounded by its
-        // slowest resource, its links shared by the kernel's solver.
+        // A parallel task (`generate_parallel_homogeneous`,
+        // `execute_parallel_task`): `cpu` flops on each of its hosts (in
+        // the allocation's order, through the mapping), `com` bytes from
+        // each to each other.
         let ptask = match kind {
             ProfileKind::Delay { .. } => None,
             ProfileKind::ParallelHomogeneous { cpu, com } => {
-                let mut names: Vec<&str> = hosts
-                    .iter()
-                    .map(|&h| self.machines[h as usize].name.as_str())
-                    .collect();
-                let speed = hosts
-                    .iter()
-                    .map(|&h| self.machines[h as usize].speed)
-                    .fold(f64::INFINITY, f64::min);
-                names.dedup();
-                let compute = if cpu > 0.0 { cpu / speed } else { 0.0 };
-                let (latency, comm) = self.platform.ptask_communication(&names, com);
-                // Its weights on links (`L07Action::L07Action`): `com`
-                // bytes between every two of its executors, a FATPIPE
-                // counted once.
-                let mut elements: Vec<(usize, f64)> = Vec::new();
-                if com > 0.0 {
-                    for (x, &a) in hosts.iter().enumerate() {
-                        for (y, &b) in hosts.iter().enumerate() {
-                            if x == y {
-                                continue;
-                            }
-                            let (na, nb) = (
-                                self.machines[a as usize].name.clone(),
-                                self.machines[b as usize].name.clone(),
-                            );
-                            let (_, links) = self.platform.route_links(&na, &nb);
-                            for (name, bw) in links {
-                                let fat = name == crate::platform::LOOPBACK;
-                                let r = resource(&mut self.kernel, &mut self.resources, name, bw);
-                                match elements.iter_mut().find(|e| e.0 == r) {
-                                    Some(e) if fat => e.1 = e.1.max(com),
-                                    Some(e) => e.1 += com,
-                                    None => elements.push((r, com)),
-                                }
-                            }
-                        }
-                    }
-                }
-                Some((latency, 1.0 / compute.max(comm), elements))
+                let on: Vec<&Host> = hosts.iter().map(|&h| &self.machines[h as usize]).collect();
+                let flops = vec![cpu; on.len()];
+                let bytes = |x: usize, y: usize| if x != y && com > 0.0 { com } else { 0.0 };
+                Some(l07_task(
+                    &self.platform,
+                    &mut self.kernel,
+                    &mut self.resources,
+                    &on,
+                    &flops,
+                    &bytes,
+                ))
             }
         };
         let generation = self.jobs[i].generation + 1;
