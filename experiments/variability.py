@@ -5,7 +5,7 @@ makespan and mean wait (mean, standard deviation, min, max) and how many
 different outcomes (distinct jobs.csv: times and allocations) the runs gave.
 
     python3 experiments/variability.py [--scheduler upstream|batkube|'CMD'] [--cases burst,spaced,KIT]
-        [--seeds 20] [--first-seed 1] [--repeat 1] [--load K] [--out DIR]
+        [--seeds 20] [--first-seed 1] [--repeat 1] [--load K] [--deterministic] [--out DIR]
 
 - `--scheduler upstream` (default): the upstream kube-scheduler built by
   schedulers/build-go.sh (default profile, no leader election); `batkube`:
@@ -81,6 +81,8 @@ def main():
     ap.add_argument("--first-seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--load", type=int, default=0, help="CPU hogs beside the runs")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="batkube run --deterministic: each seed decides the outcome")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     cases = [x.strip() for x in args.cases.split(",") if x.strip()]
@@ -110,6 +112,8 @@ def main():
                     env = dict(os.environ, BATKUBE_SEED=str(seed))
                     argv = [bk, "run", "--platform", str(pf), "--workload", str(wl), "--scheduler", cmd,
                             "--standin", "--shim", "seccomp", "--seed", str(seed), "--out", str(out)]
+                    if args.deterministic:
+                        argv.append("--deterministic")
                     t = time.perf_counter()
                     p = subprocess.run(argv, capture_output=True, text=True, env=env)
                     wall = time.perf_counter() - t

@@ -378,8 +378,10 @@ pub struct RunArgs {
     /// Under `--shim seccomp` (experimental): run each program's threads
     /// one at a time, in an order decided by the program's state and the
     /// seed (0 without `--seed`), and let a thread read from the API only
-    /// once everything it asked for has been answered (see README, "What
-    /// is reproducible", for what it covers and what not yet).
+    /// once everything it asked for has been answered. The program starts
+    /// with PATH and batkube's variables only (put a variable it needs in
+    /// its command). See README, "What is reproducible", for what it
+    /// covers and what not yet.
     #[arg(long)]
     pub deterministic: bool,
     /// Under a shim, the scheduler starts this many simulated seconds
@@ -955,6 +957,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
             cmd.arg("-c")
                 .arg(exec_line(&p.command))
                 .env("KUBECONFIG", &own_kubeconfig)
+                // The run's seed, for the command (`--tie-break-seed
+                // $BATKUBE_SEED`): it reaches the program under
+                // --deterministic too, whose environment is cleared.
+                .envs(args.scheduler_seed.map(|s| ("BATKUBE_SEED", s.to_string())))
                 .stdin(Stdio::null())
                 .stdout(log.try_clone()?)
                 .stderr(log);
