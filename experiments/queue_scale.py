@@ -103,7 +103,7 @@ def session_cpu(sid, cpu):
         cpu[int(d.name)] = (comm, (int(f[11]) + int(f[12])) / TICK)
 
 
-def run(bk, platform, wl, out, which, timeout, seed):
+def run(bk, platform, wl, out, which, timeout, seed, gogc=None):
     sched, flags = scheduler_flags(which, out)
     for f in ("summary.json", "jobs.csv"):
         (out / f).unlink(missing_ok=True)
@@ -111,8 +111,11 @@ def run(bk, platform, wl, out, which, timeout, seed):
            "--out", str(out), "--seed", str(seed), *flags]
     (out / "command").write_text(" ".join(map(str, cmd)) + "\n")
     t0 = time.monotonic()
+    env = dict(os.environ)
+    if gogc:
+        env["GOGC"] = gogc
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(out / "stderr.log", "w"),
-                         start_new_session=True)
+                         start_new_session=True, env=env)
     cpu, stopped = {}, False
     while p.poll() is None:
         if not stopped and time.monotonic() - t0 > timeout:
@@ -141,17 +144,28 @@ def main():
     ap.add_argument("--timeout", type=float, default=1800, help="wall seconds before a run is stopped")
     ap.add_argument("--gap", type=float, default=1.0, help="mean gap between arrivals (s)")
     ap.add_argument("--seed", type=int, default=1, help="the workload's seed and batkube run --seed")
+    ap.add_argument("--batkube", help="this batkube binary (not built); default: target/release/batkube, built")
+    ap.add_argument("--go", help="the Go programs from this directory (not built); default: target/go, built")
+    ap.add_argument("--gogc", help="GOGC for the Go programs (the scheduler and controller), e.g. 400: "
+                                   "less garbage collection for more memory; their decisions do not change")
+    ap.add_argument("--tag", default="", help="a suffix of each case's output directory (two builds side by side)")
     a = ap.parse_args()
-    rel = c.ROOT / "target" / "release"
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "batkube"], cwd=c.ROOT, check=True)
+    global GO
     which = a.schedulers.split(",")
-    go = []
-    if "kueue" in which:
-        go += ["kube-scheduler", "kueue-manager"]
-    if "volcano" in which:
-        go += ["vc-scheduler", "vc-controller-manager"]
-    subprocess.run(["bash", str(c.ROOT / "schedulers" / "build-go.sh"), *go], check=True)
-    bk = str(rel / "batkube")
+    if a.batkube:
+        bk = str(Path(a.batkube).resolve())
+    else:
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "batkube"], cwd=c.ROOT, check=True)
+        bk = str(c.ROOT / "target" / "release" / "batkube")
+    if a.go:
+        GO = Path(a.go).resolve()
+    else:
+        go = []
+        if "kueue" in which:
+            go += ["kube-scheduler", "kueue-manager"]
+        if "volcano" in which:
+            go += ["vc-scheduler", "vc-controller-manager"]
+        subprocess.run(["bash", str(c.ROOT / "schedulers" / "build-go.sh"), *go], check=True)
     platform = c.PLATFORMS / CLUSTER[0]
     header = ["scheduler", "jobs", "run", "end", "jobs_done", "wall_s", "simulated_s", "windows", "wake_ups",
               "messages", "windows_per_sim_s", "wall_ms_per_window", "cpu_batkube_s", "cpu_scheduler_s",
@@ -162,9 +176,9 @@ def main():
             wl = workload(bk, n, a.gap, a.seed)
             stopped = False
             for r in range(1, a.reruns + 1):
-                out = OUT / f"{w}_{n}" / f"run{r}"
+                out = OUT / f"{w}_{n}{a.tag}" / f"run{r}"
                 print(f"[run] {w} {n} jobs, run {r}", file=sys.stderr)
-                wall, rc, s, cpu, digest = run(bk, platform, wl, out, w, a.timeout, a.seed)
+                wall, rc, s, cpu, digest = run(bk, platform, wl, out, w, a.timeout, a.seed, a.gogc)
                 sim = s.get("end_time") or s.get("makespan") or 0.0
                 win = s.get("windows", 0)
                 sched = sum(v for k, v in cpu.items() if k in ("kube-scheduler", "vc-scheduler"))
