@@ -103,7 +103,33 @@ def session_cpu(sid, cpu):
         cpu[int(d.name)] = (comm, (int(f[11]) + int(f[12])) / TICK)
 
 
-def run(bk, platform, wl, out, which, timeout, seed, gogc=None):
+def windows_breakdown(log):
+    """Where the wall time went, from the broker's debug log (`window closed
+    ... wall_ms=` lines, written with --windows): the windows of at least
+    30 ms (the scheduler computing: Volcano's sessions, kube-scheduler's
+    cycles), the shorter ones (timer wake-ups that find nothing to do, such
+    as Volcano's 20 ms bind ticks), and the time between windows (the
+    exchange with Batsim, the instant applied to the API and delivered)."""
+    import re
+    from datetime import datetime
+    rows = []
+    pat = re.compile(r"^(\S+?)Z? +DEBUG batkube::broker: window closed .*?wall_ms=([0-9.e+-]+)")
+    for line in open(log, errors="replace"):
+        m = pat.match(line)
+        if m:
+            rows.append((datetime.fromisoformat(m.group(1)).timestamp(), float(m.group(2)) / 1e3))
+    if len(rows) < 2:
+        return {}
+    span = rows[-1][0] - rows[0][0]
+    long_ = [w for _, w in rows if w >= 0.03]
+    short = [w for _, w in rows if w < 0.03]
+    inside = sum(w for _, w in rows)
+    return {"windows_long": len(long_), "wall_long_s": round(sum(long_), 1),
+            "windows_short": len(short), "wall_short_s": round(sum(short), 1),
+            "wall_between_s": round(span - inside, 1)}
+
+
+def run(bk, platform, wl, out, which, timeout, seed, gogc=None, windows=False):
     sched, flags = scheduler_flags(which, out)
     for f in ("summary.json", "jobs.csv"):
         (out / f).unlink(missing_ok=True)
@@ -114,6 +140,8 @@ def run(bk, platform, wl, out, which, timeout, seed, gogc=None):
     env = dict(os.environ)
     if gogc:
         env["GOGC"] = gogc
+    if windows:
+        env["BATKUBE_LOG"] = "info,batkube::broker=debug"
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(out / "stderr.log", "w"),
                          start_new_session=True, env=env)
     cpu, stopped = {}, False
@@ -133,6 +161,8 @@ def run(bk, platform, wl, out, which, timeout, seed, gogc=None):
         by_comm[comm] = by_comm.get(comm, 0.0) + sec
     jobs = out / "jobs.csv"
     digest = hashlib.sha256(jobs.read_bytes()).hexdigest()[:12] if jobs.is_file() else ""
+    if windows:
+        s["windows_breakdown"] = windows_breakdown(out / "stderr.log")
     return wall, p.returncode, s, by_comm, digest
 
 
@@ -148,6 +178,9 @@ def main():
     ap.add_argument("--go", help="the Go programs from this directory (not built); default: target/go, built")
     ap.add_argument("--gogc", help="GOGC for the Go programs (the scheduler and controller), e.g. 400: "
                                    "less garbage collection for more memory; their decisions do not change")
+    ap.add_argument("--windows", action="store_true",
+                    help="log each window (the broker's debug log) and split the wall time into windows of "
+                         "at least 30 ms, shorter ones, and the time between windows")
     ap.add_argument("--tag", default="", help="a suffix of each case's output directory (two builds side by side)")
     a = ap.parse_args()
     global GO
@@ -178,7 +211,7 @@ def main():
             for r in range(1, a.reruns + 1):
                 out = OUT / f"{w}_{n}{a.tag}" / f"run{r}"
                 print(f"[run] {w} {n} jobs, run {r}", file=sys.stderr)
-                wall, rc, s, cpu, digest = run(bk, platform, wl, out, w, a.timeout, a.seed, a.gogc)
+                wall, rc, s, cpu, digest = run(bk, platform, wl, out, w, a.timeout, a.seed, a.gogc, a.windows)
                 sim = s.get("end_time") or s.get("makespan") or 0.0
                 win = s.get("windows", 0)
                 sched = sum(v for k, v in cpu.items() if k in ("kube-scheduler", "vc-scheduler"))
@@ -190,6 +223,8 @@ def main():
                              f"{cpu.get('batkube', 0):.1f}", f"{sched:.1f}", f"{ctl:.1f}",
                              f"{s.get('mean_wait', float('nan')):.1f}", digest])
                 print(f"  {dict(zip(header, rows[-1]))}", file=sys.stderr)
+                if s.get("windows_breakdown"):
+                    print(f"  windows: {s['windows_breakdown']}", file=sys.stderr)
                 c.write_csv(OUT / "queue_scale.csv", header, rows)
                 if not s.get("completed"):
                     stopped = True
