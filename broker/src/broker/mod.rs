@@ -558,7 +558,9 @@ impl Broker {
             // once it is quiescent, behind its closed gate, so that a list
             // has either none of them or all, whatever the machine's load
             // (under --deterministic, the run's outcome depended on it).
-            self.quiet_now(&mut out)?;
+            // (a settle that may move the clock to no instant: it only
+            // waits for quiescence)
+            self.settle(f64::NEG_INFINITY, &mut out)?;
             let gate = match &self.side {
                 SchedulerSide::Shim(s) => Some(s.close_gate()),
                 SchedulerSide::External => None,
@@ -622,33 +624,6 @@ impl Broker {
     /// the warm-up, the scheduler's own timers before `until` (a scheduler
     /// polling for its caches to sync, as the upstream one does every
     /// 100 ms, is ready when the simulation starts).
-    /// Waits, without moving the clock, until the scheduler is quiescent
-    /// (its changes taken in as they come). A scheduler still busy after
-    /// 30 s of wall time is left to it, with a warning.
-    fn quiet_now(&mut self, out: &mut Vec<EventData>) -> anyhow::Result<()> {
-        const BOUND: Duration = Duration::from_secs(30);
-        let start = Instant::now();
-        loop {
-            let SchedulerSide::Shim(s) = &self.side else {
-                return Ok(());
-            };
-            let changes = &self.changes;
-            let q = s
-                .wait(Duration::from_millis(50), &|| !changes.is_empty())
-                .map_err(|e| anyhow::anyhow!("watching the scheduler: {e}"))?;
-            let drained = self.drain_changes(out)?;
-            match q {
-                Quiet::Exited(i) => return self.process_exited(i),
-                Quiet::Yes { .. } if drained == 0 => return Ok(()),
-                _ if start.elapsed() >= BOUND => {
-                    tracing::warn!("the scheduler was still busy {BOUND:?} after it started; the nodes come anyway");
-                    return Ok(());
-                }
-                _ => {}
-            }
-        }
-    }
-
     fn settle(&mut self, until: f64, out: &mut Vec<EventData>) -> anyhow::Result<()> {
         const BOUND: Duration = Duration::from_secs(30);
         let start = Instant::now();
@@ -668,7 +643,9 @@ impl Broker {
                         .map_err(|e| anyhow::anyhow!("watching the scheduler: {e}"))?;
                     if self.drain_changes(out)? > 0 || q == Quiet::Busy {
                         if start.elapsed() >= BOUND {
-                            tracing::warn!("the scheduler was still busy {BOUND:?} after the nodes were created");
+                            tracing::warn!(
+                                "the scheduler was still busy after {BOUND:?}; the run goes on"
+                            );
                             return Ok(());
                         }
                         continue;
@@ -699,7 +676,9 @@ impl Broker {
                         }
                         Quiet::Exited(i) => return self.process_exited(i),
                         Quiet::Busy if start.elapsed() >= BOUND => {
-                            tracing::warn!("the scheduler was still busy {BOUND:?} after the nodes were created");
+                            tracing::warn!(
+                                "the scheduler was still busy after {BOUND:?}; the run goes on"
+                            );
                             return Ok(());
                         }
                         Quiet::Busy => {}
