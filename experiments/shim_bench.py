@@ -11,13 +11,22 @@
     --shim seccomp, and the upstream kube-scheduler under --shim seccomp
     (built from Go modules by schedulers/build-go.sh when missing).
 
-    python3 experiments/shim_bench.py [--repeat 5] [--reads 200000]
+  - the cost of `--deterministic`: the upstream kube-scheduler on burst,
+    spaced and KIT with `--seed 1`, with and without the mode
+    (`--no-deterministic`), run in interleaved pairs; the ratio of the
+    medians, and how many distinct jobs.csv each side gave.
+
+    python3 experiments/shim_bench.py [--repeat 5] [--reads 200000] [--load K]
+        [--only-deterministic] [--cases burst,spaced,KIT]
 Outputs: experiments/results/shim_bench/shim_bench.csv, and the table on stdout.
+`--load K` keeps K CPU hogs busy beside the runs.
 """
 
 import argparse
 import csv
+import hashlib
 import json
+import multiprocessing
 import os
 import re
 import statistics
@@ -69,19 +78,50 @@ def clock_read_ns(simrun, clockloop, reads, linked, repeat, env=None):
     return statistics.median(per)
 
 
-def run_case(bk, case, scheduler, shim, out):
+def run_case(bk, case, scheduler, shim, out, extra=()):
     wl, pf = c.CASES[case]
     out.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
     r = subprocess.run([str(bk), "run", "--platform", str(pf), "--workload", str(wl),
-                        "--scheduler", scheduler, "--shim", shim, "--standin", "--out", str(out)],
+                        "--scheduler", scheduler, "--shim", shim, "--standin", "--out", str(out),
+                        *extra],
                        capture_output=True, text=True)
     wall = time.perf_counter() - t
     if r.returncode != 0:
         return {"ok": False, "wall": wall, "error": r.stderr.strip().splitlines()[-1:]}
     s = json.loads((out / "summary.json").read_text())
     return {"ok": True, "wall": wall, "makespan": s["makespan"], "mean_wait": s["mean_wait"],
-            "windows": s["windows"]}
+            "windows": s["windows"], "jobs": hashlib.sha256((out / "jobs.csv").read_bytes()).hexdigest()}
+
+
+def hog():
+    while True:
+        pass
+
+
+def deterministic_rows(bk, cases, repeat):
+    """`--seed 1` with and without `--no-deterministic`, interleaved."""
+    cmd = f"{kube_scheduler()} {KUBE_FLAGS}"
+    rows = []
+    for case in cases:
+        side = {"off": [], "on": []}
+        for i in range(repeat):
+            for mode, extra in (("off", ["--seed", "1", "--no-deterministic"]), ("on", ["--seed", "1"])):
+                print(f"[{case}] kube-scheduler --deterministic {mode} run {i + 1}/{repeat}", file=sys.stderr)
+                r = run_case(bk, case, cmd, "seccomp", OUT / "runs" / f"{case}-det-{mode}-{i}", extra)
+                if not r["ok"]:
+                    sys.exit(f"shim_bench: {case} --deterministic {mode} failed: {r['error']}")
+                side[mode].append(r)
+        off = statistics.median(r["wall"] for r in side["off"])
+        on = statistics.median(r["wall"] for r in side["on"])
+        for mode, med in (("off", off), ("on", on)):
+            rs = side[mode]
+            rows.append([case, f"seccomp, --seed 1{' --no-deterministic' if mode == 'off' else ''}",
+                         "kube-scheduler", f"{med:.2f} s" + (f" ({on / off:.2f}x)" if mode == "on" else ""),
+                         " / ".join(sorted({f"{r['makespan']:.6f}" for r in rs})),
+                         " / ".join(sorted({f"{r['mean_wait']:.6f}" for r in rs})),
+                         f"{len({r['jobs'] for r in rs})} distinct jobs.csv of {len(rs)}"])
+    return rows
 
 
 def main():
@@ -89,8 +129,39 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--reads", type=int, default=200_000)
     ap.add_argument("--no-kube-scheduler", action="store_true", help="skip the upstream kube-scheduler rows")
+    ap.add_argument("--only-deterministic", action="store_true", help="only the --deterministic rows")
+    ap.add_argument("--cases", default="burst,spaced,KIT", help="cases of the --deterministic rows")
+    ap.add_argument("--load", type=int, default=0, help="CPU hogs beside the runs")
     a = ap.parse_args()
+    cases = [x.strip() for x in a.cases.split(",") if x.strip()]
+    for k in cases:
+        if k not in c.CASES:
+            ap.error(f"unknown case {k!r} (known: {', '.join(c.CASES)})")
     bk, ours, simrun, clockloop = cargo_artifacts()
+    hogs = [multiprocessing.Process(target=hog, daemon=True) for _ in range(a.load)]
+    for h in hogs:
+        h.start()
+    try:
+        rows = measure(a, cases, bk, ours, simrun, clockloop)
+    finally:
+        for h in hogs:
+            h.terminate()
+    OUT.mkdir(parents=True, exist_ok=True)
+    header = ["measure", "shim", "scheduler", "median", "makespan (all runs)", "mean wait (all runs)", "windows"]
+    with open(OUT / "shim_bench.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    print(f"(load: {a.load} CPU hogs beside the runs)")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
+def measure(a, cases, bk, ours, simrun, clockloop):
+    if a.only_deterministic:
+        return deterministic_rows(bk, cases, a.repeat)
     rows = []
     print(f"[clock] {a.reads} reads x {a.repeat}", file=sys.stderr)
     linked_ns = clock_read_ns(simrun, clockloop, a.reads * 50, True, a.repeat)
@@ -119,16 +190,9 @@ def main():
             rows.append([case, shim, name, f"{walls:.2f} s", " / ".join(spans), " / ".join(waits),
                          f"{statistics.median(r['windows'] for r in ok):.0f}"
                          + ("" if len(ok) == len(res) else f" ({len(res) - len(ok)} failed)")])
-    OUT.mkdir(parents=True, exist_ok=True)
-    header = ["measure", "shim", "scheduler", "median", "makespan (all runs)", "mean wait (all runs)", "windows"]
-    with open(OUT / "shim_bench.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for r in rows:
-        print("| " + " | ".join(r) + " |")
+    if not a.no_kube_scheduler:
+        rows += deterministic_rows(bk, cases, a.repeat)
+    return rows
 
 
 if __name__ == "__main__":

@@ -30,6 +30,9 @@ pub struct Activity {
     pending: AtomicUsize,
     served: AtomicU64,
     events_written: AtomicU64,
+    /// Socket operations of the server on client connections (see
+    /// [`Activity::socket_ops`]).
+    socket_ops: AtomicU64,
     idle: Notify,
     pub(crate) conns: Mutex<Conns>,
     /// The first accounting inconsistency seen, and how many there were.
@@ -226,6 +229,20 @@ impl Activity {
     pub(crate) fn connection_closed(&self, id: u64) {
         let mut c = self.conns.lock();
         c.open.remove(&id);
+        self.socket_op();
+    }
+
+    pub(crate) fn socket_op(&self) {
+        self.socket_ops.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// How many times the server has put something on a client connection
+    /// since start: accepted it, written bytes to it, shut it down or
+    /// closed it. Bytes can be on their way from the server only if this
+    /// moved since a look that found none: a cheap test of "nothing new
+    /// from the server", for a caller that asks again and again.
+    pub fn socket_ops(&self) -> u64 {
+        self.socket_ops.load(Ordering::SeqCst)
     }
 
     pub fn snapshot(&self) -> ActivitySnapshot {

@@ -180,6 +180,7 @@ impl Listener for TrackedListener {
                     Poll::Ready(Ok((stream, peer))) => {
                         let local = stream.local_addr().unwrap_or(peer);
                         let id = conns.opened(local, peer, stream.as_raw_fd());
+                        self.activity.socket_op();
                         Poll::Ready(Ok((stream, peer, id)))
                     }
                     Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
@@ -294,7 +295,11 @@ impl AsyncWrite for TrackedIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.track.activity.socket_op();
+        }
+        r
     }
 
     fn poll_write_vectored(
@@ -302,7 +307,11 @@ impl AsyncWrite for TrackedIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.track.activity.socket_op();
+        }
+        r
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -318,6 +327,7 @@ impl AsyncWrite for TrackedIo {
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.track.activity.socket_op();
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }

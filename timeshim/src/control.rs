@@ -554,8 +554,37 @@ impl Controller {
     /// Looks at the attached process once.
     pub fn probe(&self) -> Result<Probe, ControlError> {
         let pid = self.attached_pid().ok_or(ControlError::NotAttached)?;
-        let supervised = self.sup().as_ref().map(|s| s.shared.clone());
+        let (supervised, supervising) = {
+            let sup = self.sup();
+            let s = sup.as_ref();
+            (
+                s.map(|s| s.shared.clone()),
+                s.and_then(|s| s.thread.as_ref())
+                    .is_some_and(|t| !t.is_finished()),
+            )
+        };
         let p = self.page();
+        if let Some(s) = supervised.as_ref() {
+            // Deterministic mode: the supervisor knows exactly whether a
+            // thread runs or may run (`det_quiet`); while one may, the
+            // kernel's view of the threads has nothing to add. (Once the
+            // supervisor has stopped, the program has exited: the scan
+            // below says so.)
+            if s.deterministic && supervising && !s.det_quiet.load(Ordering::Acquire) {
+                return Ok(Probe {
+                    threads: 0,
+                    waiting: 0,
+                    all_sleeping: false,
+                    exited: false,
+                    earliest_deadline: self.earliest_deadline(),
+                    overdue: false,
+                    stamp: Stamp {
+                        cpu_ns: 0,
+                        events: self.events(Some(s)),
+                    },
+                });
+            }
+        }
         let sup_before = supervised
             .as_ref()
             .map(|s| (s.generation.load(Ordering::Acquire), s.pending()));

@@ -47,6 +47,25 @@ pub use time::SimTime;
 /// is on its way to it. Called often; must not block.
 pub type Settle = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
 
+/// How many calls that may put bytes on a socket (a write, a send, a
+/// connect, a shutdown, a close) the seccomp supervisors of this process
+/// have let deterministic-mode programs make so far. The count moves
+/// before the call runs. A [`Settle`] that found the world settled may
+/// answer "still settled" from that look for as long as this count and
+/// everything on its own side stayed the same.
+pub fn deterministic_sends() -> u64 {
+    seccomp::DETERMINISTIC_SENDS.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Tells the supervisors of deterministic programs that a [`Settle`] which
+/// said "not yet" may now hold (the API went idle, the controller reacted
+/// to a change). A supervisor whose settle failed sleeps until this is
+/// called, or a millisecond at most: calling it is about latency only,
+/// never about what is decided.
+pub fn settle_progress() {
+    seccomp::progress::bump();
+}
+
 /// `#[timeshim::main]` on `fn main` (above or below `#[tokio::main]`) is the
 /// same as writing [`install`] as its first statement.
 ///

@@ -185,10 +185,18 @@ fn cpu_clock_block() -> Vec<Op> {
 /// which thread runs (see `supervisor`'s deterministic mode). `gettid`,
 /// `rt_sigprocmask`, `set_robust_list` and `rseq` stay notified: they are a
 /// new thread's first calls (Go's and glibc's), which is how the supervisor
-/// learns that a thread it expects after a `clone` has arrived.
+/// learns that a thread it expects after a `clone` has arrived. Socket
+/// calls that only create a socket or read or set its local state (not
+/// `getsockopt`, which reads a connection's outcome) go through too, as
+/// does `pread64` (files only: pipes and sockets refuse it).
 const DETERMINISTIC_ALLOW: &[u32] = &[
     5,   // fstat
     8,   // lseek
+    17,  // pread64
+    41,  // socket
+    51,  // getsockname
+    52,  // getpeername
+    54,  // setsockopt
     9,   // mmap
     10,  // mprotect
     11,  // munmap

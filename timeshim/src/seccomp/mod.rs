@@ -24,6 +24,62 @@ pub(crate) mod supervisor;
 pub(crate) mod tsc;
 pub(crate) mod vdso;
 
+/// See [`crate::deterministic_sends`].
+pub(crate) static DETERMINISTIC_SENDS: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
+
+/// The world outside a deterministic program may have settled (see
+/// [`crate::settle_progress`]): a futex word bumped on every such event,
+/// and how many supervisors sleep on it.
+pub(crate) mod progress {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    pub(crate) static WORD: AtomicU32 = AtomicU32::new(0);
+    static SLEEPERS: AtomicU32 = AtomicU32::new(0);
+
+    pub(crate) fn bump() {
+        WORD.fetch_add(1, Ordering::SeqCst);
+        if SLEEPERS.load(Ordering::SeqCst) != 0 {
+            // SAFETY: FUTEX_WAKE on a static word.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    WORD.as_ptr(),
+                    libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                    i32::MAX,
+                    0,
+                    0,
+                    0,
+                )
+            };
+        }
+    }
+
+    /// Sleeps until the word moves past `seen`, or `timeout`.
+    pub(crate) fn wait(seen: u32, timeout: std::time::Duration) {
+        SLEEPERS.fetch_add(1, Ordering::SeqCst);
+        if WORD.load(Ordering::SeqCst) == seen {
+            let ts = libc::timespec {
+                tv_sec: timeout.as_secs() as _,
+                tv_nsec: timeout.subsec_nanos() as _,
+            };
+            // SAFETY: FUTEX_WAIT on a static word with a relative timeout.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    WORD.as_ptr(),
+                    libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                    seen,
+                    &ts,
+                    0,
+                    0,
+                )
+            };
+        }
+        SLEEPERS.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// For tests of the quiescence protocol: make the supervisor slow on
 /// purpose, as a preempted thread on a loaded machine is.
 #[doc(hidden)]

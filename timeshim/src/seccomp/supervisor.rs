@@ -444,7 +444,8 @@ impl Supervisor {
     fn loop_timeout_ms(&self) -> i32 {
         if let Some(d) = &self.det {
             if d.retry {
-                std::thread::sleep(std::time::Duration::from_micros(20));
+                // Until the world outside may have settled (or 1 ms).
+                crate::seccomp::progress::wait(d.settle_seen, std::time::Duration::from_millis(1));
                 return 0;
             }
         }
@@ -1212,7 +1213,12 @@ impl Supervisor {
             .held
             .store(self.held.len() as u32, Ordering::Release);
         self.shared.generation.fetch_add(1, Ordering::AcqRel);
-        self.shared.page().wake_waiting_controller();
+        // In deterministic mode the controller waits for `det_quiet` (its
+        // probe says "not quiescent" at once otherwise): waking it for
+        // every decision would only take a CPU from the program.
+        if !self.shared.deterministic || self.shared.det_quiet.load(Ordering::Acquire) {
+            self.shared.page().wake_waiting_controller();
+        }
     }
 }
 

@@ -126,6 +126,8 @@ pub(super) struct Det {
     quiet: bool,
     /// A settle that did not hold yet: the supervisor loop comes back soon.
     pub retry: bool,
+    /// The progress word when the last settle was asked.
+    pub settle_seen: u32,
     /// Picked, waiting for the settle before its call is handled.
     chosen: Option<Ready>,
     /// A thread that made a `clone`: its next call is a decision whether
@@ -221,7 +223,8 @@ impl Supervisor {
         if *TRACE {
             let d = self.det.as_ref().expect("det");
             eprintln!(
-                "det: call {} ({:x} {:x} {:x}) from #{} (ready {}, deferred {})",
+                "det {}: call {} ({:x} {:x} {:x}) from #{} (ready {}, deferred {})",
+                self.shared.pid,
                 req.data.nr,
                 req.data.args[0],
                 req.data.args[1],
@@ -264,6 +267,7 @@ impl Supervisor {
         let nr_ = req.data.nr as u32;
         if sends(nr_) {
             self.det().stale = true;
+            crate::seccomp::DETERMINISTIC_SENDS.fetch_add(1, Ordering::SeqCst);
         }
         let answer = match nr_ {
             // Goes again at once when no other thread is ready.
@@ -321,7 +325,10 @@ impl Supervisor {
     fn det_go(&mut self, id: u64, tid: u32, val: i64, err: i32, flags: u32) {
         if *TRACE {
             let i = self.det.as_ref().expect("det").index_of(tid);
-            eprintln!("det: #{i} goes on ({val}, {err}, {flags})");
+            eprintln!(
+                "det {}: #{i} goes on ({val}, {err}, {flags})",
+                self.shared.pid
+            );
         }
         if self.reply(id, val, err, flags) {
             self.det().running = Some(tid);
@@ -509,7 +516,10 @@ impl Supervisor {
 
     /// Whether the world outside is settled: the controller's hook, and the
     /// gate open (checked under the evaluation lock by the caller).
-    fn det_settled(&self) -> bool {
+    fn det_settled(&mut self) -> bool {
+        // Read before the hook looks: progress made after its look wakes
+        // the retry's sleep (`Supervisor::loop_timeout_ms`).
+        self.det().settle_seen = crate::seccomp::progress::WORD.load(Ordering::SeqCst);
         let hook = self.shared.settle.lock().unwrap_or_else(|e| e.into_inner());
         hook.as_ref().is_none_or(|f| f())
     }
@@ -573,7 +583,8 @@ impl Supervisor {
                             })
                             .collect();
                         eprintln!(
-                            "det: quiet (held {held:?}, {} yielded, now {})",
+                            "det {}: quiet (held {held:?}, {} yielded, now {})",
+                            self.shared.pid,
                             self.det.as_ref().expect("det").yielded.len(),
                             self.now()
                         );
@@ -615,7 +626,8 @@ impl Supervisor {
                     self.det().chosen = None;
                     if *TRACE {
                         eprintln!(
-                            "det: picked #{} ({val}, {err})",
+                            "det {}: picked #{} ({val}, {err})",
+                            self.shared.pid,
                             self.det.as_ref().expect("det").index_of(r.tid)
                         );
                     }
@@ -642,11 +654,50 @@ impl Supervisor {
                     if req.data.nr as u32 == call::CONNECT {
                         self.det_large_receive_buffer(req.pid, req.data.args[0] as i32);
                     }
+                    if *TRACE && req.data.nr as u32 == call::READ {
+                        let mut n: libc::c_int = -1;
+                        if let Ok(fd) = self.remote_fd(req.pid, req.data.args[0] as i32) {
+                            // SAFETY: FIONREAD into an int on our duplicate.
+                            unsafe {
+                                libc::ioctl(
+                                    std::os::fd::AsRawFd::as_raw_fd(&fd),
+                                    libc::FIONREAD,
+                                    &mut n,
+                                )
+                            };
+                            if n > 0 && std::env::var_os("TIMESHIM_DET_PEEK").is_some() {
+                                let mut buf = vec![0u8; n as usize];
+                                // SAFETY: peek into our buffer.
+                                let k = unsafe {
+                                    libc::recv(
+                                        std::os::fd::AsRawFd::as_raw_fd(&fd),
+                                        buf.as_mut_ptr().cast(),
+                                        buf.len(),
+                                        libc::MSG_PEEK | libc::MSG_DONTWAIT,
+                                    )
+                                };
+                                if k > 0 {
+                                    eprintln!(
+                                        "det {}: peek {:?}",
+                                        self.shared.pid,
+                                        String::from_utf8_lossy(&buf[..k as usize])
+                                    );
+                                }
+                            }
+                        }
+                        eprintln!(
+                            "det {}: read of fd {} finds {n} bytes",
+                            self.shared.pid, req.data.args[0]
+                        );
+                    }
                     if sends(req.data.nr as u32) {
                         // What it sends may make held waits ready: they
                         // are looked at again at the next decision, not
                         // when (or whether) their descriptors wake us.
                         self.det().stale = true;
+                        // Counted before the call runs: a settle that
+                        // answers from an earlier look sees it.
+                        crate::seccomp::DETERMINISTIC_SENDS.fetch_add(1, Ordering::SeqCst);
                     }
                     let answer = self.handle(&req);
                     self.det_answer(&req, answer);
@@ -696,7 +747,7 @@ impl Supervisor {
     }
 
     /// The gate is open and the controller says nothing is on its way.
-    fn det_outside_settled(&self) -> bool {
+    fn det_outside_settled(&mut self) -> bool {
         self.shared.page().gate.load(Ordering::Acquire) == 0 && self.det_settled()
     }
 
