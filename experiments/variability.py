@@ -5,7 +5,7 @@ makespan and mean wait (mean, standard deviation, min, max) and how many
 different outcomes (distinct jobs.csv: times and allocations) the runs gave.
 
     python3 experiments/variability.py [--scheduler upstream|batkube|'CMD'] [--cases burst,spaced,KIT]
-        [--seeds 20] [--first-seed 1] [--repeat 1] [--load K] [--deterministic] [--out DIR]
+        [--seeds 20] [--first-seed 1] [--repeat 1] [--load K] [--no-deterministic] [--out DIR]
 
 - `--scheduler upstream` (default): the upstream kube-scheduler built by
   schedulers/build-go.sh (default profile, no leader election); `batkube`:
@@ -17,6 +17,10 @@ different outcomes (distinct jobs.csv: times and allocations) the runs gave.
   program's threads, decided by the OS).
 - `--load K` keeps K CPU hogs busy beside the runs (the machine as a
   sweep leaves it); `0` for an idle machine.
+- `--seed` makes `batkube run` deterministic (each seed names one outcome,
+  the distribution is over what the seeds choose); `--no-deterministic`
+  runs the program's threads as the OS schedules them, and the spread
+  then includes what the seed does not decide (use `--repeat`).
 
 Outputs: DIR/runs.csv (a row per run: case, seed, repeat, makespan,
 mean wait, outcome digest, wall), DIR/variability.csv (a row per case),
@@ -82,7 +86,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--load", type=int, default=0, help="CPU hogs beside the runs")
     ap.add_argument("--deterministic", action="store_true",
-                    help="batkube run --deterministic: each seed decides the outcome")
+                    help="the default (kept for older command lines)")
+    ap.add_argument("--no-deterministic", action="store_true",
+                    help="batkube run --no-deterministic: threads as the OS schedules them")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     cases = [x.strip() for x in args.cases.split(",") if x.strip()]
@@ -112,8 +118,8 @@ def main():
                     env = dict(os.environ, BATKUBE_SEED=str(seed))
                     argv = [bk, "run", "--platform", str(pf), "--workload", str(wl), "--scheduler", cmd,
                             "--standin", "--shim", "seccomp", "--seed", str(seed), "--out", str(out)]
-                    if args.deterministic:
-                        argv.append("--deterministic")
+                    if args.no_deterministic:
+                        argv.append("--no-deterministic")
                     t = time.perf_counter()
                     p = subprocess.run(argv, capture_output=True, text=True, env=env)
                     wall = time.perf_counter() - t

@@ -375,15 +375,21 @@ pub struct RunArgs {
     /// (AT_RANDOM, getrandom) a deterministic stream from this seed.
     #[arg(long = "seed", value_name = "N")]
     pub scheduler_seed: Option<u64>,
-    /// Under `--shim seccomp` (experimental): run each program's threads
-    /// one at a time, in an order decided by the program's state and the
-    /// seed (0 without `--seed`), and let a thread read from the API only
-    /// once everything it asked for has been answered. The program starts
-    /// with PATH and batkube's variables only (put a variable it needs in
-    /// its command). See README, "What is reproducible", for what it
-    /// covers and what not yet.
+    /// Under `--shim seccomp`: run each program's threads one at a time, in
+    /// an order decided by the program's state and the seed (0 without
+    /// `--seed`), and let a thread read from the API only once everything
+    /// it asked for has been answered: the same inputs and seed give the
+    /// same outputs, at any machine load. The default with `--seed`. The
+    /// program starts with PATH and batkube's variables only (put a
+    /// variable it needs in its command). See README, "What is
+    /// reproducible", for what it covers and what not yet.
     #[arg(long)]
     pub deterministic: bool,
+    /// With `--seed`: the seed decides the program's randomness only, and
+    /// its threads run as the OS schedules them (faster; outcomes may
+    /// change from run to run).
+    #[arg(long = "no-deterministic", conflicts_with = "deterministic")]
+    pub no_deterministic: bool,
     /// Under a shim, the scheduler starts this many simulated seconds
     /// before the simulation's time 0, with the nodes already there, and
     /// runs its own timers until then (the upstream kube-scheduler polls for
@@ -671,6 +677,7 @@ fn start_api(
     timers: fakeapi::WatchTimers,
     objects: &[fakeapi::Manifest],
     id_seed: Option<u64>,
+    frame_per_event: bool,
 ) -> anyhow::Result<Api> {
     // Workers start running, park when they find nothing to do, unpark
     // when woken: how many are awake says whether the API is still working
@@ -681,7 +688,11 @@ fn start_api(
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKERS)
         .on_thread_park(move || {
-            park.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            if park.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+                // The API has done all it can: a deterministic program's
+                // supervisor waiting for that goes on at once.
+                timeshim::settle_progress();
+            }
         })
         .on_thread_unpark(move || {
             unpark.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -698,6 +709,7 @@ fn start_api(
         watch_history: 10_000,
         watch_timers: timers,
         id_seed,
+        frame_per_event,
         ..Default::default()
     });
     store
@@ -731,7 +743,11 @@ struct Started {
 /// nodes.csv, summary.json (and jobs.csv if Batsim could not), stops the
 /// children and removes the clock page; a run that did not complete
 /// returns [`Incomplete`].
-pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
+pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
+    // A seed names an outcome: the same seed, the same outputs.
+    if args.scheduler_seed.is_some() && !args.no_deterministic {
+        args.deterministic = true;
+    }
     let children = Shared::default();
     let interrupt = Interrupt::install(children.clone());
     std::fs::create_dir_all(&args.out)
@@ -745,17 +761,25 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
     }
     let shim_choice = resolve_shim(args.shim, &args.scheduler);
     let shim = shim_choice != ShimChoice::None;
-    if args.deterministic && shim_choice != ShimChoice::Seccomp {
-        anyhow::bail!(
-            "--deterministic works under the seccomp supervisor only (the scheduler runs with --shim {:?}); add --shim seccomp",
-            shim_choice
-        );
-    }
     if args.scheduler_seed.is_some() && shim_choice != ShimChoice::Seccomp {
         anyhow::bail!(
             "--seed works under the seccomp supervisor only (the scheduler runs with --shim {:?}); add --shim seccomp",
             shim_choice
         );
+    }
+    if args.deterministic {
+        // Every program under the supervisor: one left to the OS decides
+        // by its own thread timing, and the settle counts the sends the
+        // supervisors let through.
+        for p in processes(&args) {
+            if p.shim != ShimChoice::Seccomp {
+                anyhow::bail!(
+                    "--deterministic works under the seccomp supervisor only ({} runs with --shim {:?}); add --shim seccomp",
+                    p.name,
+                    p.shim
+                );
+            }
+        }
     }
     let policy = args.clock.policy(shim)?;
     if !(args.warm_up >= 0.0 && args.warm_up.is_finite()) {
@@ -805,6 +829,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<record::Summary> {
         // UIDs and generated names from a stream, the same on every run
         // (programs key their caches by UID), another one per seed.
         Some(args.scheduler_seed.unwrap_or(0)),
+        // Under --deterministic the bytes a program reads must not depend
+        // on how far a watch's queue had filled when it wrote.
+        args.deterministic,
     )?;
     // Declared after the API and the controller: dropped (children stopped)
     // before them, on every path.
@@ -1529,6 +1556,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
         &objects,
         // A live API server: random UIDs, as a real one.
         None,
+        false,
     )?;
     let mut link = BatsimLink::bind(&args.socket)?;
     if let Some(path) = &args.record_protocol {

@@ -14,43 +14,6 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
-/// Threads that spin until dropped: the load of other runs on the machine.
-struct Hogs {
-    stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl Hogs {
-    fn start(n: usize) -> Hogs {
-        let stop = Arc::new(AtomicBool::new(false));
-        let threads = (0..n)
-            .map(|_| {
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    let mut x = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        x = std::hint::black_box(
-                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
-                        );
-                    }
-                })
-            })
-            .collect();
-        Hogs { stop, threads }
-    }
-}
-
-impl Drop for Hogs {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
 
 fn batkube(args: &[&str]) {
     let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
@@ -188,7 +151,7 @@ fn our_scheduler_gives_identical_outputs_under_load() {
     let dir = tempfile::tempdir().unwrap();
     let (p, w) = case(dir.path());
     let reference = run(dir.path(), "idle", &p, &w, "linked");
-    let _hogs = Hogs::start(6);
+    let _hogs = common::Hogs::start(6);
     let runs: Vec<(String, &str)> = (0..5)
         .map(|i| (format!("linked-{i}"), "linked"))
         .chain((0..2).map(|i| (format!("seccomp-{i}"), "seccomp")))
@@ -222,7 +185,7 @@ fn our_scheduler_places_gangs_identically_under_load() {
     let p = root.join("platforms/128-node.xml");
     let gang = ["--gang", "coscheduling"];
     let reference = run_with(dir.path(), "idle", &p, &wp, "linked", &gang);
-    let _hogs = Hogs::start(6);
+    let _hogs = common::Hogs::start(6);
     for (name, shim) in [
         ("linked-0", "linked"),
         ("linked-1", "linked"),

@@ -106,6 +106,48 @@ fn upstream_kube_scheduler_is_exact_under_seccomp() {
     }
 }
 
+/// `--seed` (deterministic execution by default): two runs with two CPU
+/// hogs beside give byte-identical outputs on the spaced case, where
+/// submissions, completions, the scheduler's timers and the API's
+/// bookmarks share instants. Before bookmarks were written ahead of an
+/// instant's changes, and each watch event had its own frame, what the
+/// scheduler read (a bookmark's version, how events were framed) followed
+/// the machine's thread timing, and so did its placements.
+#[test]
+fn upstream_kube_scheduler_with_a_seed_is_identical_under_load() {
+    let sched = kube_scheduler();
+    let dir = tempfile::tempdir().unwrap();
+    let _hogs = common::Hogs::start(2);
+    let mut outputs = Vec::new();
+    for i in 0..2 {
+        let out = dir.path().join(format!("run{i}"));
+        let (s, _) = batkube_run_with(
+            &out,
+            &root().join("platforms/16-node.xml"),
+            &root().join("workloads/spaced_200_delay170.json"),
+            &format!(
+                "{} --kubeconfig \"$KUBECONFIG\" --leader-elect=false --secure-port=0",
+                sched.display()
+            ),
+            &["--seed", "1"],
+        );
+        assert_eq!(s["jobs_succeeded"], 200, "{s}");
+        outputs.push(
+            ["jobs.csv", "pods.csv", "nodes.csv", "timeline.csv"]
+                .map(|f| std::fs::read(out.join(f)).unwrap()),
+        );
+    }
+    for (k, f) in ["jobs.csv", "pods.csv", "nodes.csv", "timeline.csv"]
+        .iter()
+        .enumerate()
+    {
+        assert!(
+            outputs[0][k] == outputs[1][k],
+            "{f} differs between two runs with --seed 1"
+        );
+    }
+}
+
 /// The first `n` jobs of the burst workload (one cpu, 170 s, all at 0).
 fn burst_prefix(dir: &Path, n: usize) -> PathBuf {
     let mut w: serde_json::Value = serde_json::from_str(

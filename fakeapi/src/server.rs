@@ -202,7 +202,20 @@ async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
         .map(|c| c.0.track.clone());
     let _in_flight = InFlight::new(&activity, conn);
     let span = tracing::debug_span!("request", method = %req.method(), uri = %req.uri());
-    let (verb, resource, resp) = route(&ctx, req).instrument(span).await;
+    let (verb, resource, mut resp) = route(&ctx, req).instrument(span).await;
+    // The server's clock is the store's (simulated under batkube run), as
+    // a real API server dates its responses by its own clock: hyper would
+    // otherwise write the wall clock's date.
+    if let Ok(date) = axum::http::HeaderValue::from_str(
+        &ctx.store
+            .now()
+            .format("%a, %d %b %Y %H:%M:%S GMT")
+            .to_string(),
+    ) {
+        resp.headers_mut()
+            .entry(axum::http::header::DATE)
+            .or_insert(date);
+    }
     let code = resp.status().as_u16();
     tracing::debug!(verb, resource, code, "served");
     *ctx.metrics

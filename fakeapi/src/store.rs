@@ -85,6 +85,12 @@ pub struct StoreConfig {
     /// kube-scheduler's cache does), so random UIDs would make two runs of
     /// the same inputs iterate differently.
     pub id_seed: Option<u64>,
+    /// A watch writes each event in its own frame (HTTP chunk), instead of
+    /// every event queued when it writes in one. Batching depends on how far
+    /// the queue has filled when the watch's task runs, so the bytes a
+    /// client reads would differ from run to run: a deterministic
+    /// simulation wants this (`batkube run --deterministic`).
+    pub frame_per_event: bool,
 }
 
 impl Default for StoreConfig {
@@ -104,6 +110,7 @@ impl Default for StoreConfig {
             ],
             graceful_pod_deletion: false,
             id_seed: None,
+            frame_per_event: false,
         }
     }
 }
@@ -118,6 +125,7 @@ impl std::fmt::Debug for StoreConfig {
             .field("watch_timers", &self.watch_timers)
             .field("namespaces", &self.namespaces)
             .field("graceful_pod_deletion", &self.graceful_pod_deletion)
+            .field("frame_per_event", &self.frame_per_event)
             .finish_non_exhaustive()
     }
 }

@@ -278,7 +278,8 @@ impl Stream for WatchStream {
                 }
                 let first = this.render_item(q.item);
                 let mut batch = Batch::new(first, q.count);
-                while batch.has_room() {
+                let batching = !this.store.config().frame_per_event;
+                while batching && batch.has_room() {
                     let Poll::Ready(Some(q)) = this.next_item(cx) else {
                         break;
                     };
