@@ -216,6 +216,37 @@ fn scheduler_program(command: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The length `--deterministic` gives PATH and PWD: the program's memory
+/// layout follows its variables' sizes, so the same run from another
+/// directory, or from a tool that prepends to PATH (pyenv's shims do),
+/// would otherwise start from another layout.
+const FIXED_VARIABLE_LEN: usize = 2048;
+
+/// PATH padded with a directory that does not exist (searched last, never
+/// found) to [`FIXED_VARIABLE_LEN`] bytes; a longer PATH is left as is.
+fn fixed_length_path(path: &std::ffi::OsStr) -> std::ffi::OsString {
+    use std::os::unix::ffi::OsStrExt;
+    const PAD: &str = ":/nonexistent-batkube-padding";
+    let mut bytes = path.as_bytes().to_vec();
+    if bytes.len() + PAD.len() <= FIXED_VARIABLE_LEN {
+        bytes.extend_from_slice(PAD.as_bytes());
+        bytes.resize(FIXED_VARIABLE_LEN, b'/');
+    }
+    std::ffi::OsStr::from_bytes(&bytes).to_os_string()
+}
+
+/// The working directory as `dir/./././…`, the same directory, at
+/// [`FIXED_VARIABLE_LEN`] bytes (the shell keeps a PWD that names the
+/// working directory); a longer one is left as is.
+fn fixed_length_dir(dir: &std::ffi::OsStr) -> std::ffi::OsString {
+    use std::os::unix::ffi::OsStrExt;
+    let mut bytes = dir.as_bytes().to_vec();
+    while bytes.len() + 2 <= FIXED_VARIABLE_LEN {
+        bytes.extend_from_slice(b"/.");
+    }
+    std::ffi::OsStr::from_bytes(&bytes).to_os_string()
+}
+
 /// `exec CMD` for `sh -c`, so that the shell becomes the scheduler (one
 /// process to watch and stop). Leading `VAR=value` words go through `env`:
 /// `exec VAR=1 cmd` would ask the shell to exec a program named `VAR=1`.
@@ -978,7 +1009,12 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
                 // variable it needs goes in the command (`GOGC=50 prog`).
                 cmd.env_clear();
                 if let Some(path) = std::env::var_os("PATH") {
-                    cmd.env("PATH", path);
+                    cmd.env("PATH", fixed_length_path(&path));
+                }
+                // The shell adds PWD (the working directory) if it is not
+                // there: given here at a fixed length too.
+                if let Ok(dir) = std::env::current_dir() {
+                    cmd.env("PWD", fixed_length_dir(dir.as_os_str()));
                 }
             }
             cmd.arg("-c")
