@@ -147,7 +147,7 @@ def main():
         for h in hogs:
             h.terminate()
     OUT.mkdir(parents=True, exist_ok=True)
-    header = ["measure", "shim", "scheduler", "median", "makespan (all runs)", "mean wait (all runs)", "windows"]
+    header = ["measure", "shim", "scheduler", "median", "makespan (all runs)", "mean wait (all runs)", "windows, or distinct outcomes"]
     with open(OUT / "shim_bench.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(header)

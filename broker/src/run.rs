@@ -811,6 +811,14 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
                 );
             }
         }
+        if !args.controllers.is_empty() {
+            tracing::warn!(
+                "--deterministic with --controller: each program's threads run in a seeded order, \
+                 but the programs are not ordered among themselves, so outcomes may still differ \
+                 between runs (timeshim/README.md, \"Deterministic mode\"); --no-deterministic \
+                 keeps the seed for their randomness only"
+            );
+        }
     }
     let policy = args.clock.policy(shim)?;
     if !(args.warm_up >= 0.0 && args.warm_up.is_finite()) {
