@@ -778,6 +778,7 @@ impl Broker {
             return;
         };
         let start = Instant::now();
+        let mut looks = 0u32;
         while a.snapshot().watch_events_pending != 0 {
             if start.elapsed() >= BOUND {
                 tracing::warn!(
@@ -785,7 +786,14 @@ impl Broker {
                 );
                 return;
             }
-            std::thread::sleep(Duration::from_micros(50));
+            // A bookmark is written within microseconds: yield to the
+            // API's workers first, sleep only if it takes longer.
+            looks += 1;
+            if looks < 200 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
         }
     }
 
