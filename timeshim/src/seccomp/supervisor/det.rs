@@ -47,6 +47,8 @@ use super::{nr, remote, Answer, Kind, Supervisor};
 
 static TRACE: std::sync::LazyLock<bool> =
     std::sync::LazyLock::new(|| std::env::var_os("TIMESHIM_DET_TRACE").is_some());
+static PEEK: std::sync::LazyLock<bool> =
+    std::sync::LazyLock::new(|| std::env::var_os("TIMESHIM_DET_PEEK").is_some());
 
 /// System call numbers (x86_64) the deterministic mode treats specially.
 mod call {
@@ -266,8 +268,7 @@ impl Supervisor {
         let tid = req.pid;
         let nr_ = req.data.nr as u32;
         if sends(nr_) {
-            self.det().stale = true;
-            crate::seccomp::DETERMINISTIC_SENDS.fetch_add(1, Ordering::SeqCst);
+            self.det_sent();
         }
         let answer = match nr_ {
             // Goes again at once when no other thread is ready.
@@ -655,49 +656,10 @@ impl Supervisor {
                         self.det_large_receive_buffer(req.pid, req.data.args[0] as i32);
                     }
                     if *TRACE && req.data.nr as u32 == call::READ {
-                        let mut n: libc::c_int = -1;
-                        if let Ok(fd) = self.remote_fd(req.pid, req.data.args[0] as i32) {
-                            // SAFETY: FIONREAD into an int on our duplicate.
-                            unsafe {
-                                libc::ioctl(
-                                    std::os::fd::AsRawFd::as_raw_fd(&fd),
-                                    libc::FIONREAD,
-                                    &mut n,
-                                )
-                            };
-                            if n > 0 && std::env::var_os("TIMESHIM_DET_PEEK").is_some() {
-                                let mut buf = vec![0u8; n as usize];
-                                // SAFETY: peek into our buffer.
-                                let k = unsafe {
-                                    libc::recv(
-                                        std::os::fd::AsRawFd::as_raw_fd(&fd),
-                                        buf.as_mut_ptr().cast(),
-                                        buf.len(),
-                                        libc::MSG_PEEK | libc::MSG_DONTWAIT,
-                                    )
-                                };
-                                if k > 0 {
-                                    eprintln!(
-                                        "det {}: peek {:?}",
-                                        self.shared.pid,
-                                        String::from_utf8_lossy(&buf[..k as usize])
-                                    );
-                                }
-                            }
-                        }
-                        eprintln!(
-                            "det {}: read of fd {} finds {n} bytes",
-                            self.shared.pid, req.data.args[0]
-                        );
+                        self.det_trace_read(&req);
                     }
                     if sends(req.data.nr as u32) {
-                        // What it sends may make held waits ready: they
-                        // are looked at again at the next decision, not
-                        // when (or whether) their descriptors wake us.
-                        self.det().stale = true;
-                        // Counted before the call runs: a settle that
-                        // answers from an earlier look sees it.
-                        crate::seccomp::DETERMINISTIC_SENDS.fetch_add(1, Ordering::SeqCst);
+                        self.det_sent();
                     }
                     let answer = self.handle(&req);
                     self.det_answer(&req, answer);
@@ -744,6 +706,52 @@ impl Supervisor {
                 return;
             }
         }
+    }
+
+    /// A thread is let through a call that may send (see [`sends`]).
+    fn det_sent(&mut self) {
+        // What it sends may make held waits ready: they are looked at
+        // again at the next decision, not when (or whether) their
+        // descriptors wake us.
+        self.det().stale = true;
+        // Counted before the call runs: a settle that answers from an
+        // earlier look sees it.
+        crate::seccomp::DETERMINISTIC_SENDS.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Trace aid: how many bytes a read will find (and, with
+    /// `TIMESHIM_DET_PEEK`, which), to find the first read that differs
+    /// between two runs.
+    fn det_trace_read(&mut self, req: &libc::seccomp_notif) {
+        let mut n: libc::c_int = -1;
+        if let Ok(fd) = self.remote_fd(req.pid, req.data.args[0] as i32) {
+            let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+            // SAFETY: FIONREAD into an int on our duplicate.
+            unsafe { libc::ioctl(raw, libc::FIONREAD, &mut n) };
+            if n > 0 && *PEEK {
+                let mut buf = vec![0u8; n as usize];
+                // SAFETY: a peek into our buffer, on our duplicate.
+                let k = unsafe {
+                    libc::recv(
+                        raw,
+                        buf.as_mut_ptr().cast(),
+                        buf.len(),
+                        libc::MSG_PEEK | libc::MSG_DONTWAIT,
+                    )
+                };
+                if k > 0 {
+                    eprintln!(
+                        "det {}: peek {:?}",
+                        self.shared.pid,
+                        String::from_utf8_lossy(&buf[..k as usize])
+                    );
+                }
+            }
+        }
+        eprintln!(
+            "det {}: read of fd {} finds {n} bytes",
+            self.shared.pid, req.data.args[0]
+        );
     }
 
     /// The gate is open and the controller says nothing is on its way.
