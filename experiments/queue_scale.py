@@ -135,10 +135,10 @@ def run(bk, platform, wl, out, which, timeout, seed, gogc=None, windows=False):
         (out / f).unlink(missing_ok=True)
     cmd = [bk, "run", "--platform", str(platform), "--workload", str(wl), "--scheduler", sched,
            "--out", str(out), "--seed", str(seed),
-           # The seed for the programs' randomness only: a scheduler and a
-           # controller manager are not ordered among themselves by
-           # --deterministic (README, "What is reproducible"), and it
-           # would clear the environment GOGC goes through.
+           # The seed for the programs' randomness only: --deterministic
+           # (which runs a scheduler and a controller manager one thread at
+           # a time between them) costs about 2x, this benchmark measures
+           # speed, and the mode clears the environment GOGC goes through.
            "--no-deterministic", *flags]
     (out / "command").write_text(" ".join(map(str, cmd)) + "\n")
     t0 = time.monotonic()

@@ -811,14 +811,6 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
                 );
             }
         }
-        if !args.controllers.is_empty() {
-            tracing::warn!(
-                "--deterministic with --controller: each program's threads run in a seeded order, \
-                 but the programs are not ordered among themselves, so outcomes may still differ \
-                 between runs (timeshim/README.md, \"Deterministic mode\"); --no-deterministic \
-                 keeps the seed for their randomness only"
-            );
-        }
     }
     let policy = args.clock.policy(shim)?;
     if !(args.warm_up >= 0.0 && args.warm_up.is_finite()) {
@@ -940,6 +932,14 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
         for c in &clocks {
             c.set_settle(hook.clone());
         }
+        // Several programs: one thread of all of them at a time, so that
+        // which one's request reaches the API first is the seed's choice.
+        if clocks.len() > 1 {
+            let ensemble = timeshim::Ensemble::new(clocks.len(), args.scheduler_seed.unwrap_or(0));
+            for (i, c) in clocks.iter().enumerate() {
+                c.join_ensemble(&ensemble, i);
+            }
+        }
     }
     broker
         .stream_timeline(&out.join("timeline.csv"))
@@ -978,7 +978,12 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
         None
     };
     let result = (|| -> anyhow::Result<()> {
-        // The scheduler and the controllers, under the shim.
+        // The scheduler and the controllers, under the shim. Under
+        // --deterministic with several programs, none moves before every
+        // one has started (see `timeshim::Ensemble`): they start at once,
+        // each on its own thread, and each start waits for its program to
+        // be past its shell wrapper, which needs the others to be there.
+        let mut starts = Vec::new();
         for p in &programs {
             let log_path = out.join(&p.log);
             let log = std::fs::File::create(&log_path)
@@ -1024,6 +1029,15 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
                 if let Ok(dir) = std::env::current_dir() {
                     cmd.env("PWD", fixed_length_dir(dir.as_os_str()));
                 }
+                // A home and a user name, which many programs look up
+                // (controller-runtime's kubeconfig loading fails without
+                // them in a binary built without cgo): the run's own
+                // directory, of fixed length, and a fixed name.
+                if let Some(dir) = &fixed_paths {
+                    cmd.env("HOME", dir.path())
+                        .env("USER", "batkube")
+                        .env("LOGNAME", "batkube");
+                }
             }
             cmd.arg("-c")
                 .arg(exec_line(&p.command))
@@ -1041,23 +1055,68 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
                 cmd.env("BATKUBE_EXPLAIN", "1");
             }
             own_group_dying_with_parent(&mut cmd);
-            let child = match (clocks.get(p.index), shim_mode(p.shim, p.index)?) {
-                (Some(c), Some(mode)) => {
-                    tracing::info!(shim = ?p.shim, "starting {}", p.name);
-                    c.spawn(cmd, &mode)
-                }
-                _ => cmd.spawn(),
-            }
-            .with_context(|| format!("starting {}: {}", p.name, p.command))?;
-            let mut ch = children.0.lock();
-            if p.index == 0 {
-                ch.scheduler = Some(child);
-            } else {
-                ch.controllers.push(child);
-            }
-            drop(ch);
-            interrupt.check()?;
+            starts.push((p, cmd, shim_mode(p.shim, p.index)?));
         }
+        // Only a seccomp start may run on a thread of its own: its
+        // launcher forks from a thread that stays, while a plain spawn
+        // forks from the calling thread, and the child's death signal
+        // (`own_group_dying_with_parent`) fires when that thread ends.
+        let started_children: Vec<std::io::Result<std::process::Child>> =
+            std::thread::scope(|scope| {
+                enum Start<'s> {
+                    Done(std::io::Result<std::process::Child>),
+                    Running(
+                        std::thread::ScopedJoinHandle<'s, std::io::Result<std::process::Child>>,
+                    ),
+                }
+                let starts: Vec<Start> = starts
+                    .into_iter()
+                    .map(|(p, mut cmd, mode)| match (clocks.get(p.index), mode) {
+                        (Some(c), Some(mode @ ShimMode::Seccomp { .. })) => {
+                            tracing::info!(shim = ?p.shim, "starting {}", p.name);
+                            Start::Running(scope.spawn(move || c.spawn(cmd, &mode)))
+                        }
+                        (Some(c), Some(mode)) => {
+                            tracing::info!(shim = ?p.shim, "starting {}", p.name);
+                            Start::Done(c.spawn(cmd, &mode))
+                        }
+                        _ => Start::Done(cmd.spawn()),
+                    })
+                    .collect();
+                starts
+                    .into_iter()
+                    .map(|s| match s {
+                        Start::Done(r) => r,
+                        Start::Running(h) => h
+                            .join()
+                            .unwrap_or_else(|_| Err(std::io::Error::other("panicked"))),
+                    })
+                    .collect()
+            });
+        // Every child started is kept (and stopped on every path) before a
+        // failure is reported.
+        let mut first_error = None;
+        for (p, child) in programs.iter().zip(started_children) {
+            match child {
+                Ok(child) => {
+                    let mut ch = children.0.lock();
+                    if p.index == 0 {
+                        ch.scheduler = Some(child);
+                    } else {
+                        ch.controllers.push(child);
+                    }
+                }
+                Err(e) => {
+                    first_error.get_or_insert_with(|| {
+                        anyhow::Error::new(e).context(format!("starting {}: {}", p.name, p.command))
+                    });
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        interrupt.check()?;
 
         // Batsim: real when available, else the stand-in in-process.
         match find_batsim(&args) {
@@ -1121,7 +1180,14 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
             }
         };
 
-        wait_for_scheduler(&store, &children, &interrupt, args.clock.window_bound, &out)?;
+        wait_for_scheduler(
+            &store,
+            &children,
+            &interrupt,
+            args.clock.window_bound,
+            &out,
+            &mut || broker.take_early_changes(),
+        )?;
         if let Some(e) = batsim_exited(&children, &out) {
             return Err(e.into());
         }
@@ -1364,9 +1430,11 @@ fn wait_for_scheduler(
     interrupt: &Interrupt,
     bound: Duration,
     out: &Path,
+    take_changes: &mut dyn FnMut() -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let start = std::time::Instant::now();
     loop {
+        take_changes()?;
         if store.watcher_count() > 0 {
             return Ok(());
         }
@@ -1405,7 +1473,7 @@ fn wait_for_scheduler(
             ))
             .into());
         }
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 

@@ -174,6 +174,8 @@ pub struct Controller {
     tasks: std::sync::Mutex<Option<crate::tasks::Tasks>>,
     /// Deterministic mode's settle hook, handed to the supervisor.
     settle: std::sync::Mutex<Option<crate::Settle>>,
+    /// Deterministic mode beside other programs (see [`crate::Ensemble`]).
+    ensemble: std::sync::Mutex<Option<(crate::Ensemble, usize)>>,
 }
 
 /// The program started under the seccomp supervisor.
@@ -275,6 +277,7 @@ impl Controller {
             supervisor: std::sync::Mutex::new(None),
             tasks: std::sync::Mutex::new(None),
             settle: std::sync::Mutex::new(None),
+            ensemble: std::sync::Mutex::new(None),
         })
     }
 
@@ -344,6 +347,10 @@ impl Controller {
                 self.page,
                 *seed,
                 *deterministic,
+                self.ensemble
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone(),
             )?;
             if let Some(f) = self
                 .settle
@@ -467,6 +474,17 @@ impl Controller {
             Some(s) if s.deterministic => {
                 let _eval = s.eval.lock().unwrap_or_else(|e| e.into_inner());
                 self.page().gate.store(1, Ordering::Release);
+                s.gate_closings.fetch_add(1, Ordering::AcqRel);
+                // What every program of an ensemble reported is void: the
+                // world moves.
+                if let Some((e, _)) = self
+                    .ensemble
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_ref()
+                {
+                    e.bump();
+                }
             }
             _ => self.page().gate.store(1, Ordering::Release),
         }
@@ -480,6 +498,19 @@ impl Controller {
         if let Some(s) = self.sup().as_ref() {
             *s.shared.settle.lock().unwrap_or_else(|e| e.into_inner()) = Some(settle);
         }
+    }
+
+    /// Deterministic mode beside other programs: this controller's program
+    /// is member `index` of `ensemble`, whose programs then run one thread
+    /// at a time among all of them (see [`crate::Ensemble`]). Before
+    /// [`spawn`](Self::spawn); every member of the ensemble must join it
+    /// and spawn its program, or none of them moves.
+    pub fn join_ensemble(&self, ensemble: &crate::Ensemble, index: usize) {
+        assert!(
+            index < ensemble.members(),
+            "no member {index} in {ensemble:?}"
+        );
+        *self.ensemble.lock().unwrap_or_else(|e| e.into_inner()) = Some((ensemble.clone(), index));
     }
 
     /// Opens the gate (see [`Controller::close_gate`]) and wakes whoever

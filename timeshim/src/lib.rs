@@ -39,6 +39,7 @@ mod time;
 
 pub use control::{ControlError, Controller, Probe, Quiescence, ShimMode, Stamp};
 pub use page::{ENV_EVENTFD, ENV_PAGE};
+pub use seccomp::Ensemble;
 pub use time::SimTime;
 
 /// The controller's word, asked by the seccomp supervisor in deterministic

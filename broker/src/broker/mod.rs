@@ -251,6 +251,9 @@ pub struct Broker {
     /// with the store's, whether the broker is done reacting (the settle
     /// of a deterministic run, `sync::settle_hook`).
     processed: Arc<std::sync::atomic::AtomicU64>,
+    /// What the broker's reactions to changes made before the simulation
+    /// began produced (`take_early_changes`), sent with the first reply.
+    early: Vec<EventData>,
     rt: tokio::runtime::Handle,
     clock: SimClock,
     side: SchedulerSide,
@@ -354,6 +357,7 @@ impl Broker {
             store,
             changes,
             processed,
+            early: Vec::new(),
             rt,
             clock,
             side,
@@ -539,7 +543,7 @@ impl Broker {
         for ev in &msg.events {
             self.timeline_batsim(t, "batsim", &ev.data);
         }
-        let mut out: Vec<EventData> = Vec::new();
+        let mut out: Vec<EventData> = std::mem::take(&mut self.early);
         // Nodes exist before the first pod, as in a real cluster: the hosts
         // become nodes, the scheduler takes them in (during its warm-up,
         // before simulated time 0, if the clock started earlier), and only
@@ -668,7 +672,7 @@ impl Broker {
                             && start.elapsed() < BOUND =>
                         {
                             let d = next(earliest_deadline, controllers).expect("checked above");
-                            self.advance(d)?;
+                            self.advance_gated(d)?;
                         }
                         Quiet::Yes { .. } => {
                             tracing::debug!(waited = ?start.elapsed(), "scheduler settled after the nodes were created");
@@ -764,6 +768,18 @@ impl Broker {
             }
         }
         Ok(())
+    }
+
+    /// [`advance`](Self::advance) behind the programs' gates: each sees
+    /// the clock's move as one step, and under --deterministic with several
+    /// programs none decides before every one has seen it (an instant's
+    /// delivery closes them itself).
+    fn advance_gated(&mut self, t: f64) -> anyhow::Result<()> {
+        let _gate = match &self.side {
+            SchedulerSide::Shim(s) => Some(s.close_gate()),
+            SchedulerSide::External => None,
+        };
+        self.advance(t)
     }
 
     /// Waits until what the API's fired timers write (bookmarks, the end
@@ -1252,7 +1268,7 @@ impl Broker {
         }
         // Decisions become Batsim events stamped with the reply's time.
         if reply_now > t {
-            self.advance(reply_now)?;
+            self.advance_gated(reply_now)?;
         }
         Ok(reply_now)
     }
@@ -1378,6 +1394,17 @@ impl Broker {
             timeshim::settle_progress();
         }
         Ok(decided)
+    }
+
+    /// Takes in the changes the programs made before the simulation began
+    /// (a controller creating its objects while the scheduler starts): the
+    /// settle of a deterministic run waits for the broker to have reacted
+    /// to each, and the broker's loop has not started yet.
+    pub fn take_early_changes(&mut self) -> anyhow::Result<()> {
+        let mut early = std::mem::take(&mut self.early);
+        self.drain_changes(&mut early)?;
+        self.early = early;
+        Ok(())
     }
 
     /// The resourceVersion of the last change the broker has reacted to.

@@ -17,12 +17,15 @@
 //! time (unchanged across the check), quiescence is exact, with no grace
 //! period. See `timeshim/README.md` for what is covered and the limits.
 
+mod ensemble;
 pub(crate) mod filter;
 pub(crate) mod launch;
 pub mod remote;
 pub(crate) mod supervisor;
 pub(crate) mod tsc;
 pub(crate) mod vdso;
+
+pub use ensemble::Ensemble;
 
 /// See [`crate::deterministic_sends`].
 pub(crate) static DETERMINISTIC_SENDS: std::sync::atomic::AtomicU64 =

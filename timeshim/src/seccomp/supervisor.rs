@@ -46,6 +46,9 @@ const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: libc::c_ulong = 1;
 
 const TOKEN_LISTENER: u64 = 0;
 const TOKEN_WAKE: u64 = 1;
+/// The ensemble's wake-up (another member gave the baton or voided the
+/// reports); unlike `TOKEN_WAKE` it says nothing about the clock.
+const TOKEN_BATON: u64 = 2;
 /// Tokens of held waits' descriptors: `TOKEN_HELD + hold sequence number`.
 const TOKEN_HELD: u64 = 1 << 32;
 
@@ -58,6 +61,8 @@ pub(crate) struct Shared {
     pub pid: u32,
     listener: OwnedFd,
     wake: OwnedFd,
+    /// Written by the ensemble's other members (see `TOKEN_BATON`).
+    baton: OwnedFd,
     /// The supervisor's epoll set: the listener, `wake`, and the descriptors
     /// of held waits. Readable while something is there for it to handle.
     ep: OwnedFd,
@@ -81,6 +86,10 @@ pub(crate) struct Shared {
     pub deterministic: bool,
     /// Deterministic mode: the last decision found nothing to run.
     pub det_quiet: AtomicBool,
+    /// How many times the controller closed the gate (the world outside
+    /// moved: an instant, the clock). Deterministic mode counts a move of
+    /// the world when it takes it in, not when the kernel wakes it.
+    pub gate_closings: AtomicU64,
     /// Held while the supervisor takes in what the world outside did
     /// (deterministic mode); the controller takes it to close the gate.
     pub eval: Mutex<()>,
@@ -125,6 +134,20 @@ impl Shared {
         };
     }
 
+    /// Wakes the supervisor thread for the ensemble (see
+    /// [`super::ensemble`]).
+    pub(crate) fn kick_baton(&self) {
+        let one: u64 = 1;
+        // SAFETY: 8-byte write to our eventfd.
+        unsafe {
+            libc::write(
+                self.baton.as_raw_fd(),
+                &one as *const u64 as *const libc::c_void,
+                8,
+            )
+        };
+    }
+
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
         self.kick();
@@ -142,14 +165,19 @@ pub(crate) fn start(
     page: *const Page,
     seed: Option<u64>,
     deterministic: bool,
+    ensemble: Option<(super::Ensemble, usize)>,
 ) -> io::Result<(Arc<Shared>, std::thread::JoinHandle<()>)> {
-    // SAFETY: plain syscall; a non-negative result is a new fd we own.
-    let wake = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if wake < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fresh descriptor.
-    let wake = unsafe { OwnedFd::from_raw_fd(wake) };
+    let eventfd = || {
+        // SAFETY: plain syscall; a non-negative result is a new fd we own.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fresh descriptor.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    };
+    let wake = eventfd()?;
+    let baton = eventfd()?;
     // SAFETY: plain syscall.
     let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
     if ep < 0 {
@@ -180,10 +208,17 @@ pub(crate) fn start(
         libc::EPOLLIN as u32,
         TOKEN_WAKE,
     )?;
+    epoll_add(
+        ep.as_raw_fd(),
+        baton.as_raw_fd(),
+        libc::EPOLLIN as u32,
+        TOKEN_BATON,
+    )?;
     let shared = Arc::new(Shared {
         pid,
         listener,
         wake,
+        baton,
         ep,
         page,
         earliest: AtomicU64::new(NO_DEADLINE),
@@ -196,6 +231,7 @@ pub(crate) fn start(
         wakes: AtomicU64::new(0),
         deterministic,
         det_quiet: AtomicBool::new(false),
+        gate_closings: AtomicU64::new(0),
         eval: Mutex::new(()),
         settle: Mutex::new(None),
     });
@@ -209,10 +245,19 @@ pub(crate) fn start(
         go_usleep: HashMap::new(),
         dirty: true,
         det: deterministic.then(|| det::Det::new(seed.unwrap_or(0))),
+        ensemble: ensemble.filter(|_| deterministic),
     };
+    if let Some((e, i)) = &sup.ensemble {
+        e.join(*i, &shared);
+    }
     let thread = std::thread::Builder::new()
         .name("timeshim-seccomp".into())
-        .spawn(move || sup.run())?;
+        .spawn(move || {
+            sup.run();
+            if let Some((e, i)) = &sup.ensemble {
+                e.leave(*i);
+            }
+        })?;
     Ok((shared, thread))
 }
 
@@ -241,6 +286,15 @@ enum Kind {
         out: PollOut,
         pollfds: Vec<libc::pollfd>,
         dups: Vec<Option<OwnedFd>>,
+    },
+    /// Deterministic mode: a call the kernel would block in (a read of an
+    /// empty pipe, `wait4` for a child still running), held until one of
+    /// these descriptors (our duplicates, or pidfds of the children) is
+    /// ready for `events`, then let through to the kernel, which no longer
+    /// blocks.
+    Blocked {
+        dups: Vec<OwnedFd>,
+        events: i16,
     },
 }
 
@@ -289,6 +343,9 @@ struct Supervisor {
     dirty: bool,
     /// Deterministic mode's scheduler.
     det: Option<det::Det>,
+    /// Deterministic mode beside other programs: the baton they share, and
+    /// this program's index among them.
+    ensemble: Option<(super::Ensemble, usize)>,
 }
 
 /// The result of handling one call.
@@ -344,7 +401,7 @@ impl Supervisor {
             let gated = self.pass_gate();
             if gated {
                 if let Some(d) = self.det.as_mut() {
-                    d.external();
+                    d.stale = true;
                 }
             }
             if gated && n < events.len() {
@@ -379,13 +436,24 @@ impl Supervisor {
                     }
                     TOKEN_WAKE => {
                         if let Some(d) = self.det.as_mut() {
-                            d.external();
+                            d.stale = true;
                         }
                         let mut buf = 0u64;
                         // SAFETY: 8-byte read from our nonblocking eventfd.
                         unsafe {
                             libc::read(
                                 self.shared.wake.as_raw_fd(),
+                                &mut buf as *mut u64 as *mut libc::c_void,
+                                8,
+                            )
+                        };
+                    }
+                    TOKEN_BATON => {
+                        let mut buf = 0u64;
+                        // SAFETY: 8-byte read from our nonblocking eventfd.
+                        unsafe {
+                            libc::read(
+                                self.shared.baton.as_raw_fd(),
                                 &mut buf as *mut u64 as *mut libc::c_void,
                                 8,
                             )
@@ -1024,6 +1092,11 @@ impl Supervisor {
                     }
                 }
             }
+            Kind::Blocked { dups, events } => {
+                for d in dups {
+                    let _ = epoll_add(ep, d.as_raw_fd(), *events as u16 as u32, TOKEN_HELD + seq);
+                }
+            }
             _ => {}
         }
         let tgid = self.tgid(req.pid);
@@ -1104,6 +1177,19 @@ impl Supervisor {
                     a => Some(a),
                 }
             }
+            Kind::Blocked { dups, events } => {
+                let mut local: Vec<libc::pollfd> = dups
+                    .iter()
+                    .map(|d| libc::pollfd {
+                        fd: d.as_raw_fd(),
+                        events: *events,
+                        revents: 0,
+                    })
+                    .collect();
+                // SAFETY: valid array of pollfds; no timeout.
+                let r = unsafe { libc::poll(local.as_mut_ptr(), local.len() as _, 0) };
+                (r != 0).then_some(Answer::Continue)
+            }
             _ => None,
         }
     }
@@ -1111,7 +1197,9 @@ impl Supervisor {
     fn io_ready(&mut self, seq: u64) {
         if let Some(d) = self.det.as_mut() {
             // Looked at by the next decision, once the world is settled.
-            d.external();
+            // Not an epoch: when the kernel tells us is timing, and the
+            // epoch decides when a yielded thread goes again.
+            d.stale = true;
             return;
         }
         let Some(i) = self.held.iter().position(|h| h.seq == seq) else {
@@ -1149,6 +1237,7 @@ impl Supervisor {
         match &h.kind {
             Kind::Epoll { dup, .. } => del(dup.as_raw_fd()),
             Kind::Poll { dups, .. } => dups.iter().flatten().for_each(|d| del(d.as_raw_fd())),
+            Kind::Blocked { dups, .. } => dups.iter().for_each(|d| del(d.as_raw_fd())),
             _ => {}
         }
     }
@@ -1166,6 +1255,7 @@ impl Supervisor {
                     Kind::Sleep => Answer::Value(0),
                     Kind::Futex { .. } => Answer::Errno(libc::ETIMEDOUT),
                     Kind::Epoll { .. } => self.collect(h.tid, &h.kind).unwrap_or(Answer::Value(0)),
+                    Kind::Blocked { .. } => Answer::Continue,
                     Kind::Poll { out, pollfds, .. } => {
                         self.collect(h.tid, &h.kind).unwrap_or_else(|| {
                             write_poll_result(h.tid, *out, pollfds, &vec![0; pollfds.len()])
@@ -1204,7 +1294,9 @@ impl Supervisor {
         let earliest = self
             .held
             .iter()
-            .filter(|h| h.tgid == self.shared.pid)
+            // The program's own process; in deterministic mode, whose
+            // quiescence covers them, its children's too (a shell's `sleep`).
+            .filter(|h| self.det.is_some() || h.tgid == self.shared.pid)
             .map(|h| h.deadline)
             .min()
             .unwrap_or(NO_DEADLINE);

@@ -43,7 +43,39 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::Ordering;
 
+use std::os::fd::AsRawFd;
+
 use super::{nr, remote, Answer, Kind, Supervisor};
+
+/// Whether process `pid` has ended (a zombie), or is gone.
+fn is_zombie(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "pid (comm) S ...": the state follows the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => true,
+    }
+}
+
+/// The processes whose parent is a thread of `tgid` (its threads'
+/// `/proc/…/children`).
+fn children_of(tgid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{tgid}/task")) else {
+        return out;
+    };
+    for e in dir.flatten() {
+        if let Ok(text) = std::fs::read_to_string(e.path().join("children")) {
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|w| w.parse::<u32>().ok()),
+            );
+        }
+    }
+    out.sort_unstable();
+    out
+}
 
 static TRACE: std::sync::LazyLock<bool> =
     std::sync::LazyLock::new(|| std::env::var_os("TIMESHIM_DET_TRACE").is_some());
@@ -59,6 +91,10 @@ mod call {
     pub const READV: u32 = 19;
     pub const WRITEV: u32 = 20;
     pub const SCHED_YIELD: u32 = 24;
+    pub const PAUSE: u32 = 34;
+    pub const WAIT4: u32 = 61;
+    pub const RT_SIGSUSPEND: u32 = 130;
+    pub const WAITID: u32 = 247;
     pub const CONNECT: u32 = 42;
     pub const ACCEPT: u32 = 43;
     pub const SENDTO: u32 = 44;
@@ -71,6 +107,7 @@ mod call {
     pub const FORK: u32 = 57;
     pub const VFORK: u32 = 58;
     pub const EXIT: u32 = 60;
+    pub const EXIT_GROUP: u32 = 231;
     pub const ACCEPT4: u32 = 288;
     pub const RECVMMSG: u32 = 299;
     pub const SENDMMSG: u32 = 307;
@@ -119,6 +156,9 @@ pub(super) struct Det {
     deferred: Vec<libc::seccomp_notif>,
     /// Bumped whenever a thread is released or the world outside moves.
     epoch: u64,
+    /// The world outside as last taken in (gate closings, the clock): when
+    /// it differs at an evaluation, the world moved (a new epoch).
+    seen_world: (u64, u64),
     /// splitmix64 state of the picks.
     rng: u64,
     /// Something may have become ready since the last evaluation: held
@@ -137,6 +177,25 @@ pub(super) struct Det {
     parent: Option<u32>,
     /// A thread just sent a signal: it goes next, to take it.
     priority: Option<u32>,
+    /// Beside other programs (an ensemble): this program holds the baton.
+    has_baton: bool,
+    /// The ensemble's generation this program's state was last looked at.
+    seen_gen: u64,
+    /// Processes of the program that called `exit_group`: the next
+    /// decision waits until each has ended (a parent's `wait4` then finds
+    /// it ended on every run).
+    exiting: Vec<std::os::fd::OwnedFd>,
+    /// A thread in `vfork` (or `clone` with `CLONE_VFORK`), and its child
+    /// once seen.
+    vfork: Option<Vfork>,
+    /// Threads seen, then gone through `exit` (no longer in `index`).
+    exited: std::collections::HashSet<u32>,
+}
+
+#[derive(Clone, Copy)]
+struct Vfork {
+    parent: u32,
+    child: Option<u32>,
 }
 
 impl Det {
@@ -159,12 +218,6 @@ impl Det {
 
     fn index_of(&self, tid: u32) -> u32 {
         self.index.get(&tid).copied().unwrap_or(u32::MAX)
-    }
-
-    /// The outside world moved (the clock, the gate, a descriptor).
-    pub fn external(&mut self) {
-        self.epoch += 1;
-        self.stale = true;
     }
 }
 
@@ -242,7 +295,16 @@ impl Supervisor {
             let i = d.next_index;
             d.next_index += 1;
             d.index.insert(tid, i);
+            d.exited.remove(&tid);
             d.in_transit = d.in_transit.saturating_sub(1);
+            if let Some(v) = d.vfork.as_mut() {
+                if v.child.is_none() && tid != v.parent {
+                    v.child = Some(tid);
+                }
+            }
+        }
+        if d.vfork.is_some_and(|v| v.parent == tid) {
+            d.vfork = None; // back from vfork
         }
         let current = d.running == Some(tid);
         if current {
@@ -284,8 +346,33 @@ impl Supervisor {
                 // A new task: its first call (and its parent's next one)
                 // wait until it has come, so that it is named the same way
                 // on every run.
+                let a = req.data.args;
+                let vfork = match nr_ {
+                    call::VFORK => true,
+                    call::CLONE => a[0] & libc::CLONE_VFORK as u64 != 0,
+                    // clone_args.flags, the struct's first field
+                    call::CLONE3 => {
+                        remote::read_u64(tid, a[0]).is_ok_and(|f| f & libc::CLONE_VFORK as u64 != 0)
+                    }
+                    _ => false,
+                };
                 let d = self.det();
                 d.in_transit += 1;
+                if vfork {
+                    // The parent stays in the kernel until its child has
+                    // exec'd or exited: not running meanwhile, and awaited
+                    // once it is free (see `det_vfork_pending`).
+                    d.vfork = Some(Vfork {
+                        parent: tid,
+                        child: None,
+                    });
+                    if *TRACE {
+                        let i = d.index_of(tid);
+                        eprintln!("det {}: #{i} vforks", self.shared.pid);
+                    }
+                    self.reply(req.id, 0, 0, super::SECCOMP_USER_NOTIF_FLAG_CONTINUE);
+                    return;
+                }
                 d.parent = Some(tid);
                 Answer::Continue
             }
@@ -301,8 +388,24 @@ impl Supervisor {
                 }
                 Answer::Continue
             }
+            call::WAIT4 | call::WAITID | call::RT_SIGSUSPEND | call::PAUSE => {
+                match self.det_child_wait(&req) {
+                    Some(kind) => self.hold(&req, super::NO_DEADLINE, kind),
+                    None => Answer::Continue,
+                }
+            }
             call::EXIT => {
-                self.det().index.remove(&tid);
+                let d = self.det();
+                d.index.remove(&tid);
+                d.exited.insert(tid);
+                self.reply(req.id, 0, 0, super::SECCOMP_USER_NOTIF_FLAG_CONTINUE);
+                return;
+            }
+            call::EXIT_GROUP => {
+                let tgid = self.tgid(tid);
+                if let Ok(fd) = remote::pidfd_open(tgid) {
+                    self.det().exiting.push(fd);
+                }
                 self.reply(req.id, 0, 0, super::SECCOMP_USER_NOTIF_FLAG_CONTINUE);
                 return;
             }
@@ -358,7 +461,10 @@ impl Supervisor {
             h.tid == target
                 && matches!(
                     h.kind,
-                    Kind::Futex { .. } | Kind::Epoll { .. } | Kind::Poll { .. }
+                    Kind::Futex { .. }
+                        | Kind::Epoll { .. }
+                        | Kind::Poll { .. }
+                        | Kind::Blocked { .. }
                 )
         }) {
             let h = self.held.remove(i);
@@ -536,6 +642,29 @@ impl Supervisor {
             if d.in_transit > 0 && !self.det_children_gone() {
                 return;
             }
+            if self.det_vfork_pending() {
+                self.det().retry = true; // back within moments
+                return;
+            }
+            let d = self.det();
+            if !d.exiting.is_empty() {
+                d.exiting.retain(|fd| {
+                    let mut p = libc::pollfd {
+                        fd: fd.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd, no timeout.
+                    unsafe { libc::poll(&mut p, 1, 0) == 0 }
+                });
+                if !d.exiting.is_empty() {
+                    d.retry = true; // ends within moments
+                    return;
+                }
+                // Its end may have made a wait ready (a parent's `wait4`,
+                // the read end of its pipe).
+                d.stale = true;
+            }
             let d = self.det();
             // Calls that came from parked threads (or that observe): each
             // thread goes in turn, its call handled when it is picked.
@@ -549,6 +678,35 @@ impl Supervisor {
                         go: Go::Call(req),
                     });
                 }
+            }
+            // Beside other programs: the turn ends when the thread that
+            // had it parks (unless a thread it signalled must take the
+            // signal first), and what the others did since this program
+            // last looked makes it look again.
+            let ensemble = self.ensemble.clone();
+            if let Some((e, i)) = &ensemble {
+                let d = self.det();
+                if d.has_baton && d.chosen.is_none() {
+                    let keep = d
+                        .priority
+                        .is_some_and(|p| d.ready.iter().any(|r| r.tid == p));
+                    if !keep {
+                        d.has_baton = false;
+                        e.release(*i);
+                    }
+                }
+                let gen = e.generation();
+                let d = self.det();
+                if gen != d.seen_gen {
+                    d.seen_gen = gen;
+                    d.stale = true;
+                    d.quiet = false;
+                }
+            }
+            let closings = self.shared.gate_closings.load(Ordering::Acquire);
+            let d = self.det();
+            if closings != d.seen_world.0 {
+                d.stale = true; // taken in at the evaluation
             }
             if d.chosen.is_none() && d.ready.is_empty() && d.stale && !self.det_evaluate() {
                 self.det().retry = true;
@@ -567,6 +725,23 @@ impl Supervisor {
                     }
                 }
             }
+            if let Some((e, i)) = &ensemble {
+                if d.chosen.is_none() && !d.has_baton {
+                    let ready = !d.ready.is_empty();
+                    let seen = d.seen_gen;
+                    match e.report(*i, seen, ready) {
+                        super::super::ensemble::Verdict::Go => self.det().has_baton = true,
+                        super::super::ensemble::Verdict::Wait if ready => {
+                            // Ready, and waiting for the baton.
+                            self.det().quiet = false;
+                            self.shared.det_quiet.store(false, Ordering::Release);
+                            return;
+                        }
+                        super::super::ensemble::Verdict::Wait => {}
+                    }
+                }
+            }
+            let d = self.det();
             if d.chosen.is_none() && d.ready.is_empty() {
                 if !d.quiet {
                     if *TRACE {
@@ -579,6 +754,7 @@ impl Supervisor {
                                     Kind::Futex { .. } => "futex",
                                     Kind::Epoll { .. } => "epoll",
                                     Kind::Poll { .. } => "poll",
+                                    Kind::Blocked { .. } => "blocked",
                                 };
                                 format!("{}:{k}@{}", h.tid, h.deadline)
                             })
@@ -658,6 +834,14 @@ impl Supervisor {
                     if *TRACE && req.data.nr as u32 == call::READ {
                         self.det_trace_read(&req);
                     }
+                    // A read the kernel would block in (an empty pipe or
+                    // socket, without O_NONBLOCK) waits here instead,
+                    // parked: what it waits for comes from another thread
+                    // or process of the program, which must run first.
+                    if let Some(kind) = self.det_read_would_block(&req) {
+                        self.hold(&req, super::NO_DEADLINE, kind);
+                        continue;
+                    }
                     if sends(req.data.nr as u32) {
                         self.det_sent();
                     }
@@ -678,6 +862,116 @@ impl Supervisor {
                 }
             }
         }
+    }
+
+    /// A thread in `vfork` whose child has exec'd or exited (it no longer
+    /// shares its parent's memory: `kcmp`) is on its way back: its next
+    /// call is awaited before anything is decided, so that it is there on
+    /// every run. While the child still shares the memory, the parent
+    /// stays in the kernel, and decisions go on without it.
+    fn det_vfork_pending(&mut self) -> bool {
+        let Some(v) = self.det().vfork else {
+            return false;
+        };
+        let Some(child) = v.child else {
+            return false; // the child's first call is awaited (in transit)
+        };
+        const KCMP_VM: i64 = 1;
+        // SAFETY: plain syscall on two pids, no memory passed.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_kcmp,
+                v.parent as i64,
+                child as i64,
+                KCMP_VM,
+                0i64,
+                0i64,
+            )
+        };
+        r != 0
+    }
+
+    /// A read-like call (`read`, `readv`, `recvfrom`, `recvmsg`, `accept`)
+    /// on a blocking descriptor with nothing to read: the wait to hold.
+    fn det_read_would_block(&mut self, req: &libc::seccomp_notif) -> Option<Kind> {
+        let a = req.data.args;
+        let nr_ = req.data.nr as u32;
+        match nr_ {
+            // (accept4's SOCK_NONBLOCK is for the new socket)
+            call::READ | call::READV | call::ACCEPT | call::ACCEPT4 => {}
+            call::RECVFROM if a[3] as i32 & libc::MSG_DONTWAIT == 0 => {}
+            call::RECVMSG if a[2] as i32 & libc::MSG_DONTWAIT == 0 => {}
+            _ => return None,
+        }
+        let dup = self.remote_fd(req.pid, a[0] as i32).ok()?;
+        // SAFETY: F_GETFL on our duplicate (the same open file).
+        let fl = unsafe { libc::fcntl(dup.as_raw_fd(), libc::F_GETFL) };
+        if fl < 0 || fl & libc::O_NONBLOCK != 0 {
+            return None;
+        }
+        let mut p = libc::pollfd {
+            fd: dup.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no timeout.
+        if unsafe { libc::poll(&mut p, 1, 0) } != 0 {
+            return None; // something to read, or an end, or an error
+        }
+        Some(Kind::Blocked {
+            dups: vec![dup],
+            events: libc::POLLIN,
+        })
+    }
+
+    /// `wait4`, `waitid`, `rt_sigsuspend` or `pause` while the process has
+    /// children: the wait to hold, until one of them ends (`None`: the
+    /// kernel answers at once, no child running, or none to wait for).
+    fn det_child_wait(&mut self, req: &libc::seccomp_notif) -> Option<Kind> {
+        let a = req.data.args;
+        let nr_ = req.data.nr as u32;
+        // Which children: a pid, or any (a process group counts as any).
+        let (pid, nohang) = match nr_ {
+            call::WAIT4 => (a[0] as i32, a[2] as i32 & libc::WNOHANG != 0),
+            call::WAITID => (
+                if a[0] as u32 == libc::P_PID {
+                    a[1] as i32
+                } else {
+                    -1
+                },
+                a[3] as i32 & libc::WNOHANG != 0,
+            ),
+            _ => (-1, false),
+        };
+        if nohang {
+            return None;
+        }
+        let tgid = self.tgid(req.pid);
+        let children: Vec<u32> = if pid > 0 {
+            vec![pid as u32]
+        } else {
+            children_of(tgid)
+        };
+        let mut dups = Vec::new();
+        for c in children {
+            let Ok(fd) = remote::pidfd_open(c) else {
+                continue;
+            };
+            let mut p = libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, no timeout.
+            if unsafe { libc::poll(&mut p, 1, 0) } != 0 {
+                return None; // it has ended: nothing to wait for
+            }
+            dups.push(fd);
+        }
+        (!dups.is_empty()).then_some(Kind::Blocked {
+            dups,
+            events: libc::POLLIN,
+        })
     }
 
     /// A socket about to connect gets a large, fixed receive buffer (64 MiB
@@ -780,11 +1074,21 @@ impl Supervisor {
                     if !d.index.contains_key(&tid) {
                         return false; // on its way
                     }
+                    // A forked process: a child of one of the threads.
+                    let Ok(children) = std::fs::read_to_string(e.path().join("children")) else {
+                        continue;
+                    };
+                    for c in children
+                        .split_whitespace()
+                        .filter_map(|w| w.parse::<u32>().ok())
+                    {
+                        if !d.index.contains_key(&c) && !d.exited.contains(&c) && !is_zombie(c) {
+                            return false; // on its way
+                        }
+                    }
                 }
             }
         }
-        // A forked process shows up under its own pid, which we cannot
-        // list cheaply: keep waiting for it unless it is a thread.
         self.det().in_transit = 0;
         true
     }
@@ -799,12 +1103,28 @@ impl Supervisor {
             return false;
         }
         super::super::testing::ready_delay();
+        // The world moved since the last look (the gate closed, the clock
+        // moved): a new epoch, taken here, where every run takes it.
+        let world = (
+            self.shared.gate_closings.load(Ordering::Acquire),
+            self.now(),
+        );
+        let d = self.det();
+        if world != d.seen_world {
+            d.seen_world = world;
+            d.epoch += 1;
+        }
         self.release_due();
         // Held waits on descriptors, in thread order.
         let mut waits: Vec<(u32, u64)> = self
             .held
             .iter()
-            .filter(|h| matches!(h.kind, Kind::Epoll { .. } | Kind::Poll { .. }))
+            .filter(|h| {
+                matches!(
+                    h.kind,
+                    Kind::Epoll { .. } | Kind::Poll { .. } | Kind::Blocked { .. }
+                )
+            })
             .map(|h| (self.det.as_ref().expect("det").index_of(h.tid), h.seq))
             .collect();
         waits.sort_unstable();
