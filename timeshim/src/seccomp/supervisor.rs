@@ -397,6 +397,9 @@ impl Supervisor {
             // nothing held is answered: then everything that became ready
             // meanwhile is taken with what woke us, so the program sees the
             // clock's move and the instant's I/O together.
+            if n == 0 && self.det.is_some() {
+                self.det_watch_stall();
+            }
             let mut n = n as usize;
             let gated = self.pass_gate();
             if gated {
@@ -515,6 +518,11 @@ impl Supervisor {
                 // Until the world outside may have settled (or 1 ms).
                 crate::seccomp::progress::wait(d.settle_seen, std::time::Duration::from_millis(1));
                 return 0;
+            }
+            if d.running().is_some() {
+                // A look, every few seconds, at a thread that does not
+                // come back (`det_watch_stall`).
+                return det::STALL_LOOK_MS;
             }
         }
         let snap = self.shared.page().snapshot();

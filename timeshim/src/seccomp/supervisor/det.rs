@@ -190,6 +190,8 @@ pub(super) struct Det {
     vfork: Option<Vfork>,
     /// Threads seen, then gone through `exit` (no longer in `index`).
     exited: std::collections::HashSet<u32>,
+    /// Stalls reported (`det_watch_stall`): thread, system call.
+    stall_warned: std::collections::HashSet<(u32, i64)>,
 }
 
 #[derive(Clone, Copy)]
@@ -198,7 +200,16 @@ struct Vfork {
     child: Option<u32>,
 }
 
+/// How often (wall ms) the supervisor looks at a released thread that has
+/// made no call since.
+pub(super) const STALL_LOOK_MS: i32 = 10_000;
+
 impl Det {
+    /// The thread released last, until its next call.
+    pub fn running(&self) -> Option<u32> {
+        self.running
+    }
+
     pub fn new(seed: u64) -> Det {
         Det {
             rng: seed ^ 0x6465_7465_726d_696e,
@@ -889,6 +900,41 @@ impl Supervisor {
             )
         };
         r != 0
+    }
+
+    /// The running thread made no call for `STALL_LOOK_MS`: if it is
+    /// blocked in the kernel (not computing), it waits for something only
+    /// another thread of the program could do, which the mode does not let
+    /// run meanwhile (a call it does not model): say so, once per thread
+    /// and call, rather than hang silently.
+    pub(super) fn det_watch_stall(&mut self) {
+        let Some(tid) = self.det().running else {
+            return;
+        };
+        let tgid = self.tgid(tid);
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{tgid}/task/{tid}/syscall")) else {
+            return;
+        };
+        let Some(nr_) = text
+            .split_whitespace()
+            .next()
+            .and_then(|w| w.parse::<i64>().ok())
+        else {
+            return; // "running": computing, not blocked
+        };
+        let d = self.det();
+        if d.stall_warned.insert((tid, nr_)) {
+            tracing::warn!(
+                pid = tgid,
+                tid,
+                syscall = nr_,
+                "--deterministic: a thread of the program has been blocked in system call {nr_} \
+                 for {} s of wall time while no other thread may run; the mode does not model \
+                 this call (timeshim/README.md, \"Deterministic mode\"), so the program may \
+                 not progress: run without --deterministic (--no-deterministic)",
+                STALL_LOOK_MS / 1000
+            );
+        }
     }
 
     /// A read-like call (`read`, `readv`, `recvfrom`, `recvmsg`, `accept`)
