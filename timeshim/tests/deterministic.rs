@@ -222,3 +222,17 @@ fn two_programs_in_an_ensemble_interleave_the_same_way_on_every_run() {
         "seeds 1 to 5 gave one interleaving: {first}"
     );
 }
+
+/// `pthread_join` waits on the futex word the kernel clears and wakes when
+/// the thread exits (`CLONE_CHILD_CLEARTID`): under the mode every futex
+/// wait is held by the supervisor, which gives that wake itself once the
+/// thread is gone. Without it the join waited forever.
+#[test]
+fn threads_joined_with_pthread_join_run_to_the_end() {
+    let p = support::cc_static("join.c");
+    let out = simrun(
+        &["--deterministic", "--seed", "1", "--max", "60"],
+        p.to_str().unwrap(),
+    );
+    assert_eq!(out, "joined dcba\n");
+}

@@ -4,8 +4,7 @@
  * prints a hash of the whole order and its first 60 letters. Under
  * `--deterministic` the same seed gives the same order on every run
  * (timeshim/tests/deterministic.rs). Threads are waited for with a
- * condition variable, not pthread_join (whose exit futex the deterministic
- * supervisor does not model yet). */
+ * condition variable (pthread_join is join.c's). */
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>

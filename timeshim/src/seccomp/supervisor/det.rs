@@ -32,12 +32,15 @@
 //! Signals a thread sends to another are delivered when the target is
 //! released (`SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`).
 //!
-//! Limits (see `timeshim/README.md`): a call left to the kernel that blocks
-//! there (a blocking socket read, `wait4`, `pause`) stalls the program, as
-//! does a thread that spins on memory another thread must change without
-//! ever making a system call; `vfork` children and threads' exit futexes
-//! (`CLONE_CHILD_CLEARTID`, which `pthread_join` waits on) are not yet
-//! modelled; the time stamp counter (`rdtsc`) is not trapped.
+//! Calls the kernel would block in until another thread or process of the
+//! program has run (a read of an empty pipe, `wait4`, a `vfork` parent, a
+//! thread's exit futex that `pthread_join` waits on) are held here too.
+//!
+//! Limits (see `timeshim/README.md`): other calls left to the kernel that
+//! block there (a write to a full pipe) stall the program (reported after
+//! 10 s, `det_watch_stall`), as does a thread that spins on memory another
+//! thread must change without ever making a system call; the time stamp
+//! counter (`rdtsc`) is not trapped outside Go's runtime.
 
 use std::collections::HashMap;
 use std::io;
@@ -192,6 +195,12 @@ pub(super) struct Det {
     exited: std::collections::HashSet<u32>,
     /// Stalls reported (`det_watch_stall`): thread, system call.
     stall_warned: std::collections::HashSet<(u32, i64)>,
+    /// The `CLONE_CHILD_CLEARTID` word of the thread being created.
+    pending_ctid: Option<u64>,
+    /// Threads' `CLONE_CHILD_CLEARTID` words.
+    clear_tid: HashMap<u32, u64>,
+    /// Threads that called `exit` with such a word: process, thread, word.
+    thread_exits: Vec<(u32, u32, u64)>,
 }
 
 #[derive(Clone, Copy)]
@@ -308,6 +317,9 @@ impl Supervisor {
             d.index.insert(tid, i);
             d.exited.remove(&tid);
             d.in_transit = d.in_transit.saturating_sub(1);
+            if let Some(addr) = d.pending_ctid.take() {
+                d.clear_tid.insert(tid, addr);
+            }
             if let Some(v) = d.vfork.as_mut() {
                 if v.child.is_none() && tid != v.parent {
                     v.child = Some(tid);
@@ -384,6 +396,27 @@ impl Supervisor {
                     self.reply(req.id, 0, 0, super::SECCOMP_USER_NOTIF_FLAG_CONTINUE);
                     return;
                 }
+                // A thread whose exit the kernel announces by clearing
+                // and waking a futex word (`CLONE_CHILD_CLEARTID`, what
+                // `pthread_join` waits on): its waiters are ours, so the
+                // wake is ours to give (see `det_thread_exits`).
+                d.pending_ctid = match nr_ {
+                    call::CLONE => (a[0]
+                        & (libc::CLONE_THREAD | libc::CLONE_CHILD_CLEARTID) as u64
+                        == (libc::CLONE_THREAD | libc::CLONE_CHILD_CLEARTID) as u64)
+                        .then_some(a[3]),
+                    call::CLONE3 => {
+                        let flags = remote::read_u64(tid, a[0]).unwrap_or(0);
+                        let both = (libc::CLONE_THREAD | libc::CLONE_CHILD_CLEARTID) as u64;
+                        if flags & both == both {
+                            remote::read_u64(tid, a[0] + 16).ok()
+                        } else {
+                            None
+                        }
+                    }
+                    _ => None,
+                };
+                let d = self.det();
                 d.parent = Some(tid);
                 Answer::Continue
             }
@@ -406,9 +439,13 @@ impl Supervisor {
                 }
             }
             call::EXIT => {
+                let tgid = self.tgid(tid);
                 let d = self.det();
                 d.index.remove(&tid);
                 d.exited.insert(tid);
+                if let Some(addr) = d.clear_tid.remove(&tid) {
+                    d.thread_exits.push((tgid, tid, addr));
+                }
                 self.reply(req.id, 0, 0, super::SECCOMP_USER_NOTIF_FLAG_CONTINUE);
                 return;
             }
@@ -653,6 +690,10 @@ impl Supervisor {
             if d.in_transit > 0 && !self.det_children_gone() {
                 return;
             }
+            if !self.det_thread_exits() {
+                self.det().retry = true; // gone within moments
+                return;
+            }
             if self.det_vfork_pending() {
                 self.det().retry = true; // back within moments
                 return;
@@ -873,6 +914,32 @@ impl Supervisor {
                 }
             }
         }
+    }
+
+    /// Threads that exited with a `CLONE_CHILD_CLEARTID` word: once each
+    /// is gone (the kernel has cleared the word), its waiters (`pthread_join`)
+    /// are woken here, where every futex wait of the program is held. False
+    /// while one is still on its way out.
+    fn det_thread_exits(&mut self) -> bool {
+        let exits = std::mem::take(&mut self.det().thread_exits);
+        let mut left = Vec::new();
+        for (tgid, tid, addr) in exits {
+            if std::path::Path::new(&format!("/proc/{tgid}/task/{tid}")).exists() {
+                left.push((tgid, tid, addr));
+            } else {
+                let woken = self.wake_futex(tgid, addr, u32::MAX, usize::MAX);
+                if *TRACE {
+                    eprintln!(
+                        "det {}: thread {tid} gone, its exit word {addr:x} wakes {woken}",
+                        self.shared.pid
+                    );
+                }
+                self.det().stale = true;
+            }
+        }
+        let done = left.is_empty();
+        self.det().thread_exits = left;
+        done
     }
 
     /// A thread in `vfork` whose child has exec'd or exited (it no longer
