@@ -47,6 +47,20 @@ struct JobSpec {
     queue: &'static str,
 }
 
+/// `n` jobs, one every 4 s, of 1 to 6 pods of 30 to 120 s, 60% in team-a
+/// (seed 27).
+fn generated_jobs(n: usize) -> Vec<JobSpec> {
+    let mut rng = SplitMix64::new(27);
+    (0..n)
+        .map(|i| JobSpec {
+            subtime: (i * 4) as f64,
+            res: *rng.pick(&[1, 1, 2, 3, 4, 6]),
+            delay: *rng.pick(&[30, 60, 90, 120]),
+            queue: if rng.chance(0.6) { "team-a" } else { "team-b" },
+        })
+        .collect()
+}
+
 fn workload(dir: &Path, jobs: &[JobSpec]) -> PathBuf {
     let mut profiles = serde_json::Map::new();
     let list: Vec<serde_json::Value> = jobs
@@ -292,15 +306,7 @@ fn kueue_manager_builds_with_its_crds() {
 #[test]
 fn kueue_admits_two_queues_within_their_quotas_and_borrows() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = SplitMix64::new(27);
-    let mut jobs: Vec<JobSpec> = (0..20)
-        .map(|i| JobSpec {
-            subtime: (i * 4) as f64,
-            res: *rng.pick(&[1, 1, 2, 3, 4, 6]),
-            delay: *rng.pick(&[30, 60, 90, 120]),
-            queue: if rng.chance(0.6) { "team-a" } else { "team-b" },
-        })
-        .collect();
+    let mut jobs = generated_jobs(20);
     jobs.push(JobSpec {
         subtime: 10.0,
         res: 2,
@@ -453,15 +459,7 @@ fn kueue_reclaims_lent_quota_by_preempting_a_whole_gang() {
 #[test]
 fn kueue_beside_the_kube_scheduler_with_a_seed_is_identical_under_load() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = SplitMix64::new(27);
-    let jobs: Vec<JobSpec> = (0..16)
-        .map(|i| JobSpec {
-            subtime: (i * 4) as f64,
-            res: *rng.pick(&[1, 1, 2, 3, 4, 6]),
-            delay: *rng.pick(&[30, 60, 90, 120]),
-            queue: if rng.chance(0.6) { "team-a" } else { "team-b" },
-        })
-        .collect();
+    let jobs = generated_jobs(16);
     let w = workload(dir.path(), &jobs);
     let scenario = root().join("schedulers/kueue/kueue-queues.yaml");
     let flags = ["--shim", "seccomp", "--seed", "1"];

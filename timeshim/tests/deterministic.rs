@@ -19,20 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 fn simrun(args: &[&str], program: &str) -> String {
-    let o = Command::new(support::example("simrun"))
-        .args(args)
-        .arg("--")
-        .arg(program)
-        .output()
-        .expect("simrun");
-    assert!(
-        o.status.success(),
-        "simrun {program} failed: {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    simrun_cmd(args, &[program])
 }
 
 /// Busy threads, one more than the machine's CPUs, until dropped: the

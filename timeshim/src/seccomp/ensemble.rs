@@ -63,8 +63,8 @@ struct State {
     /// Moved whenever what a member would report may have changed.
     gen: u64,
     members: Vec<Member>,
-    /// splitmix64 state of the picks among members.
-    rng: u64,
+    /// The picks among members.
+    rng: super::SeededBytes,
     /// `deterministic_sends` when the baton was last given.
     sends_at_grant: u64,
     /// Decisions taken, for tests and traces.
@@ -100,7 +100,7 @@ impl Ensemble {
                 owner: None,
                 gen: 1,
                 members: (0..members).map(|_| Member::default()).collect(),
-                rng: seed ^ 0x656e_7365_6d62_6c65,
+                rng: super::SeededBytes::new(seed ^ 0x656e_7365_6d62_6c65),
                 sends_at_grant: 0,
                 decisions: 0,
             })),
@@ -234,7 +234,7 @@ impl State {
         let k = match ready.len() {
             0 => return None,
             1 => ready[0],
-            n => ready[self.pick(n)],
+            n => ready[self.rng.below(n)],
         };
         self.owner = Some(k);
         self.sends_at_grant = crate::deterministic_sends();
@@ -246,14 +246,5 @@ impl State {
             );
         }
         Some(k)
-    }
-
-    fn pick(&mut self, n: usize) -> usize {
-        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        (z % n as u64) as usize
     }
 }

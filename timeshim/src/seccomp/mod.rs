@@ -108,7 +108,7 @@ pub mod testing {
 
 /// A deterministic byte stream (splitmix64) for `--seed`: `AT_RANDOM` and
 /// `getrandom`. Not cryptographic, by design: the point is reproducibility.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct SeededBytes {
     state: u64,
 }
@@ -116,6 +116,12 @@ pub(crate) struct SeededBytes {
 impl SeededBytes {
     pub fn new(seed: u64) -> Self {
         SeededBytes { state: seed }
+    }
+
+    /// A number in `0..n` (n > 0): the seeded picks of the deterministic
+    /// mode.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
     }
 
     fn next(&mut self) -> u64 {

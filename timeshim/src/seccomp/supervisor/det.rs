@@ -162,8 +162,8 @@ pub(super) struct Det {
     /// The world outside as last taken in (gate closings, the clock): when
     /// it differs at an evaluation, the world moved (a new epoch).
     seen_world: (u64, u64),
-    /// splitmix64 state of the picks.
-    rng: u64,
+    /// The picks' generator.
+    rng: crate::seccomp::SeededBytes,
     /// Something may have become ready since the last evaluation: held
     /// waits are looked at again at the next decision.
     pub stale: bool,
@@ -221,19 +221,14 @@ impl Det {
 
     pub fn new(seed: u64) -> Det {
         Det {
-            rng: seed ^ 0x6465_7465_726d_696e,
+            rng: crate::seccomp::SeededBytes::new(seed ^ 0x6465_7465_726d_696e),
             stale: true,
             ..Det::default()
         }
     }
 
     fn pick(&mut self, n: usize) -> usize {
-        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        (z % n as u64) as usize
+        self.rng.below(n)
     }
 
     fn index_of(&self, tid: u32) -> u32 {
