@@ -2200,14 +2200,21 @@ impl Store {
         // A watch that asks for instants starts inside the open one (its
         // end comes at the release) or at the end of the last one: what it
         // replays is then bracketed like what comes after, and a client
-        // that watches again (a watch's timeout) keeps its place.
-        if instants && gone.is_none() {
-            if instant_open {
+        // that watches again (a watch's timeout) keeps its place. A replay
+        // between instants is bracketed too, as part of the last instant:
+        // a client whose watches all ended at one instant (they time out
+        // together) and start again one by one must not take the first
+        // replay for a whole view while the others' are still on the way.
+        let mut begun = 0;
+        if instants && gone.is_none() && instant > 0 {
+            if instant_open || !initial.is_empty() {
                 initial.push_front(queued(WatchItem::Bookmark {
                     rv: current_rv,
                     mark: Mark::Begin(instant),
                 }));
-            } else if instant > 0 {
+                begun = instant;
+            }
+            if !instant_open {
                 initial.push_back(queued(WatchItem::Bookmark {
                     rv: current_rv,
                     mark: Mark::End(instant),
@@ -2222,7 +2229,7 @@ impl Store {
                 overflow: overflow.clone(),
                 tally: tally.clone(),
                 instants,
-                begun: if instants && instant_open { instant } else { 0 },
+                begun,
             });
             WatchKey { table: idx, id }
         });

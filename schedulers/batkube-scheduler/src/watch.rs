@@ -14,6 +14,12 @@
 //! watch from the list's resourceVersion, watch again when a watch ends,
 //! relist when the version is too old (410), back off after errors.
 //!
+//! A watch between two streams (its timeout, an error, a relist) has
+//! said nothing of what happened meanwhile: once it has spoken of instants
+//! it counts as inside an unknown one until its next end marker (the API
+//! gives one to every watch it registers), so the scheduler never decides
+//! with one watch's replay and without another's.
+//!
 //! A real API server ignores the header and sends no markers: every
 //! watch then stays without a known instant and [`Instants::settled`] is
 //! always true.
@@ -53,6 +59,9 @@ pub enum Item<K> {
     Begin(u64),
     /// Instant N ended on this watch.
     End(u64),
+    /// The watch's stream ended (its timeout, an error) or it lists
+    /// again: what happens until its next stream is not known yet.
+    Between,
 }
 
 enum Phase<K> {
@@ -204,6 +213,7 @@ where
                     if let Phase::Watch { stream, .. } = &mut self.phase {
                         *stream = None;
                     }
+                    self.out.push_back(Ok(Item::Between));
                 }
                 Some(Ok(ev)) => {
                     self.backoff = None;
@@ -234,6 +244,7 @@ where
                             if let Phase::Watch { stream, .. } = &mut self.phase {
                                 *stream = None;
                             }
+                            self.out.push_back(Ok(Item::Between));
                             self.back_off(kube::Error::Api(e.into())).await;
                         }
                     }
@@ -242,6 +253,7 @@ where
                     if let Phase::Watch { stream, .. } = &mut self.phase {
                         *stream = None;
                     }
+                    self.out.push_back(Ok(Item::Between));
                     self.back_off(e).await;
                 }
             },
@@ -253,6 +265,7 @@ where
             next: None,
             first: true,
         };
+        self.out.push_back(Ok(Item::Between));
     }
 }
 
@@ -261,9 +274,12 @@ where
 struct Mark {
     /// An instant begun and not yet ended on this watch.
     open: Option<u64>,
-    /// The last instant ended on this watch; none before the first (or
-    /// since a relist), when the watch says nothing about instants.
+    /// The last instant ended on this watch; none before the first, when
+    /// the watch says nothing about instants.
     last: Option<u64>,
+    /// Between two streams, after it has spoken of instants: it may be
+    /// behind the others until its next end marker.
+    between: bool,
 }
 
 /// The instants seen on a client's watches: whether what has been read
@@ -297,10 +313,11 @@ impl Instants {
             Item::End(n) => {
                 m.open = None;
                 m.last = Some(*n);
+                m.between = false;
             }
-            // A relist is a fresh view: its watch starts anew with the
-            // next instant it is told of.
-            Item::Event(Event::Init) => *m = Mark::default(),
+            // A watch that never spoke of instants (a real API server)
+            // stays silent after a new stream too.
+            Item::Between => m.between = m.last.is_some() || m.open.is_some(),
             Item::Event(_) => {}
         }
     }
@@ -310,7 +327,7 @@ impl Instants {
     pub fn settled(&self) -> bool {
         let mut last = None;
         for m in &self.marks {
-            if m.open.is_some() {
+            if m.open.is_some() || m.between {
                 return false;
             }
             match (last, m.last) {
@@ -356,9 +373,31 @@ mod tests {
         assert!(!i.settled());
         i.note(0, &end(2));
         assert!(i.settled());
-        // A relist forgets the watch's place until its next marker.
+        // A watch between streams (it timed out, or lists again) may be
+        // behind until its next end, whatever it replays meanwhile.
+        i.note(0, &Item::<Pod>::Between);
+        assert!(!i.settled(), "watch 0 starts again");
+        i.note(0, &Item::Event(Event::Apply(Pod::default())));
+        assert!(!i.settled(), "a replay without markers is not a whole view");
+        i.note(0, &end(2));
+        assert!(i.settled());
         i.note(0, &begin(3));
+        i.note(0, &Item::<Pod>::Between);
         i.note(0, &Item::Event(Event::<Pod>::Init));
+        assert!(!i.settled(), "a relist inside an instant");
+        i.note(0, &end(3));
+        i.note(1, &begin(3));
+        i.note(1, &end(3));
+        assert!(i.settled());
+    }
+
+    #[test]
+    fn a_watch_that_never_spoke_of_instants_never_holds_the_others() {
+        let mut i = Instants::new(2);
+        i.note(0, &Item::<Pod>::Between);
+        assert!(i.settled(), "a real API server: no markers, ever");
+        i.note(1, &end(1));
+        i.note(0, &Item::<Pod>::Between);
         assert!(i.settled());
     }
 }
