@@ -8,6 +8,8 @@
 //!   sleeps;
 //! - a static Go program: eight goroutines on four threads, channels,
 //!   sleeps, map iteration order and the global math/rand;
+//! - a dynamically linked Rust program: std threads, a tokio
+//!   multi-thread runtime, a `HashMap`'s order;
 //! - Go's map order and math/rand, which plain `--seed` does not fix
 //!   (they draw from per-thread generators seeded in the order threads are
 //!   created): fixed here.
@@ -84,6 +86,14 @@ fn racing_pthreads_interleave_the_same_way_on_every_run() {
 #[test]
 fn racing_goroutines_interleave_the_same_way_on_every_run() {
     same_on_every_run(support::go_build("interleave").to_str().unwrap());
+}
+
+/// A dynamically linked Rust program: std threads racing for a mutex, a
+/// tokio multi-thread runtime whose workers steal tasks, a `HashMap`'s
+/// order (`examples/interleave_rust.rs`).
+#[test]
+fn racing_rust_threads_and_tokio_tasks_interleave_the_same_way_on_every_run() {
+    same_on_every_run(support::example("interleave_rust").to_str().unwrap());
 }
 
 #[test]
