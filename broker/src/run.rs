@@ -1226,9 +1226,16 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
             .map(|(k, v)| (k.to_string(), v))
             .collect()
         });
+    // (an exit before the start already quotes the program's log)
+    let quoted = result.as_ref().err().is_some_and(|e| {
+        e.downcast_ref::<ExitedEarly>().is_some()
+            || e.downcast_ref::<ControllerExitedEarly>().is_some()
+    });
     let mut ending = result.err().map(|e| (end_reason(&e), error_text(&e)));
     if let Some((EndReason::SchedulerExited | EndReason::ControllerExited, message)) = &mut ending {
-        message.push_str(&exit_details(&children, &out));
+        if !quoted {
+            message.push_str(&exit_details(&children, &out));
+        }
     }
     match &standin_result {
         Some(Ok(Err(e))) if ending.is_none() => {

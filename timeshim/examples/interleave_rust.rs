@@ -69,7 +69,10 @@ fn tasks() -> String {
 
 fn map_order() -> String {
     let m: HashMap<u32, u32> = (0..12).map(|i| (i, i * i)).collect();
-    m.keys().map(|k| k.to_string()).collect::<Vec<_>>().join(",")
+    m.keys()
+        .map(|k| k.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn main() {

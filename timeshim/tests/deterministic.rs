@@ -233,3 +233,39 @@ fn threads_joined_with_pthread_join_run_to_the_end() {
     );
     assert_eq!(out, "joined dcba\n");
 }
+
+/// A timer the kernel runs on real time fires at a moment no one orders:
+/// the mode refuses the program, saying why on its stderr, and the same
+/// program runs without the mode (on real time).
+#[test]
+fn a_timer_the_kernel_runs_on_real_time_is_refused_with_its_reason() {
+    let p = support::cc_static("kerneltimer.c");
+    for arg in [None, Some("alarm")] {
+        let run = |det: bool| {
+            let mut c = Command::new(support::example("simrun"));
+            if det {
+                c.args(["--deterministic", "--seed", "1"]);
+            }
+            c.arg("--").arg(&p).args(arg);
+            c.output().expect("simrun")
+        };
+        let o = run(true);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{arg:?}: refused, yet it ran:\n{err}");
+        let call = if arg.is_some() {
+            "(alarm)"
+        } else {
+            "(timerfd_settime)"
+        };
+        assert!(
+            err.contains("--deterministic refused")
+                && err.contains(call)
+                && err.contains("--no-deterministic"),
+            "{arg:?}: the reason on the program's stderr:\n{err}"
+        );
+        assert!(!String::from_utf8_lossy(&o.stdout).contains("fired"));
+        let o = run(false);
+        assert!(o.status.success(), "{arg:?} without the mode: {o:?}");
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "fired\n");
+    }
+}

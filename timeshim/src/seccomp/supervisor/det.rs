@@ -117,6 +117,11 @@ mod call {
     pub const CLONE3: u32 = 435;
     pub const TKILL: u32 = 200;
     pub const TGKILL: u32 = 234;
+    pub const ALARM: u32 = 37;
+    pub const SETITIMER: u32 = 38;
+    pub const TIMER_SETTIME: u32 = 223;
+    pub const TIMERFD_SETTIME: u32 = 286;
+    pub const IO_URING_SETUP: u32 = 425;
 }
 
 /// A parked thread the next decision may release.
@@ -452,9 +457,77 @@ impl Supervisor {
                 self.reply(req.id, 0, 0, super::SECCOMP_USER_NOTIF_FLAG_CONTINUE);
                 return;
             }
+            // io_uring's operations run on the kernel's own workers, in an
+            // order no one decides (and without system calls under
+            // SQPOLL): answered as by a kernel built without it, so that
+            // a program falls back to plain calls (liburing's users, libuv).
+            call::IO_URING_SETUP => {
+                if *TRACE {
+                    eprintln!("det {}: io_uring_setup answered ENOSYS", self.shared.pid);
+                }
+                Answer::Errno(libc::ENOSYS)
+            }
+            call::ALARM | call::SETITIMER | call::TIMER_SETTIME | call::TIMERFD_SETTIME
+                if self.det_arms_kernel_timer(&req) =>
+            {
+                self.det_refuse(&req)
+            }
             _ => self.handle(&req),
         };
         self.det_answer(&req, answer);
+    }
+
+    /// Whether `req` arms a timer the kernel runs on real time (`alarm`,
+    /// `setitimer`, `timer_settime`, `timerfd_settime` with a non-zero
+    /// expiry): its signal or expiry would come at a moment no one
+    /// decides. Disarming is harmless.
+    fn det_arms_kernel_timer(&self, req: &libc::seccomp_notif) -> bool {
+        let a = req.data.args;
+        // `struct itimerval` and `struct itimerspec` both hold the
+        // interval, then the value, two 8-byte words each.
+        let value = match req.data.nr as u32 {
+            call::ALARM => return a[0] as u32 != 0,
+            call::SETITIMER => a[1],
+            _ => a[2],
+        };
+        if value == 0 {
+            return false; // setitimer(NULL): a query
+        }
+        let word = |off| remote::read_u64(req.pid, value + off);
+        !matches!((word(16), word(24)), (Ok(0), Ok(0)))
+    }
+
+    /// Refuses the mode for the program: a call it cannot order (see
+    /// [`Self::det_arms_kernel_timer`]). Says so on the program's stderr
+    /// (its log, which `batkube run` quotes when it exits) and in ours,
+    /// then ends the program: its outcome would not follow the seed.
+    fn det_refuse(&mut self, req: &libc::seccomp_notif) -> Answer {
+        let name = match req.data.nr as u32 {
+            call::ALARM => "alarm",
+            call::SETITIMER => "setitimer",
+            call::TIMER_SETTIME => "timer_settime",
+            _ => "timerfd_settime",
+        };
+        let tgid = self.tgid(req.pid);
+        let message = format!(
+            "--deterministic refused: process {tgid} armed a timer the kernel runs on real \
+             time ({name}), whose expiry no one orders; the mode cannot make this program \
+             deterministic, so it was stopped. Run it with --no-deterministic (the timer \
+             then fires on real time, as without the mode)."
+        );
+        tracing::error!("{message}");
+        if let Ok(fd) = self.remote_fd(req.pid, 2) {
+            let mut f = std::fs::File::from(fd);
+            let _ = std::io::Write::write_all(&mut f, format!("\n{message}\n").as_bytes());
+        }
+        // SAFETY: signals to processes of the supervised program.
+        unsafe {
+            libc::kill(tgid as i32, libc::SIGKILL);
+            if self.shared.pid != tgid {
+                libc::kill(self.shared.pid as i32, libc::SIGKILL);
+            }
+        }
+        Answer::Errno(libc::ENOSYS)
     }
 
     /// The thread of `req` goes on with `answer`, or stays held.
