@@ -296,6 +296,51 @@ enum Kind {
         dups: Vec<OwnedFd>,
         events: i16,
     },
+    /// Deterministic mode: a blocking `write` to a pipe without room
+    /// (its reader, a process of the program, runs only once this thread
+    /// parks): held until the pipe has room, then written here without
+    /// blocking, as much as fits (a short write, which writers loop on;
+    /// see [`write_without_blocking`]).
+    PipeWrite {
+        dup: OwnedFd,
+        addr: u64,
+        len: usize,
+    },
+}
+
+/// Deterministic mode: writes up to `len` bytes from the program's `addr`
+/// to the pipe `dup` without blocking (its file's `O_NONBLOCK` set for the
+/// call: no other thread of the program runs meanwhile). What fits is
+/// written (all of a write of `PIPE_BUF` bytes or less, or none); an
+/// error is the kernel's (`WouldBlock`: no room yet).
+pub(super) fn write_without_blocking(
+    tid: u32,
+    dup: &OwnedFd,
+    addr: u64,
+    len: usize,
+) -> io::Result<usize> {
+    let raw = dup.as_raw_fd();
+    // SAFETY: fcntl on our duplicate.
+    let cap = unsafe { libc::fcntl(raw, libc::F_GETPIPE_SZ) };
+    let n = len.min(if cap > 0 { cap as usize } else { 1 << 16 });
+    let mut buf = vec![0u8; n];
+    remote::read(tid, addr, &mut buf)?;
+    // SAFETY: fcntl and write on our duplicate, from our buffer.
+    unsafe {
+        let fl = libc::fcntl(raw, libc::F_GETFL);
+        if fl < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        libc::fcntl(raw, libc::F_SETFL, fl | libc::O_NONBLOCK);
+        let r = libc::write(raw, buf.as_ptr().cast(), n);
+        let e = io::Error::last_os_error();
+        libc::fcntl(raw, libc::F_SETFL, fl);
+        if r < 0 {
+            Err(e)
+        } else {
+            Ok(r as usize)
+        }
+    }
 }
 
 /// Where a poll-like wait's result goes in the caller's memory.
@@ -1105,6 +1150,9 @@ impl Supervisor {
                     let _ = epoll_add(ep, d.as_raw_fd(), *events as u16 as u32, TOKEN_HELD + seq);
                 }
             }
+            Kind::PipeWrite { dup, .. } => {
+                let _ = epoll_add(ep, dup.as_raw_fd(), libc::EPOLLOUT as u32, TOKEN_HELD + seq);
+            }
             _ => {}
         }
         let tgid = self.tgid(req.pid);
@@ -1198,6 +1246,14 @@ impl Supervisor {
                 let r = unsafe { libc::poll(local.as_mut_ptr(), local.len() as _, 0) };
                 (r != 0).then_some(Answer::Continue)
             }
+            Kind::PipeWrite { dup, addr, len } => {
+                match write_without_blocking(tid, dup, *addr, *len) {
+                    Ok(n) => Some(Answer::Value(n as i64)),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+                    // (EPIPE: the kernel's write says it, with its SIGPIPE)
+                    Err(_) => Some(Answer::Continue),
+                }
+            }
             _ => None,
         }
     }
@@ -1246,6 +1302,7 @@ impl Supervisor {
             Kind::Epoll { dup, .. } => del(dup.as_raw_fd()),
             Kind::Poll { dups, .. } => dups.iter().flatten().for_each(|d| del(d.as_raw_fd())),
             Kind::Blocked { dups, .. } => dups.iter().for_each(|d| del(d.as_raw_fd())),
+            Kind::PipeWrite { dup, .. } => del(dup.as_raw_fd()),
             _ => {}
         }
     }
@@ -1263,7 +1320,7 @@ impl Supervisor {
                     Kind::Sleep => Answer::Value(0),
                     Kind::Futex { .. } => Answer::Errno(libc::ETIMEDOUT),
                     Kind::Epoll { .. } => self.collect(h.tid, &h.kind).unwrap_or(Answer::Value(0)),
-                    Kind::Blocked { .. } => Answer::Continue,
+                    Kind::Blocked { .. } | Kind::PipeWrite { .. } => Answer::Continue,
                     Kind::Poll { out, pollfds, .. } => {
                         self.collect(h.tid, &h.kind).unwrap_or_else(|| {
                             write_poll_result(h.tid, *out, pollfds, &vec![0; pollfds.len()])

@@ -124,6 +124,16 @@ mod call {
     pub const IO_URING_SETUP: u32 = 425;
 }
 
+/// What [`Supervisor::det_pipe_write`] did with a write.
+enum PipeWrite {
+    /// Nothing: the kernel answers it without blocking.
+    Kernel,
+    /// Wrote this many bytes for it.
+    Wrote(usize),
+    /// No room: the wait to hold.
+    Hold(Kind),
+}
+
 /// A parked thread the next decision may release.
 #[derive(Clone, Copy)]
 pub(super) struct Ready {
@@ -581,6 +591,7 @@ impl Supervisor {
                         | Kind::Epoll { .. }
                         | Kind::Poll { .. }
                         | Kind::Blocked { .. }
+                        | Kind::PipeWrite { .. }
                 )
         }) {
             let h = self.held.remove(i);
@@ -875,6 +886,7 @@ impl Supervisor {
                                     Kind::Epoll { .. } => "epoll",
                                     Kind::Poll { .. } => "poll",
                                     Kind::Blocked { .. } => "blocked",
+                                    Kind::PipeWrite { .. } => "pipe-write",
                                 };
                                 format!("{}:{k}@{}", h.tid, h.deadline)
                             })
@@ -961,6 +973,23 @@ impl Supervisor {
                     if let Some(kind) = self.det_read_would_block(&req) {
                         self.hold(&req, super::NO_DEADLINE, kind);
                         continue;
+                    }
+                    // A write to a pipe the kernel could block in, likewise
+                    // (written here, as much as fits, or held).
+                    match self.det_pipe_write(&req) {
+                        PipeWrite::Kernel => {}
+                        PipeWrite::Wrote(n) => {
+                            self.det_sent();
+                            self.det_answer(&req, Answer::Value(n as i64));
+                            if self.det().running.is_some() {
+                                return;
+                            }
+                            continue;
+                        }
+                        PipeWrite::Hold(kind) => {
+                            self.hold(&req, super::NO_DEADLINE, kind);
+                            continue;
+                        }
                     }
                     if sends(req.data.nr as u32) {
                         self.det_sent();
@@ -1103,6 +1132,59 @@ impl Supervisor {
             dups: vec![dup],
             events: libc::POLLIN,
         })
+    }
+
+    /// A `write` to a pipe without `O_NONBLOCK`: when the kernel could
+    /// block in it (no room for a small write, or a write larger than
+    /// `PIPE_BUF`, which the kernel writes in pieces as its reader
+    /// drains), the supervisor writes what fits, without blocking, and the
+    /// call returns that count; none fits: held until the pipe has room.
+    /// The reader is a process of the program, which runs only once this
+    /// thread parks: left to the kernel, both would wait forever.
+    fn det_pipe_write(&mut self, req: &libc::seccomp_notif) -> PipeWrite {
+        let a = req.data.args;
+        let len = a[2] as usize;
+        if req.data.nr as u32 != call::WRITE || len == 0 {
+            return PipeWrite::Kernel;
+        }
+        let Ok(dup) = self.remote_fd(req.pid, a[0] as i32) else {
+            return PipeWrite::Kernel;
+        };
+        let raw = dup.as_raw_fd();
+        // SAFETY: fstat and fcntl on our duplicate, into a local.
+        let (fifo, nonblocking) = unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            let fifo = libc::fstat(raw, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO;
+            (
+                fifo,
+                libc::fcntl(raw, libc::F_GETFL) & libc::O_NONBLOCK != 0,
+            )
+        };
+        if !fifo || nonblocking {
+            return PipeWrite::Kernel;
+        }
+        if len <= libc::PIPE_BUF {
+            let mut p = libc::pollfd {
+                fd: raw,
+                events: libc::POLLOUT,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, no timeout.
+            if unsafe { libc::poll(&mut p, 1, 0) } != 0 {
+                return PipeWrite::Kernel; // room for it (or an error to say)
+            }
+        }
+        match super::write_without_blocking(req.pid, &dup, a[1], len) {
+            Ok(n) => PipeWrite::Wrote(n),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                PipeWrite::Hold(Kind::PipeWrite {
+                    dup,
+                    addr: a[1],
+                    len,
+                })
+            }
+            Err(_) => PipeWrite::Kernel,
+        }
     }
 
     /// `wait4`, `waitid`, `rt_sigsuspend` or `pause` while the process has
@@ -1303,12 +1385,16 @@ impl Supervisor {
             .filter(|h| {
                 matches!(
                     h.kind,
-                    Kind::Epoll { .. } | Kind::Poll { .. } | Kind::Blocked { .. }
+                    Kind::Epoll { .. }
+                        | Kind::Poll { .. }
+                        | Kind::Blocked { .. }
+                        | Kind::PipeWrite { .. }
                 )
             })
             .map(|h| (self.det.as_ref().expect("det").index_of(h.tid), h.seq))
             .collect();
         waits.sort_unstable();
+        let mut wrote = false;
         for (_, seq) in waits {
             let Some(i) = self.held.iter().position(|h| h.seq == seq) else {
                 continue;
@@ -1316,11 +1402,17 @@ impl Supervisor {
             let h = &self.held[i];
             if let Some(answer) = self.collect(h.tid, &h.kind) {
                 let h = self.held.remove(i);
+                if matches!(h.kind, Kind::PipeWrite { .. }) {
+                    // Written now: its reader, looked at before in this
+                    // pass, is looked at again at the next decision.
+                    self.det_sent();
+                    wrote = true;
+                }
                 self.dirty = true;
                 self.finish(h, answer);
             }
         }
-        self.det().stale = false;
+        self.det().stale = wrote;
         true
     }
 }
