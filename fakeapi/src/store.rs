@@ -2205,11 +2205,17 @@ impl Store {
         // a client whose watches all ended at one instant (they time out
         // together) and start again one by one must not take the first
         // replay for a whole view while the others' are still on the way.
+        // The begin's version is where the replay starts: a client whose
+        // stream breaks before the replay's end resumes before it.
+        let begin_rv = match start {
+            WatchStart::After(rv) => rv.min(current_rv),
+            _ => current_rv,
+        };
         let mut begun = 0;
         if instants && gone.is_none() && instant > 0 {
             if instant_open || !initial.is_empty() {
                 initial.push_front(queued(WatchItem::Bookmark {
-                    rv: current_rv,
+                    rv: begin_rv,
                     mark: Mark::Begin(instant),
                 }));
                 begun = instant;
