@@ -38,7 +38,27 @@ fn pod(name: &str, cpu: &str, node: Option<&str>) -> Pod {
 
 /// Waits until the scheduler is parked and the API has nothing in flight;
 /// returns the scheduler's earliest deadline.
-async fn settle(clock: &Controller, activity: &fakeapi::Activity) -> Option<SimTime> {
+/// Whether no byte is queued on a TCP connection to or from `port`
+/// (`/proc/net/tcp`'s tx and rx queues, listening sockets aside): what the
+/// API wrote is read, what the scheduler wrote reached the API. Without
+/// this look the clock moved, on a loaded machine, while a watch frame sat
+/// unread in the scheduler's socket (measured backoffs of 9 and 79 s).
+fn sockets_drained(port: u16) -> bool {
+    let text = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let port_hex = format!(":{port:04X}");
+    text.lines().skip(1).all(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 5 || f[3] == "0A" {
+            return true;
+        }
+        if !f[1].ends_with(&port_hex) && !f[2].ends_with(&port_hex) {
+            return true;
+        }
+        f[4] == "00000000:00000000"
+    })
+}
+
+async fn settle(clock: &Controller, activity: &fakeapi::Activity, port: u16) -> Option<SimTime> {
     loop {
         activity.wait_idle().await;
         let before = activity.snapshot();
@@ -51,9 +71,11 @@ async fn settle(clock: &Controller, activity: &fakeapi::Activity) -> Option<SimT
                 if after.is_idle()
                     && after.requests_served == before.requests_served
                     && after.watch_events_written == before.watch_events_written
+                    && sockets_drained(port)
                 {
                     return earliest_deadline;
                 }
+                tokio::time::sleep(Duration::from_millis(1)).await;
             }
             other => panic!("scheduler not quiescent: {other:?}"),
         }
@@ -72,9 +94,10 @@ async fn next_failure(
     clock: &Controller,
     activity: &fakeapi::Activity,
     changes: &mut mpsc::UnboundedReceiver<Change>,
+    port: u16,
 ) -> Timestamp {
     for _ in 0..1000 {
-        let deadline = settle(clock, activity).await;
+        let deadline = settle(clock, activity, port).await;
         while let Ok(c) = changes.try_recv() {
             if let Some(t) = failed_scheduling_time(&c) {
                 return t;
@@ -123,7 +146,7 @@ async fn binds_on_simulated_time() {
     let (mut child, dir) = start_child(&clock, server.addr(), "bind");
     let mut scheduled = None;
     for _ in 0..1000 {
-        settle(&clock, &activity).await;
+        settle(&clock, &activity, server.addr().port()).await;
         while let Ok(c) = changes.try_recv() {
             if c.resource.plural == "events" && c.object["reason"] == "Scheduled" {
                 scheduled = Some(c.object["lastTimestamp"].as_str().unwrap().to_string());
@@ -168,10 +191,10 @@ async fn backoff_grows_on_simulated_time() {
 
     // Warm-up: a pod created after start-up reaches the scheduler through
     // its watch and is bound, so both watches are known to be running.
-    let _ = settle(&clock, &activity).await;
+    let _ = settle(&clock, &activity, server.addr().port()).await;
     store.create_pod(pod("warm", "0", None)).unwrap();
     'warm: for _ in 0..1000 {
-        let deadline = settle(&clock, &activity).await;
+        let deadline = settle(&clock, &activity, server.addr().port()).await;
         while let Ok(c) = changes.try_recv() {
             if c.resource.plural == "pods"
                 && c.name == "warm"
@@ -187,13 +210,13 @@ async fn backoff_grows_on_simulated_time() {
             .unwrap();
     }
     store.create_pod(pod("big", "2", None)).unwrap();
-    let mut last = next_failure(&clock, &activity, &mut changes).await;
+    let mut last = next_failure(&clock, &activity, &mut changes, server.addr().port()).await;
     let mut waits = Vec::new();
     for i in 0..5 {
         // A bound pod finishes: a relevant event, the pod goes to backoff.
         let name = format!("filler-{i}");
         store.create_pod(pod(&name, "0", Some("node-0"))).unwrap();
-        settle(&clock, &activity).await;
+        settle(&clock, &activity, server.addr().port()).await;
         store
             .update_pod_status(
                 "default",
@@ -204,7 +227,7 @@ async fn backoff_grows_on_simulated_time() {
                 },
             )
             .unwrap();
-        let t = next_failure(&clock, &activity, &mut changes).await;
+        let t = next_failure(&clock, &activity, &mut changes, server.addr().port()).await;
         waits.push(t.duration_since(last).as_secs());
         last = t;
     }
