@@ -479,6 +479,41 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// Bytes queued on the established TCP connections to or from `port`,
+/// either way (`/proc/net/tcp` and `tcp6`: each socket's send queue, not
+/// yet acknowledged by its peer, and receive queue, not yet read): zero
+/// when every byte either end wrote has been read by the other. The slow
+/// look, for when the kernel's sock_diag cannot be asked, and for tests
+/// that drive a client on simulated time.
+pub fn tcp_queued_bytes(port: u16) -> u64 {
+    const ESTABLISHED: &str = "01";
+    let port_of = |addr: &str| {
+        addr.rsplit(':')
+            .next()
+            .and_then(|p| u16::from_str_radix(p, 16).ok())
+    };
+    let mut total = 0;
+    for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 5 || f[3] != ESTABLISHED {
+                continue;
+            }
+            if port_of(f[1]) != Some(port) && port_of(f[2]) != Some(port) {
+                continue;
+            }
+            if let Some((tx, rx)) = f[4].split_once(':') {
+                total += u64::from_str_radix(tx, 16).unwrap_or(0);
+                total += u64::from_str_radix(rx, 16).unwrap_or(0);
+            }
+        }
+    }
+    total
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -61,7 +61,7 @@ mod table;
 mod timers;
 mod watch;
 
-pub use activity::{AccountingViolation, Activity, ActivitySnapshot, Connection};
+pub use activity::{tcp_queued_bytes, AccountingViolation, Activity, ActivitySnapshot, Connection};
 pub use crd::COSCHEDULING_PODGROUP_CRD;
 pub use discovery::SERVER_VERSION;
 pub use error::{ApiError, FieldError, FieldErrorKind, InvalidObject, Result};

@@ -918,8 +918,17 @@ async fn a_watch_started_again_keeps_its_place_in_the_instants() {
             .insert(fakeapi::INSTANTS_HEADER, "true".parse().unwrap());
         req
     };
-    let names =
-        |evs: Vec<WatchEvent<Pod>>| -> Vec<String> { evs.into_iter().map(describe).collect() };
+    // The first `n` items of a watch stream, described.
+    async fn first(
+        s: impl futures_util::Stream<Item = kube::Result<WatchEvent<Pod>>>,
+        n: usize,
+    ) -> Vec<String> {
+        let got: Vec<_> = timeout(PATIENCE, s.take(n).try_collect())
+            .await
+            .unwrap()
+            .unwrap();
+        got.into_iter().map(describe).collect()
+    }
     let rv0 = store.resource_version().to_string();
     {
         let _h = store.hold();
@@ -933,30 +942,19 @@ async fn a_watch_started_again_keeps_its_place_in_the_instants() {
         .request_events::<Pod>(open(rv0.clone()))
         .await
         .unwrap();
-    let got: Vec<_> = timeout(PATIENCE, s.take(3).try_collect())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(names(got), ["begin 1", "ADDED p1", "end 1"]);
+    assert_eq!(first(s, 3).await, ["begin 1", "ADDED p1", "end 1"]);
     // Nothing to replay: the end alone.
-    let s = client
-        .request_events::<Pod>(open(store.resource_version().to_string()))
-        .await
-        .unwrap();
-    let got: Vec<_> = timeout(PATIENCE, s.take(1).try_collect())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(names(got), ["end 1"]);
+    let now = store.resource_version().to_string();
+    let s = client.request_events::<Pod>(open(now)).await.unwrap();
+    assert_eq!(first(s, 1).await, ["end 1"]);
     // Inside instant 2 (the response's head means the watch is
     // registered): its begin, the replay, and its end at the release.
     let h = store.hold();
     store.create_pod(pod("p2")).unwrap();
     let s = client.request_events::<Pod>(open(rv0)).await.unwrap();
     drop(h);
-    let got: Vec<_> = timeout(PATIENCE, s.take(4).try_collect())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(names(got), ["begin 2", "ADDED p1", "ADDED p2", "end 2"]);
+    assert_eq!(
+        first(s, 4).await,
+        ["begin 2", "ADDED p1", "ADDED p2", "end 2"]
+    );
 }

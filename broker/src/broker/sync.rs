@@ -322,7 +322,7 @@ fn bytes_between(
         *diag = SockDiag::open().ok();
     }
     let Some(d) = diag.as_ref() else {
-        return total + proc_net_tcp_backlog(port);
+        return total + fakeapi::tcp_queued_bytes(port);
     };
     for (c, server_sent, server_received) in activity.connections_with_bytes() {
         match d.info(c.client, c.server) {
@@ -338,7 +338,7 @@ fn bytes_between(
                 total += i.bytes_sent.saturating_sub(server_received);
             }
             Ok(None) => {} // closed meanwhile
-            Err(_) => return activity.unread_by_server() + proc_net_tcp_backlog(port),
+            Err(_) => return activity.unread_by_server() + fakeapi::tcp_queued_bytes(port),
         }
     }
     total
@@ -751,38 +751,6 @@ impl SockDiag {
         }
         Ok(Some(info))
     }
-}
-
-/// The slow fallback: bytes received and not yet read on established
-/// connections to or from `port`, from `/proc/net/tcp`.
-fn proc_net_tcp_backlog(port: u16) -> u64 {
-    let mut total = 0;
-    for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let Ok(text) = std::fs::read_to_string(file) else {
-            continue;
-        };
-        for line in text.lines().skip(1) {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() < 5 {
-                continue;
-            }
-            let port_of = |addr: &str| {
-                addr.rsplit(':')
-                    .next()
-                    .and_then(|p| u16::from_str_radix(p, 16).ok())
-            };
-            if port_of(f[1]) != Some(port) && port_of(f[2]) != Some(port) {
-                continue;
-            }
-            if f[3] != "01" {
-                continue;
-            }
-            if let Some((_tx, rx)) = f[4].split_once(':') {
-                total += u64::from_str_radix(rx, 16).unwrap_or(0);
-            }
-        }
-    }
-    total
 }
 
 #[cfg(test)]

@@ -36,28 +36,11 @@ fn pod(name: &str, cpu: &str, node: Option<&str>) -> Pod {
     .unwrap()
 }
 
-/// Waits until the scheduler is parked and the API has nothing in flight;
-/// returns the scheduler's earliest deadline.
-/// Whether no byte is queued on a TCP connection to or from `port`
-/// (`/proc/net/tcp`'s tx and rx queues, listening sockets aside): what the
-/// API wrote is read, what the scheduler wrote reached the API. Without
-/// this look the clock moved, on a loaded machine, while a watch frame sat
-/// unread in the scheduler's socket (measured backoffs of 9 and 79 s).
-fn sockets_drained(port: u16) -> bool {
-    let text = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
-    let port_hex = format!(":{port:04X}");
-    text.lines().skip(1).all(|line| {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 5 || f[3] == "0A" {
-            return true;
-        }
-        if !f[1].ends_with(&port_hex) && !f[2].ends_with(&port_hex) {
-            return true;
-        }
-        f[4] == "00000000:00000000"
-    })
-}
-
+/// Waits until the scheduler is parked, the API has nothing in flight and
+/// no byte waits in a socket between them; returns the scheduler's
+/// earliest deadline. Without the sockets' look the clock moved, on a
+/// loaded machine, while a watch frame sat unread in the scheduler's
+/// socket (measured backoffs of 9 and 79 s).
 async fn settle(clock: &Controller, activity: &fakeapi::Activity, port: u16) -> Option<SimTime> {
     loop {
         activity.wait_idle().await;
@@ -71,7 +54,7 @@ async fn settle(clock: &Controller, activity: &fakeapi::Activity, port: u16) -> 
                 if after.is_idle()
                     && after.requests_served == before.requests_served
                     && after.watch_events_written == before.watch_events_written
-                    && sockets_drained(port)
+                    && fakeapi::tcp_queued_bytes(port) == 0
                 {
                     return earliest_deadline;
                 }

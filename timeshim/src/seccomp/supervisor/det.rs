@@ -504,7 +504,8 @@ impl Supervisor {
             return false; // setitimer(NULL): a query
         }
         let word = |off| remote::read_u64(req.pid, value + off);
-        !matches!((word(16), word(24)), (Ok(0), Ok(0)))
+        // (unreadable: the kernel answers EFAULT)
+        matches!((word(16), word(24)), (Ok(s), Ok(ns)) if s != 0 || ns != 0)
     }
 
     /// Refuses the mode for the program: a call it cannot order (see
