@@ -43,6 +43,7 @@ SUSPECT = (
     "activity accounting is inconsistent",
     "quiescence decided, yet the scheduler moved",
     "first movement after a quiescence decision",
+    "moved after it was found quiescent",
 )
 
 

@@ -117,6 +117,16 @@ fn run_with(
         "run {name}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // Every quiescence decision held: the scheduler did nothing between a
+    // window that closed on it and the next instant.
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        summary["quiescence_contradicted"],
+        0,
+        "run {name}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     ["jobs.csv", "pods.csv", "nodes.csv", "timeline.csv"]
         .iter()
         .map(|f| {

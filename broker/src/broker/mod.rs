@@ -304,6 +304,12 @@ pub struct Broker {
     /// Instants too large for the scheduler's receive windows (see
     /// `Gate::deliver`).
     partial_instants: u64,
+    /// How the API and the scheduler stood when the last window closed on
+    /// quiescence (see `check_quiet_mark`).
+    quiet_mark: Option<QuietMark>,
+    /// Quiescence decisions the scheduler contradicted (it ran, or the API
+    /// served it, before the next instant).
+    quiescence_contradicted: u64,
     gangs_started: u64,
     /// Node-seconds held by partly bound gangs that have ended that state.
     partial_gang_node_seconds: f64,
@@ -390,6 +396,8 @@ impl Broker {
             windows: 0,
             windows_bound_hit: 0,
             partial_instants: 0,
+            quiet_mark: None,
+            quiescence_contradicted: 0,
             gangs_started: 0,
             partial_gang_node_seconds: 0.0,
             wakeups: 0,
@@ -543,6 +551,7 @@ impl Broker {
         for ev in &msg.events {
             self.timeline_batsim(t, "batsim", &ev.data);
         }
+        self.check_quiet_mark(t);
         let mut out: Vec<EventData> = std::mem::take(&mut self.early);
         // Nodes exist before the first pod, as in a real cluster: the hosts
         // become nodes, the scheduler takes them in (during its warm-up,
@@ -1191,6 +1200,7 @@ impl Broker {
             .policy
             .open(sim_time(t), Situation { pending, running });
         let opened = Instant::now();
+        let mut mark = None;
         loop {
             match w.step() {
                 Step::Close => break,
@@ -1202,7 +1212,11 @@ impl Broker {
                             let q = s
                                 .wait(slice, &|| !changes.is_empty())
                                 .map_err(|e| anyhow::anyhow!("watching the scheduler: {e}"))?;
+                            // Taken at the decision, to check it by later.
+                            let look =
+                                matches!(q, Quiet::Yes { .. }).then(|| QuietMark::take(s, t));
                             let decided = self.drain_changes(out)?;
+                            mark = None;
                             match q {
                                 Quiet::Exited(i) => return self.process_exited(i),
                                 // Changes drained after the check may have
@@ -1212,6 +1226,7 @@ impl Broker {
                                     controllers,
                                 } if decided == 0 => {
                                     self.controllers_wakeup = controllers.map(batsim_time);
+                                    mark = look;
                                     w.quiescent(earliest_deadline)
                                 }
                                 _ => {}
@@ -1269,8 +1284,78 @@ impl Broker {
         // Decisions become Batsim events stamped with the reply's time.
         if reply_now > t {
             self.advance_gated(reply_now)?;
+        } else {
+            self.quiet_mark = mark;
         }
         Ok(reply_now)
+    }
+
+    /// A window that closed on quiescence said the scheduler would do
+    /// nothing until the clock moved or the API told it something. Before
+    /// the next instant, neither has happened: if the API served it
+    /// meanwhile (a request, a change), the decision was wrong, and what
+    /// it did then lands at the next instant instead of this one. Exact,
+    /// and costs one look per window; counted in the summary and warned
+    /// about (with the processes' CPU times), for the soak to find.
+    fn check_quiet_mark(&mut self, t: f64) {
+        let (Some(mark), SchedulerSide::Shim(s)) = (self.quiet_mark.take(), &self.side) else {
+            return;
+        };
+        let now = QuietMark::take(s, mark.time);
+        let changes = !self.changes.is_empty();
+        // CPU time alone proves nothing: a program under the seccomp
+        // supervisor may run a few microseconds (a thread's held wait
+        // answered and entered again) without doing anything.
+        if now.same_api(&mark) && !changes {
+            return;
+        }
+        self.quiescence_contradicted += 1;
+        if self.quiescence_contradicted <= 5 {
+            tracing::warn!(
+                decided_at = mark.time,
+                next_instant = t,
+                ?mark,
+                ?now,
+                changes,
+                "the scheduler moved after it was found quiescent, before the next instant"
+            );
+        }
+    }
+}
+
+/// What a quiescence decision can be checked against later: each
+/// process's CPU time, and the API's counts of requests and watch events.
+#[derive(Debug, Clone, PartialEq)]
+struct QuietMark {
+    time: f64,
+    cpu_ns: Vec<Option<u64>>,
+    requests_served: u64,
+    requests_in_flight: usize,
+    watch_events_written: u64,
+}
+
+impl QuietMark {
+    fn same_api(&self, other: &QuietMark) -> bool {
+        (
+            self.requests_served,
+            self.requests_in_flight,
+            self.watch_events_written,
+        ) == (
+            other.requests_served,
+            other.requests_in_flight,
+            other.watch_events_written,
+        )
+    }
+
+    fn take(s: &sync::ShimSide, time: f64) -> QuietMark {
+        let a = s.activity.snapshot();
+        QuietMark {
+            time,
+            cpu_ns: s.procs.iter().map(|p| p.controller.cpu_time_ns()).collect(),
+            requests_served: a.requests_served,
+            requests_in_flight: a.requests_in_flight,
+            watch_events_written: a.watch_events_written,
+        }
     }
 }
 
@@ -2202,6 +2287,7 @@ impl Broker {
         s.pods_garbage_collected = self.gc.collected();
         s.windows_bound_hit = self.windows_bound_hit;
         s.partial_instants = self.partial_instants;
+        s.quiescence_contradicted = self.quiescence_contradicted;
         s.gangs_started = self.gangs_started;
         s.partial_gang_node_seconds = self.partial_gang_node_seconds + partial_now;
         s.wake_ups_requested = self.wakeups;

@@ -469,6 +469,11 @@ pub struct Summary {
     /// windows: it could read part of them before the rest arrived (the
     /// only case where simultaneity is up to the machine; see README).
     pub partial_instants: u64,
+    /// Windows that closed on quiescence, after which the scheduler ran
+    /// (or the API served it) before the next instant: the decision was
+    /// wrong, and what it did then landed at the next instant (0 expected;
+    /// the soak counts a run with any as suspect).
+    pub quiescence_contradicted: u64,
     pub windows_bound_hit: u64,
     /// Gangs (jobs on several machines) started.
     pub gangs_started: u64,

@@ -309,6 +309,13 @@ pub fn summary_words(s: &serde_json::Value) -> Vec<String> {
             plural(u("partial_instants"), "instant", "instants")
         );
     }
+    if u("quiescence_contradicted") > 0 {
+        let _ = write!(
+            run,
+            "; the scheduler moved after {} found it quiescent (what it did landed at the next instant)",
+            plural(u("quiescence_contradicted"), "window", "windows")
+        );
+    }
     if u("windows_bound_hit") > 0 {
         let _ = write!(
             run,
