@@ -165,6 +165,21 @@ impl Activity {
             .collect()
     }
 
+    /// Connections whose handshake the server's side has completed: every
+    /// one accepted so far, plus those waiting in the listener's accept
+    /// queue (read together, under the lock the listener accepts under).
+    /// Set against the kernel's count of connections started, it tells
+    /// whether one may still be in its handshake (see the broker's
+    /// `SockDiag::handshakes`).
+    pub fn connections_established(&self) -> u64 {
+        let conns = self.conns.lock();
+        let queued = conns
+            .listener
+            .and_then(tcp_info)
+            .map_or(0, |i| i.tcpi_unacked as u64);
+        conns.next + queued
+    }
+
     /// Bytes clients sent that the server has not read yet (requests on
     /// their way in, not yet counted as in flight), bytes the server wrote
     /// that its sockets have not sent yet, plus one per connection waiting
@@ -484,9 +499,13 @@ impl Drop for InFlight<'_> {
 /// yet acknowledged by its peer, and receive queue, not yet read): zero
 /// when every byte either end wrote has been read by the other. The slow
 /// look, for when the kernel's sock_diag cannot be asked, and for tests
-/// that drive a client on simulated time.
+/// that drive a client on simulated time. A connection still in its
+/// handshake (a client's socket in `SYN_SENT`, the server's in
+/// `SYN_RECV`) counts as one byte: its first bytes are on their way.
 pub fn tcp_queued_bytes(port: u16) -> u64 {
     const ESTABLISHED: &str = "01";
+    const SYN_SENT: &str = "02";
+    const SYN_RECV: &str = "03";
     let port_of = |addr: &str| {
         addr.rsplit(':')
             .next()
@@ -499,7 +518,16 @@ pub fn tcp_queued_bytes(port: u16) -> u64 {
         };
         for line in text.lines().skip(1) {
             let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() < 5 || f[3] != ESTABLISHED {
+            if f.len() < 5 {
+                continue;
+            }
+            if (f[3] == SYN_SENT && port_of(f[2]) == Some(port))
+                || (f[3] == SYN_RECV && port_of(f[1]) == Some(port))
+            {
+                total += 1;
+                continue;
+            }
+            if f[3] != ESTABLISHED {
                 continue;
             }
             if port_of(f[1]) != Some(port) && port_of(f[2]) != Some(port) {

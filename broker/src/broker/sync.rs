@@ -6,7 +6,8 @@
 //! API has no request in flight and no watch event waiting to be written
 //! (fakeapi's activity), and no byte is on its way between the two (the
 //! client sockets' receive queues by sock_diag, fakeapi's unread requests,
-//! the kernel's packet backlog). Two probes with the same [`timeshim::Stamp`]
+//! the kernel's packet backlog), nor any connection in its handshake
+//! ([`SockDiag::handshakes`]). Two probes with the same [`timeshim::Stamp`]
 //! (the process's CPU time and its count of wait events) bracket the API and
 //! socket checks: no scheduler thread ran in between, so nothing it could
 //! have been woken by escaped them. Exact by construction, no grace period.
@@ -300,8 +301,24 @@ impl ShimSide {
 /// small queues, in flight, or parked in the server socket's backlog while
 /// fakeapi holds its lock). Scanning `/proc/net/tcp` instead costs about
 /// 4 ms per look on a kernel with a 256k-bucket table.
+///
+/// A connection still in its handshake counts too (one byte each, see
+/// [`SockDiag::handshakes`]): no byte count covers the packets of a
+/// handshake, and a client waiting for its connection looks idle. Under
+/// load the kernel may hold one of them between its queues for as long
+/// as the CPU delivering it is preempted; the scheduler then bound its
+/// pod only after the broker had let the clock move on.
 pub fn tcp_backlog(activity: &fakeapi::Activity, diag: &mut Option<SockDiag>, port: u16) -> u64 {
-    bytes_between(activity, diag, port, true)
+    let bytes = bytes_between(activity, diag, port, true);
+    if bytes != 0 {
+        return bytes;
+    }
+    match diag.as_mut() {
+        Some(d) => d
+            .handshakes(port, &|| activity.connections_established())
+            .unwrap_or_else(|_| fakeapi::tcp_queued_bytes(port)),
+        None => 0, // the fallback of bytes_between counted them
+    }
 }
 
 /// Bytes on their way between the API and the scheduler that have not
@@ -585,7 +602,18 @@ pub struct SockInfo {
 /// A NETLINK_SOCK_DIAG socket for exact TCP socket lookups.
 pub struct SockDiag {
     fd: std::os::fd::OwnedFd,
+    /// When [`SockDiag::handshakes`] last found none in progress: the
+    /// kernel's count of connections started (`Tcp: ActiveOpens` of
+    /// `/proc/net/snmp`) and the server's of connections established.
+    quiet: Option<(u64, u64)>,
+    /// `/proc/net/snmp`, kept open and read again at offset 0.
+    snmp: Option<std::fs::File>,
 }
+
+/// TCP states as sock_diag numbers them.
+const TCP_SYN_SENT: u8 = 2;
+const TCP_SYN_RECV: u8 = 3;
+const TCP_NEW_SYN_RECV: u8 = 12;
 
 impl SockDiag {
     pub fn open() -> std::io::Result<SockDiag> {
@@ -604,7 +632,149 @@ impl SockDiag {
         // SAFETY: fd is a fresh descriptor we own.
         Ok(SockDiag {
             fd: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) },
+            quiet: None,
+            snmp: None,
         })
+    }
+
+    /// `Tcp: ActiveOpens` of this network namespace: connections started
+    /// (counted once the client's socket is hashed, `SYN_SENT`, before its
+    /// first packet leaves).
+    fn active_opens(&mut self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        if self.snmp.is_none() {
+            self.snmp = std::fs::File::open("/proc/net/snmp").ok();
+        }
+        let mut buf = [0u8; 8192];
+        let mut n = 0;
+        let f = self.snmp.as_ref()?;
+        while n < buf.len() {
+            match f.read_at(&mut buf[n..], n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(_) => return None,
+            }
+        }
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
+        let (names, values) = (tcp.next()?, tcp.next()?);
+        let i = names.split_whitespace().position(|w| w == "ActiveOpens")?;
+        values.split_whitespace().nth(i)?.parse().ok()
+    }
+
+    /// Connections to or from `port` still in their handshake: a client's
+    /// socket in `SYN_SENT`, the server's half-open one (`SYN_RECV`, a
+    /// request socket). Once the server's side is established it sits in
+    /// the listener's accept queue, which fakeapi counts, until accepted.
+    ///
+    /// A dump of the TCP sockets walks the kernel's whole connection table
+    /// (about half a millisecond per address family), and clients open
+    /// connections all the time (an HTTP/1 pool drops one idle for 90
+    /// simulated seconds): it is made only when counts say a handshake may
+    /// be in progress. Since the last dump that found none, as many
+    /// connections were started in this network namespace (the kernel's
+    /// count, read after) as the server established (`established`: its
+    /// accepted ones and its accept queue, read before): then every one
+    /// started is done (each established one was started after that dump,
+    /// and one started elsewhere would leave the counts apart).
+    pub fn handshakes(&mut self, port: u16, established: &dyn Fn() -> u64) -> std::io::Result<u64> {
+        let done = established();
+        let opens = self.active_opens();
+        if let (Some((o0, d0)), Some(o)) = (self.quiet, opens) {
+            if o.wrapping_sub(o0) == done.wrapping_sub(d0) {
+                return Ok(0);
+            }
+        }
+        let mut n = 0;
+        for family in [libc::AF_INET as u8, libc::AF_INET6 as u8] {
+            self.dump(family, |state, sport, dport| {
+                if (state == TCP_SYN_SENT && dport == port)
+                    || (matches!(state, TCP_SYN_RECV | TCP_NEW_SYN_RECV) && sport == port)
+                {
+                    n += 1;
+                }
+            })?;
+        }
+        // A baseline only if no handshake ended while the dump looked: one
+        // started before `opens` was read and established after `done`
+        // would otherwise leave the counts apart the other way.
+        self.quiet = match opens {
+            Some(o) if n == 0 && established() == done => Some((o, done)),
+            _ => None,
+        };
+        Ok(n)
+    }
+
+    /// Every TCP socket of `family` in a handshake state, as (state,
+    /// source port, destination port).
+    fn dump(&self, family: u8, mut each: impl FnMut(u8, u16, u16)) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        const SOCK_DIAG_BY_FAMILY: u16 = 20;
+        const NLMSG_ERROR: u16 = 2;
+        const NLMSG_DONE: u16 = 3;
+        let mut req = [0u8; 72];
+        req[0..4].copy_from_slice(&72u32.to_ne_bytes());
+        req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+        let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
+        req[6..8].copy_from_slice(&flags.to_ne_bytes());
+        req[16] = family;
+        req[17] = libc::IPPROTO_TCP as u8;
+        let states: u32 = 1 << TCP_SYN_SENT | 1 << TCP_SYN_RECV | 1 << TCP_NEW_SYN_RECV;
+        req[20..24].copy_from_slice(&states.to_ne_bytes());
+        req[64..72].copy_from_slice(&[0xff; 8]); // INET_DIAG_NOCOOKIE
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: sending our buffer on our netlink socket (kernel address).
+        let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        kernel.nl_family = libc::AF_NETLINK as u16;
+        let sent = unsafe {
+            libc::sendto(
+                fd,
+                req.as_ptr() as *const libc::c_void,
+                req.len(),
+                0,
+                &kernel as *const libc::sockaddr_nl as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_nl>() as u32,
+            )
+        };
+        if sent < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut buf = vec![0u8; 32 * 1024];
+        loop {
+            // SAFETY: receiving into our buffer.
+            let n = unsafe { libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
+            if n < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let n = n as usize;
+            let mut at = 0;
+            while at + 16 <= n {
+                let len = u32::from_ne_bytes(buf[at..at + 4].try_into().expect("4 bytes")) as usize;
+                let kind = u16::from_ne_bytes([buf[at + 4], buf[at + 5]]);
+                if len < 16 || at + len > n {
+                    return Err(std::io::Error::other("truncated sock_diag dump"));
+                }
+                match kind {
+                    NLMSG_DONE => return Ok(()),
+                    NLMSG_ERROR => {
+                        let err = i32::from_ne_bytes(buf[at + 16..at + 20].try_into().expect("4"));
+                        return Err(std::io::Error::from_raw_os_error(-err));
+                    }
+                    SOCK_DIAG_BY_FAMILY if len >= 16 + 8 => {
+                        // inet_diag_msg: family, state, timer, retrans, then
+                        // sport and dport (big endian).
+                        let m = &buf[at + 16..at + len];
+                        each(
+                            m[1],
+                            u16::from_be_bytes([m[4], m[5]]),
+                            u16::from_be_bytes([m[6], m[7]]),
+                        );
+                    }
+                    _ => {}
+                }
+                at += (len + 3) & !3;
+            }
+        }
     }
 
     /// Unread bytes in the receive queue of the TCP socket bound to `src`
