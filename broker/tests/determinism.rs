@@ -86,10 +86,13 @@ fn regex_free_latency_zero(xml: &str) -> String {
 }
 
 fn run(dir: &Path, name: &str, p: &Path, w: &Path, shim: &str) -> Vec<(String, String)> {
-    run_with(dir, name, p, w, shim, &[])
+    run_with(&[], dir, name, p, w, shim, &[])
 }
 
+/// A run, its command behind `wrapper` (a program and its arguments that
+/// end by running the rest) if not empty; its four CSVs.
 fn run_with(
+    wrapper: &[&str],
     dir: &Path,
     name: &str,
     p: &Path,
@@ -99,7 +102,16 @@ fn run_with(
 ) -> Vec<(String, String)> {
     let out = dir.join(name);
     let sched = common::batkube_scheduler();
-    let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
+    let batkube = env!("CARGO_BIN_EXE_batkube");
+    let mut cmd = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(batkube);
+            c
+        }
+        None => Command::new(batkube),
+    };
+    let o = cmd
         .args(["run", "--standin", "--strict", "--shim", shim])
         .args(extra)
         .arg("--platform")
@@ -111,7 +123,7 @@ fn run_with(
         .arg("--out")
         .arg(&out)
         .output()
-        .unwrap();
+        .unwrap_or_else(|e| panic!("run {name}: {wrapper:?}: {e}"));
     assert!(
         o.status.success(),
         "run {name}: {}",
@@ -194,7 +206,7 @@ fn our_scheduler_places_gangs_identically_under_load() {
     std::fs::write(&wp, serde_json::to_string(&w).unwrap()).unwrap();
     let p = root.join("platforms/128-node.xml");
     let gang = ["--gang", "coscheduling"];
-    let reference = run_with(dir.path(), "idle", &p, &wp, "linked", &gang);
+    let reference = run_with(&[], dir.path(), "idle", &p, &wp, "linked", &gang);
     let _hogs = common::Hogs::start(6);
     for (name, shim) in [
         ("linked-0", "linked"),
@@ -202,7 +214,7 @@ fn our_scheduler_places_gangs_identically_under_load() {
         ("linked-2", "linked"),
         ("seccomp-0", "seccomp"),
     ] {
-        let got = run_with(dir.path(), name, &p, &wp, shim, &gang);
+        let got = run_with(&[], dir.path(), name, &p, &wp, shim, &gang);
         assert_same(name, &reference, &got);
     }
 }
@@ -248,36 +260,18 @@ fn connections_opened_during_the_run_are_waited_for() {
         && tc filter add dev lo parent 1: protocol ip prio 1 u32 \
            match ip protocol 6 0xff match u8 0x02 0x02 at 33 flowid 1:20 \
         && exec \"$@\"";
+    // (unshare and tc: util-linux and iproute2, which .ci/run installs)
+    let wrapper = ["unshare", "--net", "sh", "-c", throttle, "sh"];
     for shim in ["linked", "seccomp"] {
-        let out = dir.path().join(format!("slow-syn-{shim}"));
-        let o = Command::new("unshare")
-            .args(["--net", "sh", "-c", throttle, "sh"])
-            .arg(env!("CARGO_BIN_EXE_batkube"))
-            .args(["run", "--standin", "--strict", "--shim", shim, "--platform"])
-            .arg(&p)
-            .arg("--workload")
-            .arg(&w)
-            .arg("--scheduler")
-            .arg(common::batkube_scheduler())
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .expect("unshare (util-linux) and tc (iproute2): .ci/run installs them");
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        assert!(o.status.success(), "slow SYNs, {shim}: {stderr}");
-        let summary: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
-                .unwrap();
-        assert_eq!(
-            summary["quiescence_contradicted"], 0,
-            "slow SYNs, {shim}: {stderr}"
+        let got = run_with(
+            &wrapper,
+            dir.path(),
+            &format!("slow-syn-{shim}"),
+            &p,
+            &w,
+            shim,
+            &[],
         );
-        for (f, want) in &reference {
-            let have = std::fs::read_to_string(out.join(f)).unwrap();
-            assert!(
-                have == *want,
-                "slow SYNs, {shim}: {f} differs from the plain run's"
-            );
-        }
+        assert_same(&format!("slow SYNs, {shim}"), &reference, &got);
     }
 }

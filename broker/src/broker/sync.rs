@@ -599,6 +599,22 @@ pub struct SockInfo {
     pub bytes_received: u64,
 }
 
+/// A sock_diag request for TCP sockets of `family`: the netlink header
+/// (`flags`), then inet_diag_req_v2 (family, protocol, `ext`, pad,
+/// `states`, a zeroed inet_diag_sockid without cookie).
+fn request(flags: libc::c_int, family: u8, ext: u8, states: u32) -> [u8; 72] {
+    let mut req = [0u8; 72];
+    req[0..4].copy_from_slice(&72u32.to_ne_bytes());
+    req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    req[6..8].copy_from_slice(&(flags as u16).to_ne_bytes());
+    req[16] = family;
+    req[17] = libc::IPPROTO_TCP as u8;
+    req[18] = ext;
+    req[20..24].copy_from_slice(&states.to_ne_bytes());
+    req[64..72].copy_from_slice(&[0xff; 8]); // INET_DIAG_NOCOOKIE
+    req
+}
+
 /// A NETLINK_SOCK_DIAG socket for exact TCP socket lookups.
 pub struct SockDiag {
     fd: std::os::fd::OwnedFd,
@@ -609,6 +625,11 @@ pub struct SockDiag {
     /// `/proc/net/snmp`, kept open and read again at offset 0.
     snmp: Option<std::fs::File>,
 }
+
+/// Netlink message types of sock_diag.
+const SOCK_DIAG_BY_FAMILY: u16 = 20;
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
 
 /// TCP states as sock_diag numbers them.
 const TCP_SYN_SENT: u8 = 2;
@@ -705,30 +726,15 @@ impl SockDiag {
         Ok(n)
     }
 
-    /// Every TCP socket of `family` in a handshake state, as (state,
-    /// source port, destination port).
-    fn dump(&self, family: u8, mut each: impl FnMut(u8, u16, u16)) -> std::io::Result<()> {
+    /// Sends one request to the kernel.
+    fn send(&self, req: &[u8]) -> std::io::Result<()> {
         use std::os::fd::AsRawFd;
-        const SOCK_DIAG_BY_FAMILY: u16 = 20;
-        const NLMSG_ERROR: u16 = 2;
-        const NLMSG_DONE: u16 = 3;
-        let mut req = [0u8; 72];
-        req[0..4].copy_from_slice(&72u32.to_ne_bytes());
-        req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
-        let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
-        req[6..8].copy_from_slice(&flags.to_ne_bytes());
-        req[16] = family;
-        req[17] = libc::IPPROTO_TCP as u8;
-        let states: u32 = 1 << TCP_SYN_SENT | 1 << TCP_SYN_RECV | 1 << TCP_NEW_SYN_RECV;
-        req[20..24].copy_from_slice(&states.to_ne_bytes());
-        req[64..72].copy_from_slice(&[0xff; 8]); // INET_DIAG_NOCOOKIE
-        let fd = self.fd.as_raw_fd();
         // SAFETY: sending our buffer on our netlink socket (kernel address).
         let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         kernel.nl_family = libc::AF_NETLINK as u16;
         let sent = unsafe {
             libc::sendto(
-                fd,
+                self.fd.as_raw_fd(),
                 req.as_ptr() as *const libc::c_void,
                 req.len(),
                 0,
@@ -739,6 +745,18 @@ impl SockDiag {
         if sent < 0 {
             return Err(std::io::Error::last_os_error());
         }
+        Ok(())
+    }
+
+    /// Every TCP socket of `family` in a handshake state, as (state,
+    /// source port, destination port).
+    fn dump(&self, family: u8, mut each: impl FnMut(u8, u16, u16)) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let flags = libc::NLM_F_REQUEST | libc::NLM_F_DUMP;
+        let states: u32 = 1 << TCP_SYN_SENT | 1 << TCP_SYN_RECV | 1 << TCP_NEW_SYN_RECV;
+        let req = request(flags, family, 0, states);
+        self.send(&req)?;
+        let fd = self.fd.as_raw_fd();
         let mut buf = vec![0u8; 32 * 1024];
         loop {
             // SAFETY: receiving into our buffer.
@@ -797,13 +815,6 @@ impl SockDiag {
     ) -> std::io::Result<Option<SockInfo>> {
         use std::net::SocketAddr;
         use std::os::fd::AsRawFd;
-        const SOCK_DIAG_BY_FAMILY: u16 = 20;
-        const NLMSG_ERROR: u16 = 2;
-        let mut req = [0u8; 72];
-        req[0..4].copy_from_slice(&72u32.to_ne_bytes());
-        req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
-        req[6..8].copy_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
-        // inet_diag_req_v2 at 16: family, protocol, ext, pad, states.
         let (family, put_addr): (u8, fn(&mut [u8], &SocketAddr)) = match src {
             SocketAddr::V4(_) => (libc::AF_INET as u8, |b, a| {
                 if let SocketAddr::V4(a) = a {
@@ -816,33 +827,20 @@ impl SockDiag {
                 }
             }),
         };
-        req[16] = family;
-        req[17] = libc::IPPROTO_TCP as u8;
-        req[18] = 1 << (INET_DIAG_INFO - 1); // idiag_ext: the tcp_info
-        req[20..24].copy_from_slice(&u32::MAX.to_ne_bytes());
+        // idiag_ext: the tcp_info.
+        let mut req = request(
+            libc::NLM_F_REQUEST,
+            family,
+            1 << (INET_DIAG_INFO - 1),
+            u32::MAX,
+        );
         // inet_diag_sockid at 24: sport, dport (big endian), src[16], dst[16], if, cookie.
         req[24..26].copy_from_slice(&src.port().to_be_bytes());
         req[26..28].copy_from_slice(&dst.port().to_be_bytes());
         put_addr(&mut req[28..44], &src);
         put_addr(&mut req[44..60], &dst);
-        req[64..72].copy_from_slice(&[0xff; 8]); // INET_DIAG_NOCOOKIE
+        self.send(&req)?;
         let fd = self.fd.as_raw_fd();
-        // SAFETY: sending our buffer on our netlink socket (kernel address).
-        let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        kernel.nl_family = libc::AF_NETLINK as u16;
-        let sent = unsafe {
-            libc::sendto(
-                fd,
-                req.as_ptr() as *const libc::c_void,
-                req.len(),
-                0,
-                &kernel as *const libc::sockaddr_nl as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_nl>() as u32,
-            )
-        };
-        if sent < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
         let mut buf = [0u8; 2048];
         // SAFETY: receiving into our buffer.
         let n = unsafe { libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) };
