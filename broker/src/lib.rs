@@ -7,6 +7,10 @@
 //! - [`report`]: `batkube report DIR`, a run's or a sweep's page.
 
 pub use ::batsim;
+/// Hosts -> Nodes, jobs -> Pods: a crate of its own (`translate/`), shared
+/// with the input tools' `replay`, so that a job is the same pod in a
+/// simulation and on a real cluster.
+pub use batkube_translate as translate;
 pub mod broker;
 pub mod dynamics;
 pub mod ending;
@@ -14,4 +18,3 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod tools;
-pub mod translate;
