@@ -4,7 +4,6 @@
 //! is the `batsim` crate, re-exported here as [`batsim`]; the Kubernetes
 //! world is `fakeapi`, time is `timeshim`. This crate is the bridge:
 //! - [`tools`]: `batkube workload …` and `batkube platform …`.
-//! - [`report`]: `batkube report DIR`, a run's or a sweep's page.
 
 pub use ::batsim;
 /// Hosts -> Nodes, jobs -> Pods: a crate of its own (`translate/`), shared
@@ -14,7 +13,6 @@ pub use batkube_translate as translate;
 pub mod broker;
 pub mod dynamics;
 pub mod ending;
-pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod tools;

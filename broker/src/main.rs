@@ -53,7 +53,7 @@ enum Command {
     /// Write DIR/report.html: one self-contained page of a run (Gantt chart,
     /// totals over time, distributions, pod table, summary in words) or of a
     /// sweep (the axes against the results, linking each run's page).
-    Report(batkube::report::ReportArgs),
+    Report(batkube_report::ReportArgs),
 }
 
 #[derive(Args)]
@@ -168,7 +168,7 @@ fn main() -> ExitCode {
         Command::Workload(cmd) => batkube::tools::workload::run(cmd),
         Command::Platform(cmd) => batkube::tools::platform::run(cmd),
         Command::Replay(args) => batkube::tools::replay::run(args),
-        Command::Report(args) => batkube::report::run(args),
+        Command::Report(args) => batkube_report::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1301,7 +1301,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
     drop(clocks);
     written?;
     if args.write_report {
-        crate::report::after_run(&out);
+        batkube_report::after_run(&out);
     }
     match ending {
         None => Ok(summary),
@@ -1746,7 +1746,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
     rt.block_on(server.shutdown());
     written?;
     if args.write_report {
-        crate::report::after_run(&args.out);
+        batkube_report::after_run(&args.out);
     }
     match ending {
         None => Ok(summary),
