@@ -2,8 +2,12 @@
 //!
 //! The Batsim world (protocol, link, platforms, workloads, the stand-in)
 //! is the `batsim` crate, re-exported here as [`batsim`]; the Kubernetes
-//! world is `fakeapi`, time is `timeshim`. This crate is the bridge:
-//! - [`tools`]: `batkube workload …` and `batkube platform …`.
+//! world is `fakeapi`, time is `timeshim`. This crate is the bridge where
+//! they meet: [`broker`] (the simulation loop), [`run`] (`batkube run` and
+//! `serve`), [`ending`], [`scenario`] and [`dynamics`]. The `batkube`
+//! command also serves the crates beside it: `batkube report`
+//! (`batkube-report`) and `batkube workload|platform|replay`
+//! (`batkube-inputs`).
 
 pub use ::batsim;
 /// Hosts -> Nodes, jobs -> Pods: a crate of its own (`translate/`), shared
@@ -15,4 +19,3 @@ pub mod dynamics;
 pub mod ending;
 pub mod run;
 pub mod scenario;
-pub mod tools;

@@ -43,13 +43,13 @@ enum Command {
     Batsim(BatsimArgs),
     /// Workload tools: validate, generate, convert.
     #[command(subcommand)]
-    Workload(batkube::tools::workload::Command),
+    Workload(batkube_inputs::workload::Command),
     /// Platform tools: validate, generate, convert.
     #[command(subcommand)]
-    Platform(batkube::tools::platform::Command),
+    Platform(batkube_inputs::platform::Command),
     /// Replay a workload on a real cluster in real time (one pod per job) and
     /// record it in Batsim's jobs.csv layout.
-    Replay(batkube::tools::replay::ReplayArgs),
+    Replay(batkube_inputs::replay::ReplayArgs),
     /// Write DIR/report.html: one self-contained page of a run (Gantt chart,
     /// totals over time, distributions, pod table, summary in words) or of a
     /// sweep (the axes against the results, linking each run's page).
@@ -165,9 +165,9 @@ fn main() -> ExitCode {
         Command::Run(args) => batkube::run::run(args).map(|s| print_summary(&s)),
         Command::Serve(args) => batkube::run::serve(args).map(|s| print_summary(&s)),
         Command::Batsim(args) => run_standin(args),
-        Command::Workload(cmd) => batkube::tools::workload::run(cmd),
-        Command::Platform(cmd) => batkube::tools::platform::run(cmd),
-        Command::Replay(args) => batkube::tools::replay::run(args),
+        Command::Workload(cmd) => batkube_inputs::workload::run(cmd),
+        Command::Platform(cmd) => batkube_inputs::platform::run(cmd),
+        Command::Replay(args) => batkube_inputs::replay::run(args),
         Command::Report(args) => batkube_report::run(args),
     };
     match result {
