@@ -14,8 +14,7 @@
 //! from checking the inputs to the teardown, and the exchange with Batsim
 //! (`drive`).
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,13 +29,12 @@ use crate::ending::{error_text, Incomplete, Interrupt, Reaper, Shared, Stopped};
 use api::{api_objects, start_api, Api};
 use batsim::link::BatsimLink;
 use batsim::platform::Platform;
-use batsim::standin::{Options, StandIn};
 use batsim::workload::Workload;
 use outputs::{flags, write_outputs};
 use processes::{
-    batsim_exited, check_attached, exec_line, exit_details, find_batsim, fixed_length_dir,
-    fixed_length_path, own_group_dying_with_parent, processes, wait_for_batsim_exit,
-    wait_for_scheduler, BatsimExited, ControllerExitedEarly, ExitedEarly, NeverWatched,
+    batsim_exited, check_attached, exit_details, processes, program_command, spawn_programs,
+    start_batsim, wait_for_batsim_exit, wait_for_scheduler, BatsimExited, ControllerExitedEarly,
+    ExitedEarly, NeverWatched, Started,
 };
 
 mod api;
@@ -48,12 +46,6 @@ pub use args::{
     parse_duration, resolve_shim, scheduler_name, ClockArgs, KubeletArgs, RunArgs, ServeArgs,
     ShimChoice,
 };
-
-/// What a run started that the teardown must know of.
-struct Started {
-    link: Option<BatsimLink>,
-    standin: Option<std::thread::JoinHandle<anyhow::Result<batsim::standin::RunSummary>>>,
-}
 
 /// Runs a whole simulation; `Ok(summary)` only if it completed and no
 /// invariant failed. Once the API is up, every ending (done, a signal, a
@@ -272,114 +264,17 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
         // be past its shell wrapper, which needs the others to be there.
         let mut starts = Vec::new();
         for p in &programs {
-            let log_path = out.join(&p.log);
-            let log = std::fs::File::create(&log_path)
-                .with_context(|| format!("creating {}", log_path.display()))?;
-            let own_kubeconfig = if p.index == 0 {
-                kubeconfig.clone()
-            } else {
-                let path = out.join(format!("kubeconfig-controller-{}.yaml", p.index));
-                let text = fakeapi::kubeconfig_yaml(server.addr())
-                    .replace("user: batkube", &format!("user: controller-{}", p.index))
-                    .replace(
-                        "- name: batkube\n  user:",
-                        &format!("- name: controller-{}\n  user:", p.index),
-                    );
-                std::fs::write(&path, text)
-                    .with_context(|| format!("writing {}", path.display()))?;
-                path
-            };
-            let own_kubeconfig = match &fixed_paths {
-                Some(dir) => {
-                    let path = dir.path().join(format!("kubeconfig-{}.yaml", p.index));
-                    std::fs::copy(&own_kubeconfig, &path)
-                        .with_context(|| format!("writing {}", path.display()))?;
-                    path
-                }
-                None => own_kubeconfig,
-            };
-            let mut cmd = Command::new("sh");
-            if args.deterministic {
-                // The program's memory layout follows the size of every
-                // variable of its environment (Go's runtime copies each to
-                // its heap), and Go's garbage collector pacing and its maps
-                // keyed by pointers see the layout: one more character in
-                // OLDPWD after a `cd` could change the outcome. So it
-                // starts with PATH and what batkube sets, nothing else; a
-                // variable it needs goes in the command (`GOGC=50 prog`).
-                cmd.env_clear();
-                if let Some(path) = std::env::var_os("PATH") {
-                    cmd.env("PATH", fixed_length_path(&path));
-                }
-                // The shell adds PWD (the working directory) if it is not
-                // there: given here at a fixed length too.
-                if let Ok(dir) = std::env::current_dir() {
-                    cmd.env("PWD", fixed_length_dir(dir.as_os_str()));
-                }
-                // A home and a user name, which many programs look up
-                // (controller-runtime's kubeconfig loading fails without
-                // them in a binary built without cgo): the run's own
-                // directory, of fixed length, and a fixed name.
-                if let Some(dir) = &fixed_paths {
-                    cmd.env("HOME", dir.path())
-                        .env("USER", "batkube")
-                        .env("LOGNAME", "batkube");
-                }
-            }
-            cmd.arg("-c")
-                .arg(exec_line(&p.command))
-                .env("KUBECONFIG", &own_kubeconfig)
-                // The run's seed, for the command (`--tie-break-seed
-                // $BATKUBE_SEED`): it reaches the program under
-                // --deterministic too, whose environment is cleared.
-                .envs(args.scheduler_seed.map(|s| ("BATKUBE_SEED", s.to_string())))
-                .stdin(Stdio::null())
-                .stdout(log.try_clone()?)
-                .stderr(log);
-            if args.explain && p.index == 0 {
-                // Read by batkube-scheduler (its --explain); other
-                // schedulers ignore it.
-                cmd.env("BATKUBE_EXPLAIN", "1");
-            }
-            own_group_dying_with_parent(&mut cmd);
+            let cmd = program_command(
+                p,
+                &args,
+                &out,
+                &kubeconfig,
+                server.addr(),
+                fixed_paths.as_ref(),
+            )?;
             starts.push((p, cmd, shim_mode(p.shim, p.index)?));
         }
-        // Only a seccomp start may run on a thread of its own: its
-        // launcher forks from a thread that stays, while a plain spawn
-        // forks from the calling thread, and the child's death signal
-        // (`own_group_dying_with_parent`) fires when that thread ends.
-        let started_children: Vec<std::io::Result<std::process::Child>> =
-            std::thread::scope(|scope| {
-                enum Start<'s> {
-                    Done(std::io::Result<std::process::Child>),
-                    Running(
-                        std::thread::ScopedJoinHandle<'s, std::io::Result<std::process::Child>>,
-                    ),
-                }
-                let starts: Vec<Start> = starts
-                    .into_iter()
-                    .map(|(p, mut cmd, mode)| match (clocks.get(p.index), mode) {
-                        (Some(c), Some(mode @ ShimMode::Seccomp { .. })) => {
-                            tracing::info!(shim = ?p.shim, "starting {}", p.name);
-                            Start::Running(scope.spawn(move || c.spawn(cmd, &mode)))
-                        }
-                        (Some(c), Some(mode)) => {
-                            tracing::info!(shim = ?p.shim, "starting {}", p.name);
-                            Start::Done(c.spawn(cmd, &mode))
-                        }
-                        _ => Start::Done(cmd.spawn()),
-                    })
-                    .collect();
-                starts
-                    .into_iter()
-                    .map(|s| match s {
-                        Start::Done(r) => r,
-                        Start::Running(h) => h
-                            .join()
-                            .unwrap_or_else(|_| Err(std::io::Error::other("panicked"))),
-                    })
-                    .collect()
-            });
+        let started_children = spawn_programs(starts, &clocks);
         // Every child started is kept (and stopped on every path) before a
         // failure is reported.
         let mut first_error = None;
@@ -405,67 +300,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
         }
         interrupt.check()?;
 
-        // Batsim: real when available, else the stand-in in-process.
-        match find_batsim(&args) {
-            Some(batsim) => {
-                // A free port unless the user fixed the endpoint: runs in
-                // parallel must not collide on Batsim's default 28000.
-                let requested = args
-                    .socket
-                    .clone()
-                    .unwrap_or_else(|| "tcp://127.0.0.1:*".to_string());
-                let link = BatsimLink::bind(&requested)?;
-                let endpoint = link.endpoint().unwrap_or(&requested).to_string();
-                started.link = Some(link);
-                let mut c = Command::new(&batsim);
-                c.arg("-p").arg(&args.platform);
-                for w in &args.workloads {
-                    c.arg("-w").arg(w);
-                }
-                let file = |name: &str| {
-                    let p = out.join(name);
-                    std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))
-                };
-                c.arg("-e")
-                    .arg(format!("{}/", out.display()))
-                    .arg("-s")
-                    .arg(&endpoint)
-                    .arg("--enable-compute-sharing");
-                for e in &args.dynamics.events {
-                    c.arg("--events").arg(e);
-                }
-                if args.dynamics.resubmit_evicted {
-                    c.arg("--enable-dynamic-jobs")
-                        .arg("--acknowledge-dynamic-jobs");
-                }
-                c.stdin(Stdio::null())
-                    .stdout(file("batsim.log")?)
-                    .stderr(file("batsim.err.log")?);
-                own_group_dying_with_parent(&mut c);
-                let child = c
-                    .spawn()
-                    .with_context(|| format!("starting Batsim: {}", batsim.display()))?;
-                children.0.lock().batsim = Some(child);
-            }
-            None => {
-                let (link, mut batsim_side) = BatsimLink::in_process();
-                started.link = Some(link);
-                let opts = Options {
-                    compute_sharing: true,
-                    export_prefix: Some(PathBuf::from(format!("{}/", out.display()))),
-                    events: args.dynamics.events.clone(),
-                    dynamic_jobs: args.dynamics.resubmit_evicted,
-                    acknowledge_dynamic_jobs: args.dynamics.resubmit_evicted,
-                    ..Options::default()
-                };
-                let sim = StandIn::new(platform, workloads, opts)?;
-                started.standin = Some(
-                    std::thread::Builder::new()
-                        .name("batsim-standin".into())
-                        .spawn(move || sim.run(&mut batsim_side))?,
-                );
-            }
-        };
+        start_batsim(&args, &out, platform, workloads, &children, &mut started)?;
 
         wait_for_scheduler(
             &store,
@@ -513,6 +348,60 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
             .map(|(k, v)| (k.to_string(), v))
             .collect()
         });
+    let ending = ending_of(
+        result,
+        &standin_result,
+        &summary,
+        &children,
+        &out,
+        &interrupt,
+    );
+    if let Some((reason, message)) = &ending {
+        summary.completed = false;
+        summary.end_reason = *reason;
+        summary.error = Some(message.clone());
+    }
+    if summary.completed {
+        wait_for_batsim_exit(&children, &out);
+    }
+    // The scheduler goes first: its open connections would otherwise hold
+    // the API's graceful shutdown for its full 5 s.
+    drop(reaper);
+    let written = write_outputs(&out, &mut broker, &summary, true).and_then(|()| {
+        broker
+            .write_timeline(&out.join("timeline.csv"))
+            .with_context(|| format!("writing {}", out.join("timeline.csv").display()))
+    });
+    rt.block_on(server.shutdown());
+    drop(broker);
+    drop(controller);
+    drop(clocks);
+    written?;
+    if args.write_report {
+        batkube_report::after_run(&out);
+    }
+    match ending {
+        None => Ok(summary),
+        Some((_, message)) => Err(Incomplete {
+            summary,
+            message: format!("{message} (outputs in {})", out.display()),
+        }
+        .into()),
+    }
+}
+
+/// Why a run did not complete, if it did not (or completed with an
+/// overcommit): its first error (an exited program's with its status and
+/// the end of its log), the stand-in's failure, a Batsim that ended the
+/// exchange early, a signal.
+fn ending_of(
+    result: anyhow::Result<()>,
+    standin_result: &Option<std::thread::Result<anyhow::Result<batsim::standin::RunSummary>>>,
+    summary: &record::Summary,
+    children: &Shared,
+    out: &Path,
+    interrupt: &Interrupt,
+) -> Option<(EndReason, String)> {
     // (an exit before the start already quotes the program's log)
     let quoted = result.as_ref().err().is_some_and(|e| {
         e.downcast_ref::<ExitedEarly>().is_some()
@@ -521,10 +410,10 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
     let mut ending = result.err().map(|e| (end_reason(&e), error_text(&e)));
     if let Some((EndReason::SchedulerExited | EndReason::ControllerExited, message)) = &mut ending {
         if !quoted {
-            message.push_str(&exit_details(&children, &out));
+            message.push_str(&exit_details(children, out));
         }
     }
-    match &standin_result {
+    match standin_result {
         Some(Ok(Err(e))) if ending.is_none() => {
             ending = Some((
                 EndReason::BatsimFailed,
@@ -566,38 +455,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
             ),
         ));
     }
-    if let Some((reason, message)) = &ending {
-        summary.completed = false;
-        summary.end_reason = *reason;
-        summary.error = Some(message.clone());
-    }
-    if summary.completed {
-        wait_for_batsim_exit(&children, &out);
-    }
-    // The scheduler goes first: its open connections would otherwise hold
-    // the API's graceful shutdown for its full 5 s.
-    drop(reaper);
-    let written = write_outputs(&out, &mut broker, &summary, true).and_then(|()| {
-        broker
-            .write_timeline(&out.join("timeline.csv"))
-            .with_context(|| format!("writing {}", out.join("timeline.csv").display()))
-    });
-    rt.block_on(server.shutdown());
-    drop(broker);
-    drop(controller);
-    drop(clocks);
-    written?;
-    if args.write_report {
-        batkube_report::after_run(&out);
-    }
-    match ending {
-        None => Ok(summary),
-        Some((_, message)) => Err(Incomplete {
-            summary,
-            message: format!("{message} (outputs in {})", out.display()),
-        }
-        .into()),
-    }
+    ending
 }
 
 /// Which way an error ended the run.

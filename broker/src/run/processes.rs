@@ -4,14 +4,19 @@
 //! and how their exits before or during the run are noticed and told.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::bail;
-use timeshim::Controller;
+use anyhow::{bail, Context};
+use timeshim::{Controller, ShimMode};
 
 use super::args::{resolve_shim, RunArgs, ShimChoice};
 use crate::ending::{Interrupt, Shared};
+use batsim::link::BatsimLink;
+use batsim::platform::Platform;
+use batsim::standin::{Options, StandIn};
+use batsim::workload::Workload;
 
 /// The program a `--scheduler` command line runs: its first word after
 /// leading `VAR=value` assignments (and an `env` prefix), found on PATH.
@@ -414,6 +419,210 @@ pub(super) fn check_attached(
         "{name} never read the clock through the time shim ({what}), so it would run on real \
          time; run it with --shim seccomp (any binary) or --shim auto"
     )
+}
+
+/// A program's command line: `sh -c 'exec …'` with its own kubeconfig (a
+/// copy at a path of fixed length under --deterministic, with PATH, PWD
+/// and a home of fixed length and nothing else of the environment), its
+/// output to its log in --out, in its own process group.
+pub(super) fn program_command(
+    p: &Program,
+    args: &RunArgs,
+    out: &Path,
+    kubeconfig: &Path,
+    api_addr: std::net::SocketAddr,
+    fixed_paths: Option<&tempfile::TempDir>,
+) -> anyhow::Result<Command> {
+    let log_path = out.join(&p.log);
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("creating {}", log_path.display()))?;
+    let own_kubeconfig = if p.index == 0 {
+        kubeconfig.to_path_buf()
+    } else {
+        let path = out.join(format!("kubeconfig-controller-{}.yaml", p.index));
+        let text = fakeapi::kubeconfig_yaml(api_addr)
+            .replace("user: batkube", &format!("user: controller-{}", p.index))
+            .replace(
+                "- name: batkube\n  user:",
+                &format!("- name: controller-{}\n  user:", p.index),
+            );
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        path
+    };
+    let own_kubeconfig = match &fixed_paths {
+        Some(dir) => {
+            let path = dir.path().join(format!("kubeconfig-{}.yaml", p.index));
+            std::fs::copy(&own_kubeconfig, &path)
+                .with_context(|| format!("writing {}", path.display()))?;
+            path
+        }
+        None => own_kubeconfig,
+    };
+    let mut cmd = Command::new("sh");
+    if args.deterministic {
+        // The program's memory layout follows the size of every
+        // variable of its environment (Go's runtime copies each to
+        // its heap), and Go's garbage collector pacing and its maps
+        // keyed by pointers see the layout: one more character in
+        // OLDPWD after a `cd` could change the outcome. So it
+        // starts with PATH and what batkube sets, nothing else; a
+        // variable it needs goes in the command (`GOGC=50 prog`).
+        cmd.env_clear();
+        if let Some(path) = std::env::var_os("PATH") {
+            cmd.env("PATH", fixed_length_path(&path));
+        }
+        // The shell adds PWD (the working directory) if it is not
+        // there: given here at a fixed length too.
+        if let Ok(dir) = std::env::current_dir() {
+            cmd.env("PWD", fixed_length_dir(dir.as_os_str()));
+        }
+        // A home and a user name, which many programs look up
+        // (controller-runtime's kubeconfig loading fails without
+        // them in a binary built without cgo): the run's own
+        // directory, of fixed length, and a fixed name.
+        if let Some(dir) = &fixed_paths {
+            cmd.env("HOME", dir.path())
+                .env("USER", "batkube")
+                .env("LOGNAME", "batkube");
+        }
+    }
+    cmd.arg("-c")
+        .arg(exec_line(&p.command))
+        .env("KUBECONFIG", &own_kubeconfig)
+        // The run's seed, for the command (`--tie-break-seed
+        // $BATKUBE_SEED`): it reaches the program under
+        // --deterministic too, whose environment is cleared.
+        .envs(args.scheduler_seed.map(|s| ("BATKUBE_SEED", s.to_string())))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    if args.explain && p.index == 0 {
+        // Read by batkube-scheduler (its --explain); other
+        // schedulers ignore it.
+        cmd.env("BATKUBE_EXPLAIN", "1");
+    }
+    own_group_dying_with_parent(&mut cmd);
+    Ok(cmd)
+}
+
+/// Starts the programs, each on its clock page when it runs under the
+/// shim. Only a seccomp start may run on a thread of its own: its launcher
+/// forks from a thread that stays, while a plain spawn forks from the
+/// calling thread, and the child's death signal
+/// (`own_group_dying_with_parent`) fires when that thread ends.
+pub(super) fn spawn_programs(
+    starts: Vec<(&Program, Command, Option<ShimMode>)>,
+    clocks: &[Arc<Controller>],
+) -> Vec<std::io::Result<std::process::Child>> {
+    std::thread::scope(|scope| {
+        enum Start<'s> {
+            Done(std::io::Result<std::process::Child>),
+            Running(std::thread::ScopedJoinHandle<'s, std::io::Result<std::process::Child>>),
+        }
+        let starts: Vec<Start> = starts
+            .into_iter()
+            .map(|(p, mut cmd, mode)| match (clocks.get(p.index), mode) {
+                (Some(c), Some(mode @ ShimMode::Seccomp { .. })) => {
+                    tracing::info!(shim = ?p.shim, "starting {}", p.name);
+                    Start::Running(scope.spawn(move || c.spawn(cmd, &mode)))
+                }
+                (Some(c), Some(mode)) => {
+                    tracing::info!(shim = ?p.shim, "starting {}", p.name);
+                    Start::Done(c.spawn(cmd, &mode))
+                }
+                _ => Start::Done(cmd.spawn()),
+            })
+            .collect();
+        starts
+            .into_iter()
+            .map(|s| match s {
+                Start::Done(r) => r,
+                Start::Running(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("panicked"))),
+            })
+            .collect()
+    })
+}
+
+/// What a run started that the teardown must know of.
+pub(super) struct Started {
+    pub(super) link: Option<BatsimLink>,
+    pub(super) standin:
+        Option<std::thread::JoinHandle<anyhow::Result<batsim::standin::RunSummary>>>,
+}
+
+/// Batsim: real when available (a child writing its outputs in --out),
+/// else the stand-in in-process.
+pub(super) fn start_batsim(
+    args: &RunArgs,
+    out: &Path,
+    platform: Platform,
+    workloads: Vec<Workload>,
+    children: &Shared,
+    started: &mut Started,
+) -> anyhow::Result<()> {
+    match find_batsim(args) {
+        Some(batsim) => {
+            // A free port unless the user fixed the endpoint: runs in
+            // parallel must not collide on Batsim's default 28000.
+            let requested = args
+                .socket
+                .clone()
+                .unwrap_or_else(|| "tcp://127.0.0.1:*".to_string());
+            let link = BatsimLink::bind(&requested)?;
+            let endpoint = link.endpoint().unwrap_or(&requested).to_string();
+            started.link = Some(link);
+            let mut c = Command::new(&batsim);
+            c.arg("-p").arg(&args.platform);
+            for w in &args.workloads {
+                c.arg("-w").arg(w);
+            }
+            let file = |name: &str| {
+                let p = out.join(name);
+                std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))
+            };
+            c.arg("-e")
+                .arg(format!("{}/", out.display()))
+                .arg("-s")
+                .arg(&endpoint)
+                .arg("--enable-compute-sharing");
+            for e in &args.dynamics.events {
+                c.arg("--events").arg(e);
+            }
+            if args.dynamics.resubmit_evicted {
+                c.arg("--enable-dynamic-jobs")
+                    .arg("--acknowledge-dynamic-jobs");
+            }
+            c.stdin(Stdio::null())
+                .stdout(file("batsim.log")?)
+                .stderr(file("batsim.err.log")?);
+            own_group_dying_with_parent(&mut c);
+            let child = c
+                .spawn()
+                .with_context(|| format!("starting Batsim: {}", batsim.display()))?;
+            children.0.lock().batsim = Some(child);
+        }
+        None => {
+            let (link, mut batsim_side) = BatsimLink::in_process();
+            started.link = Some(link);
+            let opts = Options {
+                compute_sharing: true,
+                export_prefix: Some(PathBuf::from(format!("{}/", out.display()))),
+                events: args.dynamics.events.clone(),
+                dynamic_jobs: args.dynamics.resubmit_evicted,
+                acknowledge_dynamic_jobs: args.dynamics.resubmit_evicted,
+                ..Options::default()
+            };
+            let sim = StandIn::new(platform, workloads, opts)?;
+            started.standin = Some(
+                std::thread::Builder::new()
+                    .name("batsim-standin".into())
+                    .spawn(move || sim.run(&mut batsim_side))?,
+            );
+        }
+    };
+    Ok(())
 }
 
 #[cfg(test)]
