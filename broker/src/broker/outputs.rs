@@ -66,7 +66,7 @@ impl Broker {
     }
 
     /// Records the attempts schedulers explain on their pods in `path`
-    /// (`decisions.jsonl`, see [`decisions`]): created now when `eager`
+    /// (`decisions.jsonl`, see [`decisions`](super::decisions)): created now when `eager`
     /// (`--explain`), else at the first explained attempt.
     pub fn stream_decisions(&mut self, path: &std::path::Path, eager: bool) -> std::io::Result<()> {
         self.decisions.stream_to(path, eager)
