@@ -1453,6 +1453,10 @@ impl Store {
         };
         st.gc.changed(idx, &key, old_value.as_deref(), &value, ty);
         st.subscribers.retain(|s| s.send(change.clone()).is_ok());
+        if !st.subscribers.is_empty() {
+            // A subscriber's thread may be blocked waiting for the API.
+            self.inner.activity.poke();
+        }
         if served.custom.is_none() && info.kind == "Event" && ty != EventType::Deleted {
             if let Some(ttl) = self.inner.config.event_ttl {
                 let expiry =
