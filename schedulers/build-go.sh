@@ -16,6 +16,9 @@
 #   kueue-manager                Kueue's controller manager (sigs.k8s.io/kueue/cmd/kueue,
 #                                schedulers/kueue); also copies Kueue's CRDs from the
 #                                module cache into OUT_DIR/crds/kueue/
+#   yunikorn-scheduler           Apache YuniKorn's scheduler, unmodified (schedulers/yunikorn:
+#                                github.com/apache/yunikorn-k8shim/pkg/cmd/shim, the k8shim
+#                                with yunikorn-core); YuniKorn has no CRDs
 #
 # Usage: schedulers/build-go.sh [--check] [OUT_DIR] [PROGRAM...]
 #   PROGRAM   one of the names above (default: all of them)
@@ -44,6 +47,7 @@ declare -A module=(
 	[vc-scheduler]=volcano
 	[vc-controller-manager]=volcano
 	[kueue-manager]=kueue
+	[yunikorn-scheduler]=yunikorn
 )
 # program -> the package built, when it is not the module's own main package
 # (Volcano's programs are built from the published module as they are).
@@ -51,7 +55,7 @@ declare -A package=(
 	[vc-scheduler]=volcano.sh/volcano/cmd/scheduler
 	[vc-controller-manager]=volcano.sh/volcano/cmd/controller-manager
 )
-all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling vc-scheduler vc-controller-manager kueue-manager)
+all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling vc-scheduler vc-controller-manager kueue-manager yunikorn-scheduler)
 
 check=0
 out=""
@@ -70,7 +74,7 @@ for arg in "$@"; do
 	*)
 		if [[ -n "${module[$arg]+x}" ]]; then
 			wanted+=("$arg")
-		elif [[ $arg == kube-scheduler* || $arg == vc-* || $arg == kueue* ]]; then
+		elif [[ $arg == kube-scheduler* || $arg == vc-* || $arg == kueue* || $arg == yunikorn* ]]; then
 			# A misspelt program, not a directory to create.
 			echo "build-go.sh: unknown program $arg (${all[*]})" >&2
 			exit 2
@@ -194,10 +198,50 @@ build_kueue() {
 	fi
 }
 
+# YuniKorn's scheduler: the k8shim's main package (its Makefile's
+# `scheduler` target builds ./pkg/cmd/shim as yunikorn-scheduler), built
+# from the module cache (go.mod's `tool` line), with the Makefile's flags
+# (`-tags netgo`) and stamps: the release, and the commits of the core and
+# the scheduler interface the proxy recorded for the versions go.mod pins.
+build_yunikorn() {
+	local shim=github.com/apache/yunikorn-k8shim core=github.com/apache/yunikorn-core
+	local si=github.com/apache/yunikorn-scheduler-interface conf ver ldflags
+	conf=$shim/pkg/conf
+	ver=$(modversion $shim)
+	ldflags="-X $conf.buildVersion=${ver#v} -X $conf.isPluginVersion=false"
+	ldflags+=" -X $conf.goVersion=$(go env GOVERSION | sed 's/^go//') -X $conf.arch=$(go env GOARCH)"
+	ldflags+=" -X $conf.shimSHA=$(commit_of $shim "$ver")"
+	ldflags+=" -X $conf.coreSHA=$(commit_of $core "$(modversion $core)")"
+	# (`go list -m` cannot tell the scheduler interface's version: it asks
+	# the proxy for the record it refuses; go.mod has it.)
+	ldflags+=" -X $conf.siSHA=$(commit_of $si "$(sed -n "s|^[[:space:]]*$si \(v[^ ]*\).*|\1|p" go.mod)")"
+	if [[ "${DBG:-0}" != 1 ]]; then
+		ldflags+=" -s -w"
+	fi
+	echo "build-go.sh: yunikorn-scheduler ($shim $ver, $core $(modversion $core)) -> $out/yunikorn-scheduler" >&2
+	go build -trimpath -buildvcs=false -tags netgo -ldflags="$ldflags" -o "$out/yunikorn-scheduler" $shim/pkg/cmd/shim
+	if [[ $check == 1 ]]; then
+		echo "build-go.sh: yunikorn-scheduler: nothing of ours to vet or test" >&2
+	fi
+}
+
+# The commit (12 hex digits, as YuniKorn's Makefile stamps) the module proxy
+# recorded for a module version, or "unknown" (the proxy serves
+# yunikorn-scheduler-interface v1.8.0-0's code but not its record).
+commit_of() {
+	local sha
+	sha=$(go mod download -json "$1@$2" 2>/dev/null | sed -n 's/^.*"Hash": *"\([0-9a-f]*\)".*$/\1/p' | head -n1)
+	if [[ -n $sha ]]; then echo "${sha:0:12}"; else echo unknown; fi
+}
+
 for bin in "${wanted[@]}"; do
 	cd "$here/${module[$bin]}"
 	if [[ $bin == kueue-manager ]]; then
 		build_kueue
+		continue
+	fi
+	if [[ $bin == yunikorn-scheduler ]]; then
+		build_yunikorn
 		continue
 	fi
 	# The Kubernetes version this module pins, for `--version` and the

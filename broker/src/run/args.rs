@@ -178,11 +178,12 @@ pub enum ShimChoice {
 }
 
 /// The `schedulerName` of pods whose job names no scheduler: `--scheduler-name`,
-/// else under `--gang volcano` Volcano's (`volcano`: the pods of a Volcano
+/// else the `--gang` style's scheduler (`volcano`: the pods of a Volcano
 /// PodGroup are written for it, and its PodGroup controller only groups
-/// pods of the names it serves), else none (`default-scheduler`).
+/// pods of the names it serves; `yunikorn`, as its admission controller
+/// writes), else none (`default-scheduler`).
 pub fn scheduler_name(given: Option<String>, gang: crate::translate::GangStyle) -> Option<String> {
-    given.or_else(|| (gang == crate::translate::GangStyle::Volcano).then(|| "volcano".to_string()))
+    given.or_else(|| gang.scheduler_name().map(str::to_string))
 }
 
 /// `--shim auto`: linked when the binary carries the shim, else seccomp.
@@ -286,8 +287,10 @@ pub struct RunArgs {
     /// scheduler-plugins), volcano (a scheduling.volcano.sh PodGroup),
     /// kueue (Kueue's pod-group labels; pods of a job with a queue also
     /// get what Kueue's pod webhook writes: labels, finalizer, admission
-    /// gate), none (plain pods). Every gang's
-    /// pods carry a required anti-affinity on kubernetes.io/hostname.
+    /// gate), yunikorn (what YuniKorn's admission controller writes, and a
+    /// task group per gang: YuniKorn makes its placeholders), none (plain
+    /// pods). Every gang's pods carry a required anti-affinity on
+    /// kubernetes.io/hostname.
     #[arg(long = "gang", value_enum, default_value_t = crate::translate::GangStyle::Coscheduling)]
     pub gang: crate::translate::GangStyle,
     /// The queue of every job whose Batsim job names no `queue`, for the
@@ -353,7 +356,8 @@ pub struct ServeArgs {
     /// How a parallel job's gang of pods is written for the scheduler:
     /// coscheduling (a scheduling.x-k8s.io PodGroup, kubernetes-sigs/
     /// scheduler-plugins), volcano (a scheduling.volcano.sh PodGroup),
-    /// kueue (Kueue's pod-group labels), none (plain pods). Every gang's
+    /// kueue (Kueue's pod-group labels), yunikorn (YuniKorn's task
+    /// groups), none (plain pods). Every gang's
     /// pods carry a required anti-affinity on kubernetes.io/hostname.
     #[arg(long = "gang", value_enum, default_value_t = crate::translate::GangStyle::Coscheduling)]
     pub gang: crate::translate::GangStyle,
