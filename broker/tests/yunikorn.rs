@@ -156,6 +156,7 @@ fn yunikorn_runs_gangs_in_its_queues_on_simulated_time() {
     let mut node_of: BTreeMap<String, String> = BTreeMap::new();
     let mut edges: Vec<(f64, i32)> = Vec::new();
     let mut stray_seen = false;
+    let mut stray_reason = false;
     let mut reader = csv::Reader::from_reader(pods.as_bytes());
     for record in reader.records() {
         let record = record.unwrap();
@@ -163,7 +164,13 @@ fn yunikorn_runs_gangs_in_its_queues_on_simulated_time() {
         let line = f.join(",");
         assert!(f[0].starts_with("w0!"), "a row of no job: {line}");
         if f[0] == stray {
-            assert!(f[9].starts_with("REJECTED"), "{line}");
+            // Rejected when YuniKorn failed its pods: the first with
+            // YuniKorn's own reason, its gang mates with it.
+            assert!(
+                f[9].starts_with("REJECTED") && f[9].contains("failed by the scheduler"),
+                "{line}"
+            );
+            stray_reason |= f[9].contains("ApplicationRejected: failed to place application");
             stray_seen = true;
             continue;
         }
@@ -180,6 +187,10 @@ fn yunikorn_runs_gangs_in_its_queues_on_simulated_time() {
         }
     }
     assert!(stray_seen, "no pods.csv row for {stray}");
+    assert!(
+        stray_reason,
+        "no pods.csv row of {stray} with YuniKorn's reason"
+    );
     assert_eq!(times.len(), res.len());
     for (job, t) in &times {
         assert_eq!(t.len(), 1, "{job}: its pods started or ended apart: {t:?}");

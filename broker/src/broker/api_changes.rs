@@ -143,6 +143,40 @@ impl Broker {
                 if !node_name.is_empty() && was.is_empty() && self.jobs[i].phase == Phase::Pending {
                     return self.bind(i, node_name, out).map(|_| 1);
                 }
+                // A scheduler that gives up on a pending pod writes it
+                // Failed (YuniKorn, for an application no queue takes, or
+                // a gang whose placeholders timed out under its Hard
+                // style): the job is rejected with the scheduler's reason.
+                let failed = |o: &Value| o["status"]["phase"] == "Failed";
+                if self.jobs[i].phase == Phase::Pending
+                    && failed(&ch.object)
+                    && !ch.old.as_deref().is_some_and(failed)
+                {
+                    let st = &ch.object["status"];
+                    let why = format!(
+                        "{}: {}",
+                        st["reason"].as_str().unwrap_or("Failed"),
+                        st["message"].as_str().unwrap_or("").trim()
+                    );
+                    let job_id = self.jobs[i].record.job_id.clone();
+                    tracing::warn!(job = %job_id, %why, "job rejected: the scheduler failed its pod");
+                    out.push(build::reject_job(&job_id));
+                    self.set_phase(i, Phase::Done);
+                    self.jobs[i].record.outcome =
+                        format!("REJECTED: failed by the scheduler: {why}");
+                    if let Err(e) = self
+                        .store
+                        .delete("pods", Some(translate::NAMESPACE), &ch.name)
+                    {
+                        tracing::debug!(pod = %ch.name, error = %e, "failed pod not deleted");
+                    }
+                    if self.jobs[i].gang.is_some() {
+                        self.end_gang_with(i, "was failed by the scheduler");
+                    }
+                    self.last_decision_at = now;
+                    self.last_decision_wall = Instant::now();
+                    return Ok(1);
+                }
                 // A scheduling failure written into the pod's status.
                 if let Some(conds) = ch.object["status"]["conditions"].as_array() {
                     for c in conds {
