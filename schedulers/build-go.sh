@@ -13,6 +13,8 @@
 #                                Volcano's CRDs into OUT_DIR/crds/volcano/
 #   vc-controller-manager        Volcano's controller manager, unmodified
 #                                (volcano.sh/volcano/cmd/controller-manager); same CRDs
+#   kube-controller-manager      the upstream kube-controller-manager
+#                                (schedulers/kube-controller-manager)
 #   kueue-manager                Kueue's controller manager (sigs.k8s.io/kueue/cmd/kueue,
 #                                schedulers/kueue); also copies Kueue's CRDs from the
 #                                module cache into OUT_DIR/crds/kueue/
@@ -41,6 +43,7 @@ declare -A module=(
 	[kube-scheduler-with-plugin]=example-plugin
 	[kube-scheduler-explain]=kube-scheduler-explain
 	[kube-scheduler-coscheduling]=coscheduling
+	[kube-controller-manager]=kube-controller-manager
 	[vc-scheduler]=volcano
 	[vc-controller-manager]=volcano
 	[kueue-manager]=kueue
@@ -51,7 +54,7 @@ declare -A package=(
 	[vc-scheduler]=volcano.sh/volcano/cmd/scheduler
 	[vc-controller-manager]=volcano.sh/volcano/cmd/controller-manager
 )
-all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling vc-scheduler vc-controller-manager kueue-manager)
+all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling kube-controller-manager vc-scheduler vc-controller-manager kueue-manager)
 
 check=0
 out=""
@@ -70,7 +73,7 @@ for arg in "$@"; do
 	*)
 		if [[ -n "${module[$arg]+x}" ]]; then
 			wanted+=("$arg")
-		elif [[ $arg == kube-scheduler* || $arg == vc-* || $arg == kueue* ]]; then
+		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == jobset* ]]; then
 			# A misspelt program, not a directory to create.
 			echo "build-go.sh: unknown program $arg (${all[*]})" >&2
 			exit 2

@@ -11,6 +11,7 @@
 
 use crate::activity::{AccountingViolation, PendingEvents, WatchTally};
 use crate::conn::ConnTrack;
+use crate::negotiate::partial_json;
 use crate::registry::Served;
 use crate::resources::ResourceInfo;
 use crate::store::{
@@ -41,6 +42,9 @@ pub(crate) enum Render {
     Table {
         first: bool,
     },
+    /// `meta.k8s.io/v1 PartialObjectMetadata` (client-go's metadata
+    /// informers), bookmarks included.
+    Metadata,
 }
 
 pub(crate) struct WatchStream {
@@ -87,6 +91,10 @@ pub(crate) fn gone_line(message: &str) -> Bytes {
 }
 
 fn bookmark_line(info: &ResourceInfo, rv: u64, mark: Mark) -> Bytes {
+    bookmark_line_as(info.kind, &info.api_version(), rv, mark)
+}
+
+fn bookmark_line_as(kind: &str, api_version: &str, rv: u64, mark: Mark) -> Bytes {
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     match mark {
         Mark::Periodic => {}
@@ -96,7 +104,7 @@ fn bookmark_line(info: &ResourceInfo, rv: u64, mark: Mark) -> Bytes {
         Mark::Begin(n) => metadata["annotations"] = json!({ INSTANT_BEGIN: n.to_string() }),
         Mark::End(n) => metadata["annotations"] = json!({ INSTANT_END: n.to_string() }),
     }
-    let obj = json!({"kind": info.kind, "apiVersion": info.api_version(), "metadata": metadata});
+    let obj = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata});
     event_line("BOOKMARK", &serde_json::to_vec(&obj).expect("json"))
 }
 
@@ -198,7 +206,16 @@ impl WatchStream {
 
     fn render_item(&mut self, item: WatchItem) -> Bytes {
         match (self.render, item) {
+            (Render::Metadata, WatchItem::Bookmark { rv, mark }) => {
+                bookmark_line_as("PartialObjectMetadata", "meta.k8s.io/v1", rv, mark)
+            }
             (_, WatchItem::Bookmark { rv, mark }) => bookmark_line(self.served.info, rv, mark),
+            (Render::Metadata, WatchItem::Change(ty, e)) => {
+                event_line(ty.as_str(), &partial_json(&e.json))
+            }
+            (Render::Metadata, WatchItem::Initial(s)) => {
+                event_line("ADDED", &partial_json(&s.json))
+            }
             (Render::Json, WatchItem::Change(ty, e)) if !self.served.converts() => e.line(ty),
             (Render::Json, WatchItem::Change(ty, e)) => {
                 event_line(ty.as_str(), &self.served.present_json(&e.json))
@@ -334,15 +351,15 @@ impl Stream for WatchStream {
         };
         if let Some(fired) = tick {
             if let Some(rv) = this.store.bookmark_rv(&this.rx) {
-                if matches!(this.render, Render::Json) {
+                if matches!(this.render, Render::Json | Render::Metadata) {
                     if let Some(f) = fired {
                         this.handed(f);
                     }
-                    return Poll::Ready(Some(Ok(bookmark_line(
-                        this.served.info,
+                    let line = this.render_item(WatchItem::Bookmark {
                         rv,
-                        Mark::Periodic,
-                    ))));
+                        mark: Mark::Periodic,
+                    });
+                    return Poll::Ready(Some(Ok(line)));
                 }
             }
             // A queued event: let the next poll deliver it (a fired count
