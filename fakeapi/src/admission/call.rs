@@ -74,7 +74,7 @@ enum Dial {
     Host(String, u16),
 }
 
-fn destination(store: &Store, hook: &Hook) -> Result<Destination, CallError> {
+fn destination(store: &Store, hook: &Hook, secs: u64) -> Result<Destination, CallError> {
     match &hook.client.target {
         Target::Service {
             namespace,
@@ -85,10 +85,11 @@ fn destination(store: &Store, hook: &Hook) -> Result<Destination, CallError> {
             let host = format!("{name}.{namespace}.svc");
             let path = if path.is_empty() { "/" } else { path };
             let url = format!("https://{host}:{port}{path}");
+            let full = format!("{url}?timeout={secs}s");
             let server_name = ServerName::try_from(host.clone())
-                .map_err(|e| CallError(format!("failed to call webhook: Post {url:?}: {e}")))?;
+                .map_err(|e| CallError(format!("failed to call webhook: Post {full:?}: {e}")))?;
             let addr = super::resolve::endpoint(store, namespace, name, *port)
-                .map_err(|e| CallError(format!("failed to call webhook: Post {url:?}: {e}")))?;
+                .map_err(|e| CallError(format!("failed to call webhook: Post {full:?}: {e}")))?;
             Ok(Destination {
                 host_header: format!("{host}:{port}"),
                 path: path.to_string(),
@@ -157,6 +158,10 @@ fn tls_reason(e: &rustls::Error) -> String {
             "tls: failed to verify certificate: x509: certificate signed by unknown authority"
                 .into()
         }
+        // An authority of the same name whose key did not sign it.
+        rustls::Error::InvalidCertificate(C::BadSignature) => {
+            "tls: failed to verify certificate: x509: certificate signed by unknown authority (possibly because of a signature verification failure while trying to verify candidate authority certificate)".into()
+        }
         rustls::Error::InvalidCertificate(C::NotValidForName)
         | rustls::Error::InvalidCertificate(C::NotValidForNameContext { .. }) => {
             format!("tls: failed to verify certificate: x509: certificate is not valid for the host ({e})")
@@ -204,10 +209,10 @@ impl Future for SimSleep {
 
 /// POSTs `review` to `hook`: the decoded reply, or why there is none.
 pub(super) async fn post(store: &Store, hook: &Hook, review: &Value) -> Result<Value, CallError> {
-    let dest = destination(store, hook)?;
     // `?timeout=` tells the webhook how long it has (whole seconds,
     // rounded up), as client-go writes it.
     let secs = hook.timeout.as_secs() + u64::from(hook.timeout.subsec_nanos() > 0);
+    let dest = destination(store, hook, secs)?;
     let url = format!("{}?timeout={secs}s", dest.url);
     let post_err = |why: String| CallError(format!("failed to call webhook: Post {url:?}: {why}"));
     let body = serde_json::to_vec(review).expect("json");
