@@ -119,7 +119,7 @@ async fn volcanos_webhooks_default_and_validate_jobs() {
         .create(
             "queues.scheduling.volcano.sh",
             None,
-            json!({"metadata": {"name": "default"}, "spec": {"weight": 1}, "status": {"state": "Open"}}),
+            json!({"metadata": {"name": "default"}, "spec": {"weight": 1}, "status": {"state": "Open", "allocated": {}}}),
         )
         .unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
