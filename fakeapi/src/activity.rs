@@ -559,6 +559,15 @@ pub fn tcp_queued_bytes(port: u16) -> u64 {
     total
 }
 
+/// A webhook call counted as waiting (see [`Activity::webhook_calls_waiting`]).
+pub(crate) struct WebhookCallGuard(std::sync::Arc<Activity>);
+
+impl Drop for WebhookCallGuard {
+    fn drop(&mut self) {
+        self.0.webhook_calls.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -600,13 +609,4 @@ fn tcp_info(fd: std::os::fd::RawFd) -> Option<libc::tcp_info> {
         )
     };
     (r == 0).then_some(info)
-}
-
-/// A webhook call counted as waiting (see [`Activity::webhook_calls_waiting`]).
-pub(crate) struct WebhookCallGuard(std::sync::Arc<Activity>);
-
-impl Drop for WebhookCallGuard {
-    fn drop(&mut self) {
-        self.0.webhook_calls.fetch_sub(1, Ordering::SeqCst);
-    }
 }

@@ -503,9 +503,7 @@ fn validate_rule(r: &Value, at: &str, errs: &mut Vec<FieldError>) {
     }
     for (k, what) in [("apiGroups", "API groups"), ("apiVersions", "API versions")] {
         let v = strings(r.get(k));
-        if v.is_empty() && k == "apiGroups" && r.get(k).and_then(Value::as_array).is_none() {
-            errs.push(FieldError::required(format!("{at}.{k}"), ""));
-        } else if v.is_empty() && k == "apiVersions" {
+        if v.is_empty() {
             errs.push(FieldError::required(format!("{at}.{k}"), ""));
         }
         if v.len() > 1 && v.iter().any(|g| g == "*") {
