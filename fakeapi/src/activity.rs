@@ -39,12 +39,17 @@ pub struct Activity {
     news: AtomicU32,
     /// Threads blocked on `news` (no wake-up system call without one).
     news_waiters: AtomicU32,
+    /// What each group of connections (the connections of one listener)
+    /// asked and was sent, by group number.
+    groups: Mutex<Vec<Arc<GroupCounts>>>,
     pub(crate) conns: Mutex<Conns>,
     /// The first accounting inconsistency seen, and how many there were.
     violation: Mutex<Option<AccountingViolation>>,
     violations: AtomicU64,
     /// Admission webhook calls sent and not yet answered (or timed out).
     webhook_calls: AtomicUsize,
+    /// Admission webhook calls made since the start.
+    webhook_calls_made: AtomicU64,
 }
 
 /// The activity counters were found inconsistent: a count released more
@@ -81,7 +86,8 @@ impl std::fmt::Display for AccountingViolation {
 pub(crate) struct Conns {
     next: u64,
     open: HashMap<u64, Conn>,
-    pub(crate) listener: Option<RawFd>,
+    /// Every listener's socket (one per group, see [`Activity::group`]).
+    pub(crate) listeners: Vec<RawFd>,
 }
 
 impl Conns {
@@ -104,6 +110,33 @@ struct Conn {
 pub struct Connection {
     pub server: SocketAddr,
     pub client: SocketAddr,
+}
+
+/// The counts of one group of connections: those accepted by one listener
+/// (a program that has a port of its own).
+#[derive(Debug, Default)]
+pub(crate) struct GroupCounts {
+    requests: AtomicU64,
+    events_written: AtomicU64,
+}
+
+impl GroupCounts {
+    pub(crate) fn request(&self) {
+        self.requests.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn events_written(&self, n: usize) {
+        self.events_written.fetch_add(n as u64, Ordering::SeqCst);
+    }
+}
+
+/// What the clients of one group did and were sent, since the start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GroupActivity {
+    /// Requests taken up (each counted when its handler starts).
+    pub requests: u64,
+    /// Watch events that reached the group's sockets (bookmarks included).
+    pub events_written: u64,
 }
 
 /// A point-in-time copy of [`Activity`].
@@ -180,10 +213,12 @@ impl Activity {
     /// `SockDiag::handshakes`).
     pub fn connections_established(&self) -> u64 {
         let conns = self.conns.lock();
-        let queued = conns
-            .listener
-            .and_then(tcp_info)
-            .map_or(0, |i| i.tcpi_unacked as u64);
+        let queued: u64 = conns
+            .listeners
+            .iter()
+            .filter_map(|&fd| tcp_info(fd))
+            .map(|i| i.tcpi_unacked as u64)
+            .sum();
         conns.next + queued
     }
 
@@ -193,26 +228,13 @@ impl Activity {
     /// in the listener's accept queue.
     pub fn unread_by_server(&self) -> u64 {
         let conns = self.conns.lock();
-        let mut total = 0u64;
-        if let Some(fd) = conns.listener {
-            // SAFETY: getsockopt into a zeroed tcp_info of the right size,
-            // on the listener, which outlives the registry entry.
-            let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-            let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-            let r = unsafe {
-                libc::getsockopt(
-                    fd,
-                    libc::IPPROTO_TCP,
-                    libc::TCP_INFO,
-                    &mut info as *mut libc::tcp_info as *mut libc::c_void,
-                    &mut len,
-                )
-            };
-            // For a listening socket, tcpi_unacked is the accept queue length.
-            if r == 0 {
-                total += info.tcpi_unacked as u64;
-            }
-        }
+        // For a listening socket, tcpi_unacked is the accept queue length.
+        let mut total: u64 = conns
+            .listeners
+            .iter()
+            .filter_map(|&fd| tcp_info(fd))
+            .map(|i| i.tcpi_unacked as u64)
+            .sum();
         for c in conns.open.values() {
             let mut n: libc::c_int = 0;
             // SAFETY: FIONREAD on a socket this registry keeps open (an
@@ -286,9 +308,17 @@ impl Activity {
         self.webhook_calls.load(Ordering::SeqCst)
     }
 
+    /// Admission webhook calls made since the start (answered or not): a
+    /// program serving a webhook is reached by each, whichever client's
+    /// request it admits.
+    pub fn webhook_calls_made(&self) -> u64 {
+        self.webhook_calls_made.load(Ordering::SeqCst)
+    }
+
     /// Counts a webhook call as waiting until the guard is dropped.
     pub(crate) fn webhook_call(self: &std::sync::Arc<Self>) -> WebhookCallGuard {
         self.webhook_calls.fetch_add(1, Ordering::SeqCst);
+        self.webhook_calls_made.fetch_add(1, Ordering::SeqCst);
         WebhookCallGuard(self.clone())
     }
 
@@ -325,6 +355,29 @@ impl Activity {
             self.idle.notify_waiters();
             self.poke();
         }
+    }
+
+    /// The counts of group `g` (created at first use).
+    pub(crate) fn group(&self, g: u32) -> Arc<GroupCounts> {
+        let mut groups = self.groups.lock();
+        while groups.len() <= g as usize {
+            groups.push(Arc::default());
+        }
+        groups[g as usize].clone()
+    }
+
+    /// What group `g`'s clients did and were sent so far: the connections
+    /// accepted by the server's listener number `g` (0 is the first one,
+    /// see `RunningServer::add_listener`). Counts move when a request is
+    /// taken up and when watch events reach the socket.
+    pub fn group_activity(&self, g: u32) -> GroupActivity {
+        let groups = self.groups.lock();
+        groups
+            .get(g as usize)
+            .map_or(GroupActivity::default(), |c| GroupActivity {
+                requests: c.requests.load(Ordering::SeqCst),
+                events_written: c.events_written.load(Ordering::SeqCst),
+            })
     }
 
     /// Wakes a thread blocked in [`Activity::wait_idle_for`] to look

@@ -14,7 +14,7 @@
 //! HTTP/2 stream's body runs on its own task) is released at once: nothing
 //! stays counted on a connection that is gone.
 
-use crate::activity::{Activity, ConnLabel, PendingEvents, WatchTally};
+use crate::activity::{Activity, ConnLabel, GroupCounts, PendingEvents, WatchTally};
 use axum::extract::connect_info::Connected;
 use axum::serve::{IncomingStream, Listener};
 use parking_lot::Mutex;
@@ -33,6 +33,9 @@ use tokio::net::{TcpListener, TcpStream};
 pub(crate) struct ConnTrack {
     activity: Arc<Activity>,
     pub(crate) label: ConnLabel,
+    /// The listener it came in on (its group number) and the group's counts.
+    pub(crate) group: u32,
+    counts: Arc<GroupCounts>,
     parked: Mutex<Parked>,
     /// Bytes read from the socket that no handler has taken up yet.
     reading: AtomicBool,
@@ -48,9 +51,11 @@ struct Parked {
 }
 
 impl ConnTrack {
-    fn new(activity: Arc<Activity>, label: ConnLabel) -> Self {
+    fn new(activity: Arc<Activity>, label: ConnLabel, group: u32) -> Self {
         ConnTrack {
             reading: AtomicBool::new(false),
+            counts: activity.group(group),
+            group,
             activity,
             label,
             parked: Mutex::new(Parked::default()),
@@ -75,6 +80,7 @@ impl ConnTrack {
 
     /// A handler took up the request read on this connection.
     pub(crate) fn request_taken_up(&self) {
+        self.counts.request();
         self.reading(false);
     }
 
@@ -137,6 +143,7 @@ impl ConnTrack {
         }
         for e in p.events.drain(..) {
             if written {
+                self.counts.events_written(e.count());
                 e.written();
             } else {
                 drop(e);
@@ -162,6 +169,9 @@ pub(crate) struct ConnHandle {
 pub(crate) struct TrackedListener {
     pub(crate) inner: TcpListener,
     pub(crate) activity: Arc<Activity>,
+    /// Its number among the server's listeners: the group of the
+    /// connections it accepts.
+    pub(crate) group: u32,
 }
 
 impl Listener for TrackedListener {
@@ -175,7 +185,10 @@ impl Listener for TrackedListener {
             // never misses a connection in between.
             let accepted = std::future::poll_fn(|cx| {
                 let mut conns = self.activity.conns.lock();
-                conns.listener = Some(self.inner.as_raw_fd());
+                let fd = self.inner.as_raw_fd();
+                if !conns.listeners.contains(&fd) {
+                    conns.listeners.push(fd);
+                }
                 match self.inner.poll_accept(cx) {
                     Poll::Ready(Ok((stream, peer))) => {
                         let local = stream.local_addr().unwrap_or(peer);
@@ -195,7 +208,7 @@ impl Listener for TrackedListener {
                         id: Some(id),
                         peer: Some(peer),
                     };
-                    let track = Arc::new(ConnTrack::new(self.activity.clone(), label));
+                    let track = Arc::new(ConnTrack::new(self.activity.clone(), label, self.group));
                     let io = TrackedIo {
                         inner: stream,
                         track: track.clone(),
@@ -217,7 +230,11 @@ impl Listener for TrackedListener {
     fn local_addr(&self) -> io::Result<Self::Addr> {
         let addr = self.inner.local_addr()?;
         Ok(ConnHandle {
-            track: Arc::new(ConnTrack::new(self.activity.clone(), ConnLabel::default())),
+            track: Arc::new(ConnTrack::new(
+                self.activity.clone(),
+                ConnLabel::default(),
+                self.group,
+            )),
             peer: addr,
         })
     }
@@ -345,6 +362,7 @@ impl Drop for TrackedIo {
 impl Drop for TrackedListener {
     fn drop(&mut self) {
         // Out of the registry before the listener's socket closes.
-        self.activity.conns.lock().listener = None;
+        let fd = self.inner.as_raw_fd();
+        self.activity.conns.lock().listeners.retain(|&l| l != fd);
     }
 }

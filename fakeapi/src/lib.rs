@@ -64,7 +64,9 @@ mod table;
 mod timers;
 mod watch;
 
-pub use activity::{tcp_queued_bytes, AccountingViolation, Activity, ActivitySnapshot, Connection};
+pub use activity::{
+    tcp_queued_bytes, AccountingViolation, Activity, ActivitySnapshot, Connection, GroupActivity,
+};
 pub use admission::WebhookCalls;
 pub use crd::COSCHEDULING_PODGROUP_CRD;
 pub use discovery::SERVER_VERSION;
@@ -72,7 +74,7 @@ pub use error::{ApiError, FieldError, FieldErrorKind, InvalidObject, Result, Sta
 pub use manifest::{check_manifests, load_manifests, Manifest, ManifestError};
 pub use patch::PatchKind;
 pub use resources::ResourceInfo;
-pub use server::{kubeconfig_yaml, serve, RunningServer};
+pub use server::{kubeconfig_yaml, serve, RequestRecord, RunningServer};
 pub use store::{
     Change, Clock, DeleteOptions, EventType, HoldGuard, Origin, Propagation, Store, StoreConfig,
     WatchStart, INSTANTS_HEADER, INSTANT_BEGIN, INSTANT_END,

@@ -25,7 +25,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
@@ -41,15 +40,39 @@ struct Ctx {
     store: Store,
     metrics: Arc<Metrics>,
     server_addr: String,
+    request_log: std::sync::OnceLock<RequestLog>,
 }
+
+/// One request as the server answered it, for a log of requests
+/// ([`RunningServer::set_request_log`]).
+#[derive(Debug, Clone)]
+pub struct RequestRecord<'a> {
+    /// The listener it came in on ([`RunningServer::add_listener`]; 0 is
+    /// the first), when it came over a connection.
+    pub group: Option<u32>,
+    /// The server's clock when it was answered (simulated under `batkube run`).
+    pub time: chrono::DateTime<chrono::Utc>,
+    pub method: &'a str,
+    /// Path and query, as sent.
+    pub uri: &'a str,
+    /// The Kubernetes verb (`get`, `list`, `watch`, `create`, ...).
+    pub verb: &'static str,
+    pub resource: &'a str,
+    pub code: u16,
+}
+
+type RequestLog = Box<dyn Fn(&RequestRecord<'_>) + Send + Sync>;
 
 /// A running API server. Dropping it stops accepting connections.
 pub struct RunningServer {
     addr: SocketAddr,
     store: Store,
     metrics: Arc<Metrics>,
-    shutdown: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    ctx: Arc<Ctx>,
+    /// Every listener's address, by group number.
+    addrs: Vec<SocketAddr>,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for RunningServer {
@@ -74,35 +97,79 @@ impl std::fmt::Debug for RunningServer {
 pub async fn serve(store: Store, addr: SocketAddr) -> std::io::Result<RunningServer> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
-    let listener = TrackedListener {
-        inner: listener,
-        activity: store.activity(),
-    };
     let metrics = Arc::new(Metrics::default());
     let ctx = Arc::new(Ctx {
         store: store.clone(),
         metrics: metrics.clone(),
         server_addr: addr.to_string(),
+        request_log: std::sync::OnceLock::new(),
     });
-    let app = axum::Router::new().fallback(handle).with_state(ctx);
-    let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let app = app.into_make_service_with_connect_info::<ConnHandle>();
-        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-            let _ = rx.await;
-        });
-        if let Err(e) = server.await {
-            tracing::warn!(error = %e, "fakeapi server stopped with an error");
-        }
-    });
-    tracing::info!(%addr, "fakeapi listening");
-    Ok(RunningServer {
+    let (shutdown, _) = tokio::sync::watch::channel(false);
+    let mut server = RunningServer {
         addr,
         store,
         metrics,
-        shutdown: Some(tx),
-        task: Some(task),
-    })
+        ctx,
+        addrs: Vec::new(),
+        shutdown,
+        tasks: Vec::new(),
+    };
+    server.serve_on(listener)?;
+    tracing::info!(%addr, "fakeapi listening");
+    Ok(server)
+}
+
+impl RunningServer {
+    /// Serves on one more listener (a group of its own), returns its
+    /// number and address.
+    fn serve_on(
+        &mut self,
+        listener: tokio::net::TcpListener,
+    ) -> std::io::Result<(u32, SocketAddr)> {
+        let addr = listener.local_addr()?;
+        let group = self.addrs.len() as u32;
+        let listener = TrackedListener {
+            inner: listener,
+            activity: self.store.activity(),
+            group,
+        };
+        let app = axum::Router::new()
+            .fallback(handle)
+            .with_state(self.ctx.clone());
+        let mut stop = self.shutdown.subscribe();
+        self.tasks.push(tokio::spawn(async move {
+            let app = app.into_make_service_with_connect_info::<ConnHandle>();
+            let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+                let _ = stop.wait_for(|s| *s).await;
+            });
+            if let Err(e) = server.await {
+                tracing::warn!(error = %e, "fakeapi server stopped with an error");
+            }
+        }));
+        self.addrs.push(addr);
+        Ok((group, addr))
+    }
+
+    /// Serves the same API on another address too (`127.0.0.1:0` picks a
+    /// port): its connections are a group of their own, whose requests
+    /// and watch events [`Activity::group_activity`] counts apart, and
+    /// whose requests the log names. `batkube run` gives each program it
+    /// starts a port of its own this way. Returns the group's number.
+    pub async fn add_listener(&mut self, addr: SocketAddr) -> std::io::Result<(u32, SocketAddr)> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        self.serve_on(listener)
+    }
+
+    /// Every listener's address, by group number (the first is [`Self::addr`]).
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// Calls `log` once for every request answered, after its response is
+    /// made (set once; later calls are ignored).
+    pub fn set_request_log(&self, log: impl Fn(&RequestRecord<'_>) + Send + Sync + 'static) {
+        let _ = self.ctx.request_log.set(Box::new(log));
+    }
 }
 
 impl RunningServer {
@@ -132,18 +199,14 @@ impl RunningServer {
     }
 
     /// Stops accepting connections, ends open watches, and waits (at most
-    /// 5 s) for in-flight requests.
+    /// 5 s in all) for in-flight requests.
     pub async fn shutdown(mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
+        let _ = self.shutdown.send(true);
         self.store.close_watches();
-        if let Some(task) = self.task.take() {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        for task in std::mem::take(&mut self.tasks) {
             let abort = task.abort_handle();
-            if tokio::time::timeout(Duration::from_secs(5), task)
-                .await
-                .is_err()
-            {
+            if tokio::time::timeout_at(deadline, task).await.is_err() {
                 abort.abort();
             }
         }
@@ -152,10 +215,8 @@ impl RunningServer {
 
 impl Drop for RunningServer {
     fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        if let Some(task) = self.task.take() {
+        let _ = self.shutdown.send(true);
+        for task in self.tasks.drain(..) {
             task.abort();
         }
     }
@@ -202,8 +263,13 @@ async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
         .extensions()
         .get::<ConnectInfo<ConnHandle>>()
         .map(|c| c.0.track.clone());
+    let group = conn.as_ref().map(|c| c.group);
     let _in_flight = InFlight::new(&activity, conn);
     let span = tracing::debug_span!("request", method = %req.method(), uri = %req.uri());
+    let logged = ctx
+        .request_log
+        .get()
+        .map(|_| (req.method().to_string(), req.uri().to_string()));
     let (verb, resource, mut resp) = route(&ctx, req).instrument(span).await;
     // The server's clock is the store's (simulated under batkube run), as
     // a real API server dates its responses by its own clock: hyper would
@@ -220,6 +286,17 @@ async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
     }
     let code = resp.status().as_u16();
     tracing::debug!(verb, resource, code, "served");
+    if let (Some(log), Some((method, uri))) = (ctx.request_log.get(), &logged) {
+        log(&RequestRecord {
+            group,
+            time: ctx.store.now(),
+            method,
+            uri,
+            verb,
+            resource: &resource,
+            code,
+        });
+    }
     *ctx.metrics
         .requests
         .lock()
