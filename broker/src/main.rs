@@ -61,6 +61,10 @@ enum Command {
     /// totals over time, distributions, pod table, summary in words) or of a
     /// sweep (the axes against the results, linking each run's page).
     Report(batkube_report::ReportArgs),
+    /// Compare two runs of one case (their jobs.csv, pods.csv and, when
+    /// both have it, requests.csv from --log-requests) and name the first
+    /// difference in simulated time. Exit status 0 when identical.
+    Compare(batkube::run::compare::CompareArgs),
     /// Write the shell completion script for SHELL to stdout, e.g.
     /// `batkube completions bash > ~/.local/share/bash-completion/completions/batkube`.
     Completions {
@@ -182,7 +186,9 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let result = match cli.command {
+        Command::Run(args) if args.compare_exact => batkube::run::compare::compare_exact(&args),
         Command::Run(args) => batkube::run::run(args).map(|s| print_summary(&s)),
+        Command::Compare(args) => batkube::run::compare::run(args),
         Command::Serve(args) => batkube::run::serve(args).map(|s| print_summary(&s)),
         Command::Batsim(args) => run_standin(args),
         Command::Workload(cmd) => batkube_inputs::workload::run(cmd),

@@ -30,6 +30,7 @@
 //! `timeshim` knows nothing of Kubernetes or Batsim.
 
 pub mod control;
+pub mod elide;
 mod page;
 pub mod policy;
 pub mod seccomp;

@@ -45,6 +45,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fakeapi::{Change, Store};
+use timeshim::elide::{ElideConfig, Elision};
 use timeshim::policy::{Policy, PolicyConfig};
 
 use crate::translate::{self, Amounts};
@@ -56,6 +57,8 @@ use sync::ShimSide;
 
 pub use clock::{batsim_time, sim_time, to_datetime, SimClock, SIM_EPOCH_SECS};
 use clock::{ceil_us, SIM_EPOCH_NANOS};
+/// Simulated time 0 in Unix nanoseconds.
+pub const SIM_EPOCH_NANOS_I128: i128 = SIM_EPOCH_NANOS as i128;
 use gangs::Gang;
 use window::QuietMark;
 
@@ -98,6 +101,8 @@ pub struct BrokerConfig {
     /// Terminated pods kept in the API, as kube-controller-manager's
     /// `--terminated-pod-gc-threshold` (0: keep every pod); see [`podgc`].
     pub terminated_pod_gc_threshold: usize,
+    /// Timer elision rules (`--elide`; none by default).
+    pub elide: ElideConfig,
 }
 
 /// Pods of a schedulerName the scheduler has acted on none of, pending for
@@ -237,6 +242,12 @@ pub struct Broker {
     /// Quiescence decisions the scheduler contradicted (it ran, or the API
     /// served it, before the next instant).
     quiescence_contradicted: u64,
+    /// Timers left unhonoured under `--elide` (see [`timeshim::elide`]),
+    /// and what each program's API counters and the webhook calls stood
+    /// at when it was last seen quiescent.
+    elision: Elision,
+    elision_marks: Vec<fakeapi::GroupActivity>,
+    elision_webhooks: u64,
     gangs_started: u64,
     /// Node-seconds held by partly bound gangs that have ended that state.
     partial_gang_node_seconds: f64,
@@ -285,6 +296,7 @@ impl Broker {
         let changes = store.subscribe();
         let life = lifecycle::Lifecycle::new(cfg.lifecycle.clone());
         let gc = PodGc::new(cfg.terminated_pod_gc_threshold);
+        let elision = Elision::new(cfg.elide);
         let processed = Arc::new(std::sync::atomic::AtomicU64::new(store.resource_version()));
         let mut b = Broker {
             store,
@@ -325,6 +337,9 @@ impl Broker {
             partial_instants: 0,
             quiet_mark: None,
             quiescence_contradicted: 0,
+            elision,
+            elision_marks: Vec::new(),
+            elision_webhooks: 0,
             gangs_started: 0,
             partial_gang_node_seconds: 0.0,
             wakeups: 0,

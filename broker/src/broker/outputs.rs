@@ -42,6 +42,15 @@ impl Broker {
         s.windows_bound_hit = self.windows_bound_hit;
         s.partial_instants = self.partial_instants;
         s.quiescence_contradicted = self.quiescence_contradicted;
+        s.elide = self.elision.config().to_string();
+        let skipped = self.elision.skipped();
+        if self.elision.config().idle {
+            s.wake_ups_elided.insert("idle".into(), skipped.idle);
+        }
+        if self.elision.config().controllers {
+            s.wake_ups_elided
+                .insert("controllers".into(), skipped.controllers);
+        }
         s.gangs_started = self.gangs_started;
         s.partial_gang_node_seconds = self.partial_gang_node_seconds + partial_now;
         s.wake_ups_requested = self.wakeups;

@@ -475,6 +475,16 @@ pub struct Summary {
     /// the soak counts a run with any as suspect).
     pub quiescence_contradicted: u64,
     pub windows_bound_hit: u64,
+    /// CPU time (user and system, seconds) each program on simulated time
+    /// had used when the run ended: `scheduler`, `controller-1`, …
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub program_cpu_seconds: BTreeMap<String, f64>,
+    /// The timer elision rules in force (`--elide`): `none` unless asked.
+    pub elide: String,
+    /// Per rule of `--elide`: programs' earliest timers the clock went past
+    /// without stopping (each stands for one firing at least; see
+    /// `timeshim::elide`).
+    pub wake_ups_elided: BTreeMap<String, u64>,
     /// Gangs (jobs on several machines) started.
     pub gangs_started: u64,
     /// Node-seconds held by partly bound gangs: each pod of a gang, from

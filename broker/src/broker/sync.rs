@@ -31,6 +31,8 @@ pub enum Quiet {
     Yes {
         earliest_deadline: Option<SimTime>,
         controllers: Option<SimTime>,
+        /// Each program's earliest timer, in [`ShimSide::procs`]' order.
+        each: Vec<Option<SimTime>>,
     },
     /// Still busy after the wait.
     Busy,
@@ -48,6 +50,8 @@ pub struct SimProcess {
     pub controller: Arc<Controller>,
     /// A `controller_exited` ending rather than `scheduler_exited` when it exits.
     pub is_scheduler: bool,
+    /// The API listener it talks to (`fakeapi::Activity::group_activity`).
+    pub group: u32,
 }
 
 /// The scheduler (and the controllers beside it) under the shim, reached
@@ -56,7 +60,9 @@ pub struct ShimSide {
     /// The scheduler first, then the controllers in flag order.
     pub procs: Vec<SimProcess>,
     pub activity: Arc<fakeapi::Activity>,
-    pub api_port: u16,
+    /// The API's ports: one per program (its own listener), the first
+    /// shared with clients outside the run.
+    pub api_ports: Vec<u16>,
     /// Opened at first use.
     pub diag: Arc<parking_lot::Mutex<Option<SockDiag>>>,
 }
@@ -73,9 +79,10 @@ impl ShimSide {
                 name: "the scheduler".into(),
                 controller,
                 is_scheduler: true,
+                group: 0,
             }],
             activity,
-            api_port,
+            api_ports: vec![api_port],
             diag: Default::default(),
         }
     }
@@ -135,7 +142,7 @@ impl ShimSide {
         while t0.elapsed() < Duration::from_millis(5) {
             let cpu = main.cpu_time_ns().unwrap_or(0);
             let act = self.activity.snapshot();
-            let bytes = tcp_backlog(&self.activity, &mut self.diag.lock(), self.api_port);
+            let bytes = tcp_backlog(&self.activity, &mut self.diag.lock(), &self.api_ports);
             if cpu != stamp.cpu_ns || act != *before || bytes != 0 {
                 first = Some((t0.elapsed(), cpu != stamp.cpu_ns, act.clone(), bytes));
                 break;
@@ -256,7 +263,7 @@ impl ShimSide {
             }
             let net_before = softnet();
             if net_before.backlog == 0
-                && tcp_backlog(&self.activity, &mut self.diag.lock(), self.api_port) == 0
+                && tcp_backlog(&self.activity, &mut self.diag.lock(), &self.api_ports) == 0
             {
                 let mut unchanged = true;
                 for (p, (deadline, stamp)) in self.procs.iter().zip(&looks) {
@@ -284,6 +291,7 @@ impl ShimSide {
                     return Ok(Quiet::Yes {
                         earliest_deadline: earliest(true),
                         controllers: earliest(false),
+                        each: looks.iter().map(|l| l.0).collect(),
                     });
                 }
             }
@@ -312,30 +320,39 @@ impl ShimSide {
 /// load the kernel may hold one of them between its queues for as long
 /// as the CPU delivering it is preempted; the scheduler then bound its
 /// pod only after the broker had let the clock move on.
-pub fn tcp_backlog(activity: &fakeapi::Activity, diag: &mut Option<SockDiag>, port: u16) -> u64 {
-    let bytes = bytes_between(activity, diag, port, true);
+pub fn tcp_backlog(
+    activity: &fakeapi::Activity,
+    diag: &mut Option<SockDiag>,
+    ports: &[u16],
+) -> u64 {
+    let bytes = bytes_between(activity, diag, ports, true);
     if bytes != 0 {
         return bytes;
     }
     match diag.as_mut() {
         Some(d) => d
-            .handshakes(port, &|| activity.connections_established())
-            .unwrap_or_else(|_| fakeapi::tcp_queued_bytes(port)),
+            .handshakes(ports, &|| activity.connections_established())
+            .unwrap_or_else(|_| queued_bytes(ports)),
         None => 0, // the fallback of bytes_between counted them
     }
+}
+
+/// [`fakeapi::tcp_queued_bytes`] over every port of the API.
+fn queued_bytes(ports: &[u16]) -> u64 {
+    ports.iter().map(|&p| fakeapi::tcp_queued_bytes(p)).sum()
 }
 
 /// Bytes on their way between the API and the scheduler that have not
 /// reached the other end's receive queue yet: [`tcp_backlog`] less what
 /// sits in the scheduler's receive queues, ready for it to read.
-pub fn in_flight(activity: &fakeapi::Activity, diag: &mut Option<SockDiag>, port: u16) -> u64 {
-    bytes_between(activity, diag, port, false)
+pub fn in_flight(activity: &fakeapi::Activity, diag: &mut Option<SockDiag>, ports: &[u16]) -> u64 {
+    bytes_between(activity, diag, ports, false)
 }
 
 fn bytes_between(
     activity: &fakeapi::Activity,
     diag: &mut Option<SockDiag>,
-    port: u16,
+    ports: &[u16],
     unread_by_client: bool,
 ) -> u64 {
     let mut total = activity.unread_by_server();
@@ -343,7 +360,7 @@ fn bytes_between(
         *diag = SockDiag::open().ok();
     }
     let Some(d) = diag.as_ref() else {
-        return total + fakeapi::tcp_queued_bytes(port);
+        return total + queued_bytes(ports);
     };
     for (c, server_sent, server_received) in activity.connections_with_bytes() {
         match d.info(c.client, c.server) {
@@ -359,7 +376,7 @@ fn bytes_between(
                 total += i.bytes_sent.saturating_sub(server_received);
             }
             Ok(None) => {} // closed meanwhile
-            Err(_) => return activity.unread_by_server() + fakeapi::tcp_queued_bytes(port),
+            Err(_) => return activity.unread_by_server() + queued_bytes(ports),
         }
     }
     total
@@ -386,7 +403,7 @@ fn bytes_between(
 pub fn settle_hook(
     activity: Arc<fakeapi::Activity>,
     diag: Arc<parking_lot::Mutex<Option<SockDiag>>>,
-    port: u16,
+    ports: Vec<u16>,
     store: fakeapi::Store,
     processed: Arc<std::sync::atomic::AtomicU64>,
     awake: Arc<std::sync::atomic::AtomicI64>,
@@ -431,7 +448,7 @@ pub fn settle_hook(
             return true;
         }
         let settled = softnet().backlog == 0
-            && in_flight(&activity, &mut diag.lock(), port) == 0
+            && in_flight(&activity, &mut diag.lock(), &ports) == 0
             && awake.load(Ordering::SeqCst) == 0
             && look() == key;
         if settled {
@@ -463,7 +480,7 @@ impl ShimSide {
             controllers: self.procs.iter().map(|p| p.controller.clone()).collect(),
             activity: self.activity.clone(),
             diag: self.diag.clone(),
-            api_port: self.api_port,
+            api_ports: self.api_ports.clone(),
         }
     }
 }
@@ -476,7 +493,7 @@ pub struct Gate {
     controllers: Vec<Arc<Controller>>,
     activity: Arc<fakeapi::Activity>,
     diag: Arc<parking_lot::Mutex<Option<SockDiag>>>,
-    api_port: u16,
+    api_ports: Vec<u16>,
 }
 
 impl Gate {
@@ -510,7 +527,7 @@ impl Gate {
             let bytes = if writing {
                 u64::MAX
             } else {
-                in_flight(&self.activity, &mut self.diag.lock(), self.api_port)
+                in_flight(&self.activity, &mut self.diag.lock(), &self.api_ports)
             };
             if bytes == 0 {
                 return false;
@@ -724,7 +741,11 @@ impl SockDiag {
     /// accepted ones and its accept queue, read before): then every one
     /// started is done (each established one was started after that dump,
     /// and one started elsewhere would leave the counts apart).
-    pub fn handshakes(&mut self, port: u16, established: &dyn Fn() -> u64) -> std::io::Result<u64> {
+    pub fn handshakes(
+        &mut self,
+        ports: &[u16],
+        established: &dyn Fn() -> u64,
+    ) -> std::io::Result<u64> {
         let done = established();
         let opens = self.active_opens();
         if let (Some((o0, d0)), Some(o)) = (self.quiet, opens) {
@@ -735,8 +756,8 @@ impl SockDiag {
         let mut n = 0;
         for family in [libc::AF_INET as u8, libc::AF_INET6 as u8] {
             self.dump(family, |state, sport, dport| {
-                if (state == TCP_SYN_SENT && dport == port)
-                    || (matches!(state, TCP_SYN_RECV | TCP_NEW_SYN_RECV) && sport == port)
+                if (state == TCP_SYN_SENT && ports.contains(&dport))
+                    || (matches!(state, TCP_SYN_RECV | TCP_NEW_SYN_RECV) && ports.contains(&sport))
                 {
                     n += 1;
                 }

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use chrono::DateTime;
+use timeshim::elide::Look;
 use timeshim::policy::{Situation, Step};
 use timeshim::SimTime;
 
@@ -155,6 +156,7 @@ impl Broker {
                         Quiet::Yes {
                             earliest_deadline,
                             controllers,
+                            ..
                         } if next(earliest_deadline, controllers).is_some_and(|d| d < until)
                             && start.elapsed() < BOUND =>
                         {
@@ -232,6 +234,7 @@ impl Broker {
             return Ok(());
         }
         self.clock.set(t);
+        self.elision.advanced(sim_time(t));
         // The API's timers due by now (a watch's timeoutSeconds, bookmarks)
         // fire now: the broker asks Batsim to stop at each of them, so they
         // fire at their own instant (to Batsim's microsecond).
@@ -379,7 +382,10 @@ impl Broker {
                                 Quiet::Yes {
                                     earliest_deadline,
                                     controllers,
+                                    each,
                                 } if decided == 0 => {
+                                    let (earliest_deadline, controllers) =
+                                        self.elide(t, &each, earliest_deadline, controllers);
                                     self.controllers_wakeup = controllers.map(batsim_time);
                                     mark = look;
                                     w.quiescent(earliest_deadline)
@@ -443,6 +449,53 @@ impl Broker {
             self.quiet_mark = mark;
         }
         Ok(reply_now)
+    }
+
+    /// The timers to honour, the programs being quiescent at `t` with
+    /// their earliest timers `each` (see [`timeshim::elide`]): all of them
+    /// (`earliest`, `controllers`) unless a rule of `--elide` is in force.
+    fn elide(
+        &mut self,
+        t: f64,
+        each: &[Option<SimTime>],
+        earliest: Option<SimTime>,
+        controllers: Option<SimTime>,
+    ) -> (Option<SimTime>, Option<SimTime>) {
+        let SchedulerSide::Shim(s) = &self.side else {
+            return (earliest, controllers);
+        };
+        if !self.elision.config().any() {
+            return (earliest, controllers);
+        }
+        // What each program asked and was sent since its last look; a
+        // webhook call reaches every program (whichever serves it).
+        let webhooks = s.activity.webhook_calls_made();
+        let webhooked = webhooks != self.elision_webhooks;
+        self.elision_webhooks = webhooks;
+        self.elision_marks.resize(s.procs.len(), Default::default());
+        let looks: Vec<Look> = s
+            .procs
+            .iter()
+            .zip(each)
+            .zip(&mut self.elision_marks)
+            .map(|((p, &deadline), mark)| {
+                let now = s.activity.group_activity(p.group);
+                let look = Look {
+                    deadline,
+                    acted: now.requests != mark.requests,
+                    reached: webhooked || now.events_written != mark.events_written,
+                    is_scheduler: p.is_scheduler,
+                };
+                *mark = now;
+                look
+            })
+            .collect();
+        let situation = Situation {
+            pending: self.pending.len(),
+            running: self.active,
+        };
+        let h = self.elision.quiescent(sim_time(t), &looks, situation);
+        (h.scheduler, h.controllers)
     }
 
     /// A window that closed on quiescence said the scheduler would do

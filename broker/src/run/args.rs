@@ -325,6 +325,31 @@ pub struct RunArgs {
     /// scheduler writing those annotations is recorded without the flag.)
     #[arg(long)]
     pub explain: bool,
+    /// Timers the clock may pass over without stopping: model assumptions,
+    /// none by default (`none`). `idle`: a program whose last timer firing
+    /// sent the API nothing, and that nothing reached since (no watch
+    /// event, no webhook call), is not woken for its next timers; they
+    /// fire late, at the next instant anything happens. `controllers`:
+    /// --fast-forward for the --controller programs too (no wake-up for
+    /// their timers while nothing is pending). Several: `idle,controllers`.
+    /// Needs the exact policy; summary.json counts what each rule passed
+    /// over (wake_ups_elided); --compare-exact checks a case against the
+    /// run without them.
+    #[arg(long = "elide", value_name = "RULES", default_value = "none")]
+    pub elide: timeshim::elide::ElideConfig,
+    /// Write every request the API answers to --out/requests.csv:
+    /// simulated time, the program that made it (scheduler, controller-N),
+    /// method, verb, resource, path, query, status code.
+    #[arg(long = "log-requests")]
+    pub log_requests: bool,
+    /// Run the case twice, exactly (--elide none) into --out/exact and
+    /// with the --elide rules into --out/elided, both with
+    /// --log-requests, then compare jobs.csv, pods.csv and each program's
+    /// requests with their simulated times (as `batkube compare`), and
+    /// name the first difference. Exit status 0 when identical, 1 when
+    /// not. Give --seed for programs whose randomness would differ anyway.
+    #[arg(long = "compare-exact")]
+    pub compare_exact: bool,
     #[command(flatten)]
     pub clock: ClockArgs,
     #[command(flatten)]

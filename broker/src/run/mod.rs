@@ -39,6 +39,7 @@ use processes::{
 
 mod api;
 mod args;
+pub mod compare;
 mod outputs;
 mod processes;
 
@@ -92,6 +93,13 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
         }
     }
     let policy = args.clock.policy(shim)?;
+    if args.elide.any() && !matches!(policy.end, timeshim::policy::WindowEnd::Exact { .. }) {
+        bail!(
+            "--elide {} needs the exact policy (programs under the time shim, --sync exact): \
+             it passes over timers only the shim sees",
+            args.elide
+        );
+    }
     if !(args.warm_up >= 0.0 && args.warm_up.is_finite()) {
         bail!(
             "--warm-up must be a non-negative number of seconds, not {}",
@@ -127,7 +135,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
         awake,
         clock,
         store,
-        server,
+        mut server,
         kubeconfig,
     } = start_api(
         "127.0.0.1:0".parse()?,
@@ -148,6 +156,15 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
     // One clock page per process (the scheduler, then each controller),
     // all moved as one clock by the broker.
     let programs = processes(&args);
+    // Each controller talks to the API on a port of its own (the scheduler
+    // on the first, that of kubeconfig.yaml): what each program asks and
+    // is sent is counted apart (`fakeapi::Activity::group_activity`, for
+    // the timer elision) and its requests are logged under its name.
+    for p in programs.iter().skip(1) {
+        rt.block_on(server.add_listener("127.0.0.1:0".parse()?))
+            .with_context(|| format!("starting the API's listener for {}", p.name))?;
+    }
+    let api_ports: Vec<u16> = server.addrs().iter().map(|a| a.port()).collect();
     let mut clocks: Vec<Arc<Controller>> = Vec::new();
     if shim {
         for _ in &programs {
@@ -170,10 +187,11 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
                     name: p.name.clone(),
                     controller: c.clone(),
                     is_scheduler: p.index == 0,
+                    group: p.index as u32,
                 })
                 .collect(),
             activity: server.activity(),
-            api_port: server.addr().port(),
+            api_ports: api_ports.clone(),
             diag: diag.clone(),
         })
     } else {
@@ -196,13 +214,14 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
             scheduler_name: scheduler_name(args.scheduler_name.clone(), args.gang),
             default_queue: args.default_queue.clone(),
             lifecycle,
+            elide: args.elide,
         },
     );
     if args.deterministic {
         let hook = crate::broker::sync::settle_hook(
             server.activity(),
             diag.clone(),
-            server.addr().port(),
+            api_ports.clone(),
             store.clone(),
             broker.processed_changes(),
             awake.clone(),
@@ -234,6 +253,16 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
         let m = metrics.clone();
         server.set_extra_metrics(move || m.lock().clone());
     }
+    let requests = if args.log_requests {
+        let names: Vec<String> = programs.iter().map(|p| p.short_name()).collect();
+        Some(outputs::RequestLog::start(
+            &server,
+            &out.join("requests.csv"),
+            names,
+        )?)
+    } else {
+        None
+    };
 
     let mut started = Started {
         link: None,
@@ -269,7 +298,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
                 &args,
                 &out,
                 &kubeconfig,
-                server.addr(),
+                server.addrs()[p.index],
                 fixed_paths.as_ref(),
             )?;
             starts.push((p, cmd, shim_mode(p.shim, p.index)?));
@@ -348,6 +377,11 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
             .map(|(k, v)| (k.to_string(), v))
             .collect()
         });
+    summary.program_cpu_seconds = programs
+        .iter()
+        .zip(&clocks)
+        .filter_map(|(p, c)| Some((p.short_name(), c.cpu_time_ns()? as f64 / 1e9)))
+        .collect();
     let ending = ending_of(
         result,
         &standin_result,
@@ -367,11 +401,14 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
     // The scheduler goes first: its open connections would otherwise hold
     // the API's graceful shutdown for its full 5 s.
     drop(reaper);
-    let written = write_outputs(&out, &mut broker, &summary, true).and_then(|()| {
-        broker
-            .write_timeline(&out.join("timeline.csv"))
-            .with_context(|| format!("writing {}", out.join("timeline.csv").display()))
-    });
+    let requests_written = requests.map_or(Ok(()), |r| r.finish());
+    let written = requests_written
+        .and_then(|()| write_outputs(&out, &mut broker, &summary, true))
+        .and_then(|()| {
+            broker
+                .write_timeline(&out.join("timeline.csv"))
+                .with_context(|| format!("writing {}", out.join("timeline.csv").display()))
+        });
     rt.block_on(server.shutdown());
     drop(broker);
     drop(controller);
@@ -563,6 +600,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
             scheduler_name: scheduler_name(None, args.gang),
             default_queue: args.default_queue.clone(),
             lifecycle: Default::default(),
+            elide: Default::default(),
         },
     );
     broker

@@ -121,3 +121,94 @@ pub(super) fn write_jobs_csv(path: &Path, pods: &[record::PodRecord]) -> std::io
     }
     std::fs::write(path, text)
 }
+
+/// `--log-requests`: every request the API answers, as a line of
+/// requests.csv (written as they come, flushed at the end).
+pub(super) struct RequestLog(std::sync::Arc<parking_lot::Mutex<RequestFile>>);
+
+struct RequestFile {
+    out: std::io::BufWriter<std::fs::File>,
+    path: std::path::PathBuf,
+    error: Option<std::io::Error>,
+}
+
+/// requests.csv's header.
+pub const REQUESTS_HEADER: &str = "time,program,method,verb,resource,path,query,code";
+
+impl RequestLog {
+    /// `programs`: the name of each listener group's program, by group.
+    pub(super) fn start(
+        server: &fakeapi::RunningServer,
+        path: &Path,
+        programs: Vec<String>,
+    ) -> anyhow::Result<RequestLog> {
+        use std::io::Write;
+        let file =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        writeln!(out, "{REQUESTS_HEADER}")
+            .with_context(|| format!("writing {}", path.display()))?;
+        let shared = std::sync::Arc::new(parking_lot::Mutex::new(RequestFile {
+            out,
+            path: path.to_path_buf(),
+            error: None,
+        }));
+        let log = shared.clone();
+        server.set_request_log(move |r| {
+            let program = r
+                .group
+                .and_then(|g| programs.get(g as usize))
+                .map_or("other", String::as_str);
+            let ns = r.time.timestamp_nanos_opt().unwrap_or(0) as i128
+                - crate::broker::SIM_EPOCH_NANOS_I128;
+            let (path, query) = r.uri.split_once('?').unwrap_or((r.uri, ""));
+            let mut f = log.lock();
+            if f.error.is_some() {
+                return;
+            }
+            let line = format!(
+                "{},{program},{},{},{},{},{},{}\n",
+                fmt_seconds(ns),
+                r.method,
+                r.verb,
+                csv_field(r.resource),
+                csv_field(path),
+                csv_field(query),
+                r.code
+            );
+            if let Err(e) = f.out.write_all(line.as_bytes()) {
+                f.error = Some(e);
+            }
+        });
+        Ok(RequestLog(shared))
+    }
+
+    /// Flushes the file; the first write error, if any, naming it.
+    pub(super) fn finish(self) -> anyhow::Result<()> {
+        use std::io::Write;
+        let mut f = self.0.lock();
+        let path = f.path.clone();
+        if let Some(e) = f.error.take() {
+            return Err(anyhow::Error::new(e).context(format!("writing {}", path.display())));
+        }
+        f.out
+            .flush()
+            .with_context(|| format!("writing {}", path.display()))
+    }
+}
+
+/// Simulated nanoseconds as seconds with 9 decimals (exact).
+fn fmt_seconds(ns: i128) -> String {
+    let sign = if ns < 0 { "-" } else { "" };
+    let a = ns.unsigned_abs();
+    format!("{sign}{}.{:09}", a / 1_000_000_000, a % 1_000_000_000)
+}
+
+/// A CSV field, quoted when it holds a comma, a quote or a line break.
+fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\"")).into()
+    } else {
+        s.into()
+    }
+}

@@ -211,6 +211,16 @@ pub(super) struct Program {
     pub(super) log: String,
 }
 
+impl Program {
+    /// How requests.csv names it: `scheduler`, `controller-1`, …
+    pub(super) fn short_name(&self) -> String {
+        match self.index {
+            0 => "scheduler".into(),
+            n => format!("controller-{n}"),
+        }
+    }
+}
+
 pub(super) fn processes(args: &RunArgs) -> Vec<Program> {
     let mut all = vec![Program {
         index: 0,
