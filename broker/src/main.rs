@@ -22,7 +22,7 @@ use batsim::workload::Workload;
 
 /// `batkube --version`: the package's version and the commit it was built
 /// from (hash and date; "commit unknown" outside a git checkout).
-const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("BATKUBE_COMMIT"), ")");
+const VERSION: &str = batkube_commit::version!();
 
 #[derive(Parser)]
 #[command(
