@@ -240,6 +240,13 @@ fn man(dir: Option<&Path>) -> anyhow::Result<()> {
 }
 
 fn print_summary(s: &batkube::broker::record::Summary) {
+    if s.jobs_whole_node > 0 {
+        eprintln!(
+            "batkube: {} job(s) asked for no cpu or memory: each of their pods took its node \
+             whole, as in Batsim (--no-requests-means nothing: pods that ask for nothing)",
+            s.jobs_whole_node
+        );
+    }
     let how = if s.completed {
         "simulation complete".to_string()
     } else {

@@ -43,6 +43,7 @@ impl Broker {
         s.partial_instants = self.partial_instants;
         s.quiescence_contradicted = self.quiescence_contradicted;
         s.gangs_started = self.gangs_started;
+        s.jobs_whole_node = self.jobs_whole_node;
         s.partial_gang_node_seconds = self.partial_gang_node_seconds + partial_now;
         s.wake_ups_requested = self.wakeups;
         s.warnings = self.warnings.clone();

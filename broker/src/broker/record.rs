@@ -477,6 +477,9 @@ pub struct Summary {
     pub windows_bound_hit: u64,
     /// Gangs (jobs on several machines) started.
     pub gangs_started: u64,
+    /// Jobs asking for no cpu or memory whose pods took their nodes whole,
+    /// as in Batsim (`--no-requests-means whole-node`, the default).
+    pub jobs_whole_node: u64,
     /// Node-seconds held by partly bound gangs: each pod of a gang, from
     /// its binding until the whole gang started (or ended unstarted).
     pub partial_gang_node_seconds: f64,

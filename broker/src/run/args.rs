@@ -299,6 +299,14 @@ pub struct RunArgs {
     /// kueue: the `kueue.x-k8s.io/queue-name` label of a gang's pods).
     #[arg(long = "default-queue", value_name = "NAME")]
     pub default_queue: Option<String>,
+    /// What a job that asks for neither cpu nor memory means: whole-node
+    /// (as in Batsim: each of its pods takes its node whole, through
+    /// requests of a node's cpu and memory where nodes are alike, else the
+    /// smallest node's and a required anti-affinity against every other
+    /// pod), or nothing (pods that ask for nothing, which Kubernetes may
+    /// stack on one node).
+    #[arg(long = "no-requests-means", value_enum, value_name = "MEANING", default_value_t = crate::translate::NoRequests::WholeNode)]
+    pub no_requests: crate::translate::NoRequests,
     /// CustomResourceDefinitions (and any other objects) to install in the
     /// API before the scheduler starts: a file or a directory of YAML/JSON
     /// manifests, multi-document (repeatable). The PodGroup of
@@ -367,6 +375,14 @@ pub struct ServeArgs {
     /// kueue: the `kueue.x-k8s.io/queue-name` label of a gang's pods).
     #[arg(long = "default-queue", value_name = "NAME")]
     pub default_queue: Option<String>,
+    /// What a job that asks for neither cpu nor memory means: whole-node
+    /// (as in Batsim: each of its pods takes its node whole, through
+    /// requests of a node's cpu and memory where nodes are alike, else the
+    /// smallest node's and a required anti-affinity against every other
+    /// pod), or nothing (pods that ask for nothing, which Kubernetes may
+    /// stack on one node).
+    #[arg(long = "no-requests-means", value_enum, value_name = "MEANING", default_value_t = crate::translate::NoRequests::WholeNode)]
+    pub no_requests: crate::translate::NoRequests,
     /// CustomResourceDefinitions (and any other objects) to install in the
     /// API before the scheduler starts: a file or a directory of YAML/JSON
     /// manifests, multi-document (repeatable). The PodGroup of

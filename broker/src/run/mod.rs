@@ -195,6 +195,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
             activity: Some(server.activity()),
             scheduler_name: scheduler_name(args.scheduler_name.clone(), args.gang),
             default_queue: args.default_queue.clone(),
+            no_requests: args.no_requests,
             lifecycle,
         },
     );
@@ -562,6 +563,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
             activity: None,
             scheduler_name: scheduler_name(None, args.gang),
             default_queue: args.default_queue.clone(),
+            no_requests: args.no_requests,
             lifecycle: Default::default(),
         },
     );
