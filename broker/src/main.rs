@@ -12,6 +12,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
+mod reference_cli;
+
 use batsim::compare::cases::{Case, Scheduler};
 use batsim::compare::{CaseFiles, RunOptions};
 use batsim::link::DEFAULT_ENDPOINT;
@@ -74,6 +76,10 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// Write the guide's command reference (docs/src/reference/cli.md) to
+    /// stdout, generated from this definition.
+    #[command(hide = true)]
+    ReferenceCli,
 }
 
 #[derive(Args)]
@@ -191,6 +197,9 @@ fn main() -> ExitCode {
         Command::Report(args) => batkube_report::run(args),
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man(dir.as_deref()),
+        Command::ReferenceCli => std::io::stdout()
+            .write_all(reference_cli::markdown(Cli::command()).as_bytes())
+            .context("writing the command reference"),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
