@@ -62,7 +62,7 @@ fn collect<'a>(
 fn command_section(out: &mut String, path: &[String], cmd: &Command) {
     let _ = writeln!(out, "## {}\n", path.join(" "));
     if let Some(about) = cmd.get_long_about().or(cmd.get_about()) {
-        let _ = writeln!(out, "{}\n", about.to_string().trim());
+        let _ = writeln!(out, "{}\n", escape(about.to_string().trim()));
     }
     let usage = cmd.clone().render_usage().to_string();
     let usage = usage.trim_start_matches("Usage: ").trim();
@@ -190,7 +190,22 @@ fn value_names(a: &Arg) -> String {
 }
 
 /// Help text on one Markdown line: paragraphs joined, runs of spaces
-/// kept single.
+/// kept single, `<` outside code spans escaped (help says `<prefix>jobs.csv`,
+/// which Markdown would take for an HTML tag).
 fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    escape(&text.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_code = false;
+    for c in text.chars() {
+        if c == '`' {
+            in_code = !in_code;
+        } else if c == '<' && !in_code {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }

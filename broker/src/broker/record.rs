@@ -467,7 +467,8 @@ pub struct Summary {
     pub wake_ups_requested: u64,
     /// Instants whose changes did not fit in the scheduler's receive
     /// windows: it could read part of them before the rest arrived (the
-    /// only case where simultaneity is up to the machine; see README).
+    /// only case where simultaneity is up to the machine; see the guide's
+    /// docs/src/concepts/time-model.md).
     pub partial_instants: u64,
     /// Windows that closed on quiescence, after which the scheduler ran
     /// (or the API served it) before the next instant: the decision was
