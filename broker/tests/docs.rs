@@ -187,8 +187,13 @@ fn the_summary_lists_every_chapter_and_every_link_resolves() {
             .clone()
     };
     let repo_root = repo().canonicalize().unwrap();
-    for c in chapters() {
-        let path = src().join(&c);
+    // The chapters, and README.md, which links into them.
+    let mut files: Vec<(PathBuf, PathBuf)> = chapters()
+        .into_iter()
+        .map(|c| (Path::new("docs/src").join(&c), src().join(&c)))
+        .collect();
+    files.push(("README.md".into(), repo().join("README.md")));
+    for (c, path) in files {
         let text = std::fs::read_to_string(&path).unwrap();
         for target in links(&prose(&text)) {
             if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
@@ -205,7 +210,7 @@ fn the_summary_lists_every_chapter_and_every_link_resolves() {
             };
             let Ok(canon) = dest.canonicalize() else {
                 problems.push(format!(
-                    "docs/src/{}: link to {target}: {} does not exist",
+                    "{}: link to {target}: {} does not exist",
                     c.display(),
                     dest.display()
                 ));
@@ -213,7 +218,7 @@ fn the_summary_lists_every_chapter_and_every_link_resolves() {
             };
             if !canon.starts_with(&repo_root) {
                 problems.push(format!(
-                    "docs/src/{}: link to {target} leaves the repository",
+                    "{}: link to {target} leaves the repository",
                     c.display()
                 ));
                 continue;
@@ -221,7 +226,7 @@ fn the_summary_lists_every_chapter_and_every_link_resolves() {
             if let Some(a) = anchor {
                 if canon.extension().is_some_and(|e| e == "md") && !anchors_of(&canon).contains(a) {
                     problems.push(format!(
-                        "docs/src/{}: link to {target}: no heading with anchor #{a} in {}",
+                        "{}: link to {target}: no heading with anchor #{a} in {}",
                         c.display(),
                         dest.display()
                     ));
