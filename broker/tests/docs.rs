@@ -13,6 +13,8 @@
 //!   is listed in `reference/not-in-ci.md`. Every `console` block is one
 //!   or the other.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -402,6 +404,14 @@ fn fresh_clone(dir: &Path) {
         std::os::unix::fs::symlink(e.path(), dir.join(&name)).unwrap();
     }
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_batkube")).parent().unwrap();
+    // The project's scheduler beside it, built if missing or stale (a
+    // `cargo test -p batkube` alone does not build it).
+    let scheduler = common::batkube_scheduler();
+    assert_eq!(
+        scheduler.parent(),
+        Some(bin_dir),
+        "batkube-scheduler is not beside batkube"
+    );
     std::fs::create_dir_all(dir.join("target")).unwrap();
     std::os::unix::fs::symlink(bin_dir, dir.join("target/release")).unwrap();
 }
