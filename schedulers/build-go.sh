@@ -13,6 +13,12 @@
 #                                Volcano's CRDs into OUT_DIR/crds/volcano/
 #   vc-controller-manager        Volcano's controller manager, unmodified
 #                                (volcano.sh/volcano/cmd/controller-manager); same CRDs
+#   vc-webhook-manager           Volcano's admission webhook server, unmodified
+#                                (volcano.sh/volcano/cmd/webhook-manager); same CRDs,
+#                                and its webhook configurations (from the module's
+#                                installer manifest) into OUT_DIR/webhooks/volcano/
+#   kube-controller-manager      the upstream kube-controller-manager
+#                                (schedulers/kube-controller-manager)
 #   kueue-manager                Kueue's controller manager (sigs.k8s.io/kueue/cmd/kueue,
 #                                schedulers/kueue); also copies Kueue's CRDs from the
 #                                module cache into OUT_DIR/crds/kueue/
@@ -44,8 +50,10 @@ declare -A module=(
 	[kube-scheduler-with-plugin]=example-plugin
 	[kube-scheduler-explain]=kube-scheduler-explain
 	[kube-scheduler-coscheduling]=coscheduling
+	[kube-controller-manager]=kube-controller-manager
 	[vc-scheduler]=volcano
 	[vc-controller-manager]=volcano
+	[vc-webhook-manager]=volcano
 	[kueue-manager]=kueue
 	[yunikorn-scheduler]=yunikorn
 )
@@ -54,8 +62,9 @@ declare -A module=(
 declare -A package=(
 	[vc-scheduler]=volcano.sh/volcano/cmd/scheduler
 	[vc-controller-manager]=volcano.sh/volcano/cmd/controller-manager
+	[vc-webhook-manager]=volcano.sh/volcano/cmd/webhook-manager
 )
-all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling vc-scheduler vc-controller-manager kueue-manager yunikorn-scheduler)
+all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling kube-controller-manager vc-scheduler vc-controller-manager vc-webhook-manager kueue-manager yunikorn-scheduler)
 
 check=0
 out=""
@@ -74,7 +83,7 @@ for arg in "$@"; do
 	*)
 		if [[ -n "${module[$arg]+x}" ]]; then
 			wanted+=("$arg")
-		elif [[ $arg == kube-scheduler* || $arg == vc-* || $arg == kueue* || $arg == yunikorn* ]]; then
+		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == yunikorn* ]]; then
 			# A misspelt program, not a directory to create.
 			echo "build-go.sh: unknown program $arg (${all[*]})" >&2
 			exit 2
@@ -157,6 +166,33 @@ volcano_crds() {
 		install -m 0644 "$mod/config/crd/$crd" "$dest/${crd##*/}"
 	done
 	echo "build-go.sh: CRDs (volcano.sh/volcano $(modversion volcano.sh/volcano)) -> $dest" >&2
+}
+
+# Copies Volcano's admission webhook configurations (the Mutating- and
+# ValidatingWebhookConfigurations of the rendered installer manifest,
+# installer/volcano-development.yaml, which point at the Service
+# volcano-system/volcano-admission-service) into
+# $out/webhooks/volcano/webhooks.yaml: vc-webhook-manager only fills in their
+# caBundle, it expects them installed.
+volcano_webhooks() {
+	local mod src dest
+	mod=$(go list -m -f '{{.Dir}}' volcano.sh/volcano)
+	src="$mod/installer/volcano-development.yaml"
+	dest="$out/webhooks/volcano"
+	if [[ ! -f "$src" ]]; then
+		echo "build-go.sh: $src is missing (has the module's layout changed?)" >&2
+		exit 1
+	fi
+	mkdir -p "$dest"
+	awk 'function flush() { if (doc ~ /\nkind: (Mutating|Validating)WebhookConfiguration\n/) { printf "---%s", doc; n++ } doc = "\n" }
+		BEGIN { doc = "\n" }
+		/^---/ { flush(); next }
+		{ doc = doc $0 "\n" }
+		END { flush(); if (n == 0) exit 1 }' "$src" >"$dest/webhooks.yaml" || {
+		echo "build-go.sh: no webhook configurations in $src (has the module's layout changed?)" >&2
+		exit 1
+	}
+	echo "build-go.sh: webhook configurations (volcano.sh/volcano $(modversion volcano.sh/volcano)) -> $dest" >&2
 }
 
 # Copies Kueue's CRDs (the generated config/components/crd/bases/, without
@@ -271,6 +307,9 @@ for bin in "${wanted[@]}"; do
 	fi
 	if [[ $bin == vc-* ]]; then
 		volcano_crds
+	fi
+	if [[ $bin == vc-webhook-manager ]]; then
+		volcano_webhooks
 	fi
 	if [[ $check == 1 && -n "${package[$bin]+x}" ]]; then
 		# Built from the published module as it is: no Go code of ours here.

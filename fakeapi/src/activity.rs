@@ -43,6 +43,8 @@ pub struct Activity {
     /// The first accounting inconsistency seen, and how many there were.
     violation: Mutex<Option<AccountingViolation>>,
     violations: AtomicU64,
+    /// Admission webhook calls sent and not yet answered (or timed out).
+    webhook_calls: AtomicUsize,
 }
 
 /// The activity counters were found inconsistent: a count released more
@@ -273,6 +275,21 @@ impl Activity {
             watch_events_written: self.events_written.load(Ordering::Relaxed),
             connections_reading: self.reading.load(Ordering::SeqCst),
         }
+    }
+
+    /// Admission webhook calls waiting for a webhook's answer now. Each is
+    /// part of a request in flight (the API call that waits on it); a
+    /// simulator that sees every program quiescent while only such calls
+    /// are in flight knows that the API waits on a webhook's program (or on
+    /// the call's timeout, a deadline in [`crate::SimTimers`]).
+    pub fn webhook_calls_waiting(&self) -> usize {
+        self.webhook_calls.load(Ordering::SeqCst)
+    }
+
+    /// Counts a webhook call as waiting until the guard is dropped.
+    pub(crate) fn webhook_call(self: &std::sync::Arc<Self>) -> WebhookCallGuard {
+        self.webhook_calls.fetch_add(1, Ordering::SeqCst);
+        WebhookCallGuard(self.clone())
     }
 
     pub(crate) fn reading_started(&self) {
@@ -612,6 +629,15 @@ pub fn tcp_queued_bytes(port: u16) -> u64 {
         }
     }
     total
+}
+
+/// A webhook call counted as waiting (see [`Activity::webhook_calls_waiting`]).
+pub(crate) struct WebhookCallGuard(std::sync::Arc<Activity>);
+
+impl Drop for WebhookCallGuard {
+    fn drop(&mut self) {
+        self.0.webhook_calls.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 #[cfg(test)]

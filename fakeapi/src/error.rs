@@ -31,6 +31,25 @@ pub enum ApiError {
     /// and object validation (`details.causes[].field`).
     #[error("{0}")]
     InvalidFields(Box<InvalidObject>),
+    /// A 500 `InternalError` (a webhook that could not be called, with
+    /// `failurePolicy: Fail`): the message is `Internal error occurred: `
+    /// and this, which is also the one cause of its details.
+    #[error("Internal error occurred: {0}")]
+    Internal(String),
+    /// A `Status` as someone else wrote it (an admission webhook's denial:
+    /// its code, reason, message and details, passed on to the client).
+    #[error("{}", .0.message)]
+    Status(Box<StatusError>),
+}
+
+/// A `Status` of a denial, as [`ApiError::Status`] carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusError {
+    pub code: u16,
+    pub reason: String,
+    pub message: String,
+    /// `details`, if any.
+    pub details: Option<Value>,
 }
 
 impl ApiError {
@@ -44,10 +63,12 @@ impl ApiError {
             ApiError::NotAcceptable(_) => 406,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Invalid(_) | ApiError::InvalidFields(_) => 422,
+            ApiError::Internal(_) => 500,
+            ApiError::Status(s) => s.code,
         }
     }
 
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> &str {
         match self {
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::NotFound { .. } | ApiError::NotFoundPath(_) => "NotFound",
@@ -58,6 +79,8 @@ impl ApiError {
             ApiError::NotAcceptable(_) => "NotAcceptable",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Invalid(_) | ApiError::InvalidFields(_) => "Invalid",
+            ApiError::Internal(_) => "InternalError",
+            ApiError::Status(s) => &s.reason,
         }
     }
 
@@ -110,6 +133,19 @@ impl ApiError {
                     .collect();
                 status["details"] =
                     json!({"name": i.name, "group": i.group, "kind": i.kind, "causes": causes});
+            }
+            ApiError::Internal(m) => {
+                status["details"] = json!({"causes": [{"message": m}]});
+            }
+            ApiError::Status(s) => {
+                if s.reason.is_empty() {
+                    if let Some(o) = status.as_object_mut() {
+                        o.remove("reason");
+                    }
+                }
+                if let Some(d) = &s.details {
+                    status["details"] = d.clone();
+                }
             }
             _ => {}
         }

@@ -26,8 +26,18 @@ use tokio::sync::mpsc;
 
 use crate::timers::WatchTimers;
 
+mod admit;
 mod gc;
+pub(crate) use admit::PatchTarget;
 pub use gc::Propagation;
+
+/// A create made ready to write ([`Store::prepare_create`]): what is
+/// written under which (namespace, name).
+#[derive(Debug)]
+pub(crate) struct PreparedCreate {
+    pub key: (String, String),
+    pub obj: Value,
+}
 
 /// The store's source of "now" (creationTimestamp, deletionTimestamp,
 /// condition transition times). The broker passes its simulated clock.
@@ -393,6 +403,8 @@ struct Inner {
     hold: HoldState,
     /// The seeded stream of identifiers (`StoreConfig::id_seed`).
     ids: Option<parking_lot::Mutex<u64>>,
+    /// Admission webhook calls by outcome.
+    webhook_stats: crate::admission::Stats,
     #[cfg(test)]
     pub(crate) test_hook: parking_lot::Mutex<Option<TestHook>>,
 }
@@ -562,6 +574,36 @@ fn typed_served<K: k8s_openapi::Resource>() -> Result<Served> {
         })
 }
 
+/// An update's body: an object whose name, if given, is the URL's.
+fn check_update_body(name: &str, obj: &Value) -> Result<()> {
+    if !obj.is_object() {
+        return Err(ApiError::BadRequest(
+            "the body must be a JSON object".into(),
+        ));
+    }
+    if let Some(body_name) = meta_str(obj, "name") {
+        if body_name != name {
+            return Err(ApiError::BadRequest(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A write that names a resourceVersion must name the current one (409).
+fn check_resource_version(
+    info: &ResourceInfo,
+    name: &str,
+    obj: &Value,
+    current: u64,
+) -> Result<()> {
+    match meta_str(obj, "resourceVersion") {
+        Some(rv) if rv != current.to_string() => Err(conflict(info, name)),
+        _ => Ok(()),
+    }
+}
+
 /// Whether anything but `metadata` (and `status`, when it has its own
 /// subresource) differs: what bumps `metadata.generation`.
 fn spec_changed(new: &Value, old: &Value, status_apart: bool) -> bool {
@@ -640,6 +682,7 @@ impl Store {
                 activity: Arc::new(Activity::default()),
                 hold: HoldState::default(),
                 ids,
+                webhook_stats: Default::default(),
                 #[cfg(test)]
                 test_hook: Default::default(),
             }),
@@ -1294,6 +1337,7 @@ impl Store {
             }
             _ => {}
         }
+        crate::strategy::prepare_create(info, obj)?;
         Ok(name)
     }
 
@@ -1336,43 +1380,78 @@ impl Store {
         &self,
         served: &Served,
         namespace: Option<&str>,
+        obj: Value,
+        origin: Origin,
+    ) -> Result<Stored> {
+        let prepared = self.prepare_create(served, namespace, obj, origin)?;
+        self.commit_create(served, prepared, origin)
+    }
+
+    /// The namespace a create writes into: the request's, the body's, or
+    /// `default`; `""` for a cluster-scoped resource.
+    fn create_namespace(
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        obj: &Value,
+    ) -> Result<String> {
+        if !info.namespaced {
+            return Ok(String::new());
+        }
+        let body_ns = meta_str(obj, "namespace").map(str::to_string);
+        match (namespace, body_ns) {
+            (Some(p), Some(b)) if p != b => Err(ApiError::BadRequest(format!(
+                "the namespace of the provided object ({b}) does not match the namespace sent on the request ({p})"
+            ))),
+            (Some(p), _) => Ok(p.to_string()),
+            (None, Some(b)) => Ok(b),
+            (None, None) => Ok("default".to_string()),
+        }
+    }
+
+    /// A create up to what is written (metadata, defaults, the kind's
+    /// strategy, validation), before the store is looked at.
+    pub(crate) fn prepare_create(
+        &self,
+        served: &Served,
+        namespace: Option<&str>,
         mut obj: Value,
+        origin: Origin,
+    ) -> Result<PreparedCreate> {
+        let info = served.info;
+        let ns = Self::create_namespace(info, namespace, &obj)?;
+        let name = self.normalize_new(info, &ns, &mut obj, origin)?;
+        self.admit(served, &mut obj, None, origin)?;
+        Ok(PreparedCreate {
+            key: (ns, name),
+            obj,
+        })
+    }
+
+    /// Writes a prepared create: 404 if its namespace is gone, 409 if the
+    /// name is taken.
+    pub(crate) fn commit_create(
+        &self,
+        served: &Served,
+        prepared: PreparedCreate,
         origin: Origin,
     ) -> Result<Stored> {
         let info = served.info;
-        let body_ns = meta_str(&obj, "namespace").map(str::to_string);
-        let ns = if info.namespaced {
-            match (namespace, body_ns) {
-                (Some(p), Some(b)) if p != b => {
-                    return Err(ApiError::BadRequest(format!(
-                        "the namespace of the provided object ({b}) does not match the namespace sent on the request ({p})"
-                    )))
-                }
-                (Some(p), _) => p.to_string(),
-                (None, Some(b)) => b,
-                (None, None) => "default".to_string(),
-            }
-        } else {
-            String::new()
-        };
-        let name = self.normalize_new(info, &ns, &mut obj, origin)?;
-        self.admit(served, &mut obj, None, origin)?;
+        let PreparedCreate { key, obj } = prepared;
         let mut st = self.inner.state.write();
         let t = st.live(served)?;
         if info.namespaced {
             let (ns_idx, _) = resources::builtin("", "v1", "namespaces").expect("namespaces row");
             if !st.tables[ns_idx]
                 .objects
-                .contains_key(&(String::new(), ns.clone()))
+                .contains_key(&(String::new(), key.0.clone()))
             {
-                return Err(ApiError::not_found("namespaces", &ns));
+                return Err(ApiError::not_found("namespaces", &key.0));
             }
         }
-        let key = (ns, name.clone());
         if st.tables[t].objects.contains_key(&key) {
             return Err(ApiError::AlreadyExists {
                 resource: info.qualified_name(),
-                name,
+                name: key.1,
             });
         }
         let stored = self.commit(&mut st, served, key, obj, None, EventType::Added, origin);
@@ -1615,18 +1694,7 @@ impl Store {
         origin: Origin,
     ) -> Result<Stored> {
         let info = served.info;
-        if !obj.is_object() {
-            return Err(ApiError::BadRequest(
-                "the body must be a JSON object".into(),
-            ));
-        }
-        if let Some(body_name) = meta_str(&obj, "name") {
-            if body_name != name {
-                return Err(ApiError::BadRequest(format!(
-                    "the name of the object ({body_name}) does not match the name on the URL ({name})"
-                )));
-            }
-        }
+        check_update_body(name, &obj)?;
         let ns = if info.namespaced { ns } else { "" };
         let mut st = self.inner.state.write();
         let t = st.live(served)?;
@@ -1636,11 +1704,7 @@ impl Store {
             .get(&key)
             .cloned()
             .ok_or_else(|| kind_error(info, name))?;
-        if let Some(rv) = meta_str(&obj, "resourceVersion") {
-            if rv != old.rv.to_string() {
-                return Err(conflict(info, name));
-            }
-        }
+        check_resource_version(info, name, &obj, old.rv)?;
         obj["kind"] = json!(info.kind);
         obj["apiVersion"] = json!(info.api_version());
         let s = self.finish_update(&mut st, served, key, old, obj, subresource, origin)?;
@@ -1658,10 +1722,25 @@ impl Store {
         served: &Served,
         key: (String, String),
         old: Stored,
-        mut obj: Value,
+        obj: Value,
         subresource: Option<&str>,
         origin: Origin,
     ) -> Result<Stored> {
+        let obj = self.shape_update(served, &key, &old, obj, subresource, origin)?;
+        Ok(self.commit_shaped(st, served, key, old, obj, origin))
+    }
+
+    /// An update up to what is written (the status rules, immutable
+    /// metadata, the kind's strategy, validation), without the store.
+    pub(crate) fn shape_update(
+        &self,
+        served: &Served,
+        key: &(String, String),
+        old: &Stored,
+        mut obj: Value,
+        subresource: Option<&str>,
+        origin: Origin,
+    ) -> Result<Value> {
         let info = served.info;
         let old_v = &*old.value;
         match subresource {
@@ -1719,9 +1798,27 @@ impl Store {
         if (info.group, info.kind) == ("", "Namespace") {
             label_namespace(&mut obj, &key.1);
         }
+        if served.custom.is_none() {
+            crate::strategy::prepare_update(info, &mut obj, old_v, subresource)?;
+        }
         self.admit(served, &mut obj, Some(old_v), origin)?;
-        if obj == *old_v {
-            return Ok(old);
+        Ok(obj)
+    }
+
+    /// Writes a shaped update of `old` (nothing when it changes nothing;
+    /// a deletion when it removes the last finalizer of an object being
+    /// deleted).
+    fn commit_shaped(
+        &self,
+        st: &mut State,
+        served: &Served,
+        key: (String, String),
+        old: Stored,
+        obj: Value,
+        origin: Origin,
+    ) -> Stored {
+        if obj == *old.value {
+            return old;
         }
         let deleting = meta(&obj).is_some_and(|m| m.contains_key("deletionTimestamp"));
         let finalizers_left = meta(&obj)
@@ -1733,7 +1830,7 @@ impl Store {
         } else {
             EventType::Modified
         };
-        Ok(self.commit(st, served, key, obj, Some(old), ty, origin))
+        self.commit(st, served, key, obj, Some(old), ty, origin)
     }
 
     /// Read-modify-write under the lock (for the Rust API and bindings).
@@ -1799,11 +1896,7 @@ impl Store {
             return Err(kind_error(info, name));
         };
         let patched = patch(&served.present(old.clone()).value)?;
-        if let Some(rv) = meta_str(&patched, "resourceVersion") {
-            if rv != old.rv.to_string() {
-                return Err(conflict(info, name));
-            }
-        }
+        check_resource_version(info, name, &patched, old.rv)?;
         // Patches through the main resource of an object with a status
         // subresource cannot change status over HTTP; the status path can
         // change only status. `finish_update` enforces both.

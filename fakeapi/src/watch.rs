@@ -11,6 +11,7 @@
 
 use crate::activity::{AccountingViolation, PendingEvents, WatchTally};
 use crate::conn::ConnTrack;
+use crate::negotiate::partial_json;
 use crate::registry::Served;
 use crate::resources::ResourceInfo;
 use crate::store::{
@@ -41,6 +42,9 @@ pub(crate) enum Render {
     Table {
         first: bool,
     },
+    /// `meta.k8s.io/v1 PartialObjectMetadata` (client-go's metadata
+    /// informers), bookmarks included.
+    Metadata,
 }
 
 pub(crate) struct WatchStream {
@@ -88,24 +92,20 @@ pub(crate) fn gone_line(message: &str) -> Bytes {
 
 /// A BOOKMARK event, written straight into its line: one is sent on every
 /// watch that asks for instant markers at every instant, so it is built
-/// without a JSON tree (the same bytes as `bookmark_object` serialized).
+/// without a JSON tree (keys in kube-apiserver's order).
 fn bookmark_line(info: &ResourceInfo, rv: u64, mark: Mark) -> Bytes {
+    bookmark_line_as(info.kind, &info.api_version(), rv, mark)
+}
+
+/// A BOOKMARK of `kind` in `api_version` (a metadata-only watch's are
+/// `PartialObjectMetadata` in `meta.k8s.io/v1`).
+fn bookmark_line_as(kind: &str, api_version: &str, rv: u64, mark: Mark) -> Bytes {
     use std::io::Write;
-    let mut v = Vec::with_capacity(160 + info.kind.len() + info.group.len());
+    let mut v = Vec::with_capacity(160 + kind.len() + api_version.len());
     v.extend_from_slice(b"{\"type\":\"BOOKMARK\",\"object\":{\"kind\":");
-    serde_json::to_writer(&mut v, info.kind).expect("json");
+    serde_json::to_writer(&mut v, kind).expect("json");
     v.extend_from_slice(b",\"apiVersion\":");
-    if info.group.is_empty() {
-        serde_json::to_writer(&mut v, info.version).expect("json");
-    } else {
-        // "group/version": both are names without quotes or escapes in
-        // any served table row, but written escaped all the same.
-        let gv = serde_json::to_vec(info.group).expect("json");
-        let ver = serde_json::to_vec(info.version).expect("json");
-        v.extend_from_slice(&gv[..gv.len() - 1]);
-        v.push(b'/');
-        v.extend_from_slice(&ver[1..]);
-    }
+    serde_json::to_writer(&mut v, api_version).expect("json");
     write!(v, ",\"metadata\":{{\"resourceVersion\":\"{rv}\"").expect("vec");
     match mark {
         Mark::Periodic => {}
@@ -222,7 +222,16 @@ impl WatchStream {
 
     fn render_item(&mut self, item: WatchItem) -> Bytes {
         match (self.render, item) {
+            (Render::Metadata, WatchItem::Bookmark { rv, mark }) => {
+                bookmark_line_as("PartialObjectMetadata", "meta.k8s.io/v1", rv, mark)
+            }
             (_, WatchItem::Bookmark { rv, mark }) => bookmark_line(self.served.info, rv, mark),
+            (Render::Metadata, WatchItem::Change(ty, e)) => {
+                event_line(ty.as_str(), &partial_json(&e.json))
+            }
+            (Render::Metadata, WatchItem::Initial(s)) => {
+                event_line("ADDED", &partial_json(&s.json))
+            }
             (Render::Json, WatchItem::Change(ty, e)) if !self.served.converts() => e.line(ty),
             (Render::Json, WatchItem::Change(ty, e)) => {
                 event_line(ty.as_str(), &self.served.present_json(&e.json))
@@ -358,15 +367,15 @@ impl Stream for WatchStream {
         };
         if let Some(fired) = tick {
             if let Some(rv) = this.store.bookmark_rv(&this.rx) {
-                if matches!(this.render, Render::Json) {
+                if matches!(this.render, Render::Json | Render::Metadata) {
                     if let Some(f) = fired {
                         this.handed(f);
                     }
-                    return Poll::Ready(Some(Ok(bookmark_line(
-                        this.served.info,
+                    let line = this.render_item(WatchItem::Bookmark {
                         rv,
-                        Mark::Periodic,
-                    ))));
+                        mark: Mark::Periodic,
+                    });
+                    return Poll::Ready(Some(Ok(line)));
                 }
             }
             // A queued event: let the next poll deliver it (a fired count
