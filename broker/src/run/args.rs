@@ -247,8 +247,9 @@ pub struct RunArgs {
     /// it asked for has been answered: the same inputs and seed give the
     /// same outputs, at any machine load. The default with `--seed`. The
     /// program starts with PATH and batkube's variables only (put a
-    /// variable it needs in its command). See README, "What is
-    /// reproducible", for what it covers and what not yet.
+    /// variable it needs in its command). See the guide,
+    /// docs/src/concepts/reproducible.md, for what it covers and what not
+    /// yet.
     #[arg(long)]
     pub deterministic: bool,
     /// With `--seed`: the seed decides the program's randomness only, and
