@@ -18,7 +18,8 @@ pub struct DynamicsArgs {
     /// `--events` (or played by the stand-in). May be repeated.
     #[arg(long = "events", value_name = "FILE")]
     pub events: Vec<PathBuf>,
-    /// Operations on the cluster at simulated times (YAML; see README).
+    /// Operations on the cluster at simulated times (YAML; see the guide,
+    /// docs/src/tasks/dynamics.md).
     #[arg(long = "scenario", value_name = "FILE")]
     pub scenario: Option<PathBuf>,
     /// Register an evicted job again (Batsim dynamic jobs, full duration),

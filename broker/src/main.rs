@@ -12,6 +12,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
+mod reference_cli;
+
 use batsim::compare::cases::{Case, Scheduler};
 use batsim::compare::{CaseFiles, RunOptions};
 use batsim::link::DEFAULT_ENDPOINT;
@@ -22,7 +24,7 @@ use batsim::workload::Workload;
 
 /// `batkube --version`: the package's version and the commit it was built
 /// from (hash and date; "commit unknown" outside a git checkout).
-const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("BATKUBE_COMMIT"), ")");
+const VERSION: &str = batkube_commit::version!();
 
 #[derive(Parser)]
 #[command(
@@ -78,6 +80,10 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// Write the guide's command reference (docs/src/reference/cli.md) to
+    /// stdout, generated from this definition.
+    #[command(hide = true)]
+    ReferenceCli,
 }
 
 #[derive(Args)]
@@ -197,6 +203,9 @@ fn main() -> ExitCode {
         Command::Report(args) => batkube_report::run(args),
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man(dir.as_deref()),
+        Command::ReferenceCli => std::io::stdout()
+            .write_all(reference_cli::markdown(Cli::command()).as_bytes())
+            .context("writing the command reference"),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -246,6 +255,13 @@ fn man(dir: Option<&Path>) -> anyhow::Result<()> {
 }
 
 fn print_summary(s: &batkube::broker::record::Summary) {
+    if s.jobs_whole_node > 0 {
+        eprintln!(
+            "batkube: {} job(s) asked for no cpu or memory: each of their pods took its node \
+             whole, as in Batsim (--no-requests-means nothing: pods that ask for nothing)",
+            s.jobs_whole_node
+        );
+    }
     let how = if s.completed {
         "simulation complete".to_string()
     } else {

@@ -2,7 +2,7 @@
 //! conventions of a command-line tool (`--version` with the commit, shell
 //! completions, manual pages).
 
-#[path = "../build/commit.rs"]
+#[path = "../commit/src/commit.rs"]
 mod commit;
 mod common;
 
@@ -261,7 +261,7 @@ fn version_names_the_commit_it_was_built_from() {
     let run = batkube().arg("--version").output().unwrap();
     assert!(run.status.success());
     let stdout = String::from_utf8(run.stdout).unwrap();
-    let built = env!("BATKUBE_COMMIT");
+    let built = batkube_commit::commit!();
     assert_eq!(
         stdout,
         format!("batkube {} ({built})\n", env!("CARGO_PKG_VERSION"))
@@ -318,11 +318,14 @@ fn the_commit_comes_from_this_repositorys_git_and_is_unknown_elsewhere() {
     };
     assert!(watch.iter().any(|p| is(p, "HEAD")), "{watch:?}");
     assert!(watch.iter().any(|p| is(p, &branch)), "{watch:?}");
-    // Its ref packed: packed-refs, and where the next commit writes it.
+    assert!(watch.iter().any(|p| is(p, "logs/HEAD")), "{watch:?}");
+    // Its ref packed: packed-refs, and the reflog the next commit appends
+    // to as it writes the ref again; files only (the macro includes them).
     git(other.path(), &["pack-refs", "--all"]);
     let (_, watch) = commit::commit(&unpacked).unwrap();
     assert!(watch.iter().any(|p| is(p, "packed-refs")), "{watch:?}");
-    assert!(watch.iter().any(|p| is(p, "refs/heads")), "{watch:?}");
+    assert!(watch.iter().any(|p| is(p, "logs/HEAD")), "{watch:?}");
+    assert!(watch.iter().all(|p| p.is_file()), "{watch:?}");
 }
 
 #[test]
@@ -403,7 +406,7 @@ fn man_pages_cover_every_command_and_flag() {
     assert!(run.status.success());
     let page = String::from_utf8(run.stdout).unwrap();
     assert!(page.contains(".TH batkube 1"), "{page}");
-    assert!(page.contains(env!("BATKUBE_COMMIT")), "{page}");
+    assert!(page.contains(batkube_commit::commit!()), "{page}");
     let dir = tempfile::tempdir().unwrap();
     let pages = dir.path().join("man1");
     let run = batkube()

@@ -9,8 +9,10 @@
 //! are per pod: a job with `res` N is N pods, one per machine). Given the
 //! target platform, a job on more machines than it has compute hosts is a
 //! warning: the workload stays valid for Batsim, but that job can never run
-//! and ends rejected. Finally the built-in stand-in must be able to
-//! simulate the workload.
+//! and ends rejected. Jobs that ask for neither cpu nor memory are counted
+//! in a warning: `batkube run` gives each of their pods its node whole, as
+//! Batsim does, unless told otherwise. Finally the built-in stand-in must be
+//! able to simulate the workload.
 
 use serde_json::{Map, Value};
 
@@ -337,6 +339,9 @@ pub fn check_on(
     };
     let mut seen: std::collections::HashMap<String, Loc> = Default::default();
     let mut too_large = 0usize;
+    // Jobs asking for neither cpu nor memory (on the job or its profile,
+    // as the broker reads them), and the first of them.
+    let mut without_requests: (usize, Option<(String, Loc)>) = (0, None);
     for (i, j) in jobs.iter().enumerate() {
         let line = job_line(i);
         let Some(jo) = j.as_object() else {
@@ -418,6 +423,31 @@ pub fn check_on(
             Some(_) => {}
         }
         check_requests(jo, &mut out, line, &format!("job {id:?}"));
+        let profile = jo
+            .get("profile")
+            .and_then(Value::as_str)
+            .and_then(|p| profiles.get(p))
+            .and_then(Value::as_object);
+        let asks = |k: &str| jo.contains_key(k) || profile.is_some_and(|p| p.contains_key(k));
+        if !["cpu", "memory", "mem"].iter().any(|k| asks(k)) {
+            without_requests.0 += 1;
+            without_requests.1.get_or_insert((id.clone(), line));
+        }
+    }
+    if let (n, Some((first, at))) = without_requests {
+        out.push(Finding {
+            line: 0,
+            column: 0,
+            error: false,
+            message: format!(
+                "{n} of {} jobs ask for no cpu or memory (the first: job {first:?}, line {}): \
+                 `batkube run` gives each of their pods its node whole, as Batsim gives a job \
+                 its machines (`--no-requests-means nothing`: pods that ask for nothing, which \
+                 Kubernetes may stack on one node)",
+                jobs.len(),
+                at.line
+            ),
+        });
     }
     if let Some(p) = platform.filter(|_| too_large > TOO_LARGE_LISTED) {
         out.push(Finding {
@@ -522,6 +552,33 @@ mod tests {
     }
 
     #[test]
+    fn jobs_without_cpu_or_memory_are_counted_in_one_warning() {
+        let text = r#"{"nb_res": 2, "jobs": [
+    {"id": "a", "subtime": 0, "res": 1, "profile": "bare"},
+    {"id": "b", "subtime": 0, "res": 2, "profile": "bare"},
+    {"id": "c", "subtime": 0, "res": 1, "profile": "bare", "mem": "1Gi"},
+    {"id": "d", "subtime": 0, "res": 1, "profile": "sized"}
+  ],
+  "profiles": {"bare": {"type": "delay", "delay": 1}, "sized": {"type": "delay", "delay": 1, "cpu": 2}}
+}"#;
+        let w = check(text, "x.json").unwrap();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(!w[0].error);
+        assert!(
+            w[0].message
+                .starts_with("2 of 4 jobs ask for no cpu or memory (the first: job \"a\", line 2)"),
+            "{}",
+            w[0].message
+        );
+        assert!(w[0].message.contains("--no-requests-means nothing"));
+        let sized = text.replace(
+            r#""delay": 1}, "sized""#,
+            r#""delay": 1, "cpu": "1"}, "sized""#,
+        );
+        assert_eq!(check(&sized, "x.json").unwrap(), vec![]);
+    }
+
+    #[test]
     fn parallel_jobs_are_valid_and_those_larger_than_the_platform_are_warned_of() {
         let text = r#"{
   "nb_res": 16,
@@ -554,7 +611,7 @@ mod tests {
             .map(|i| format!("{{\"id\":\"{i}\",\"subtime\":0,\"res\":9,\"profile\":\"p\"}}"))
             .collect();
         let big = format!(
-            "{{\"nb_res\":9,\"jobs\":[{}],\"profiles\":{{\"p\":{{\"type\":\"delay\",\"delay\":1}}}}}}",
+            "{{\"nb_res\":9,\"jobs\":[{}],\"profiles\":{{\"p\":{{\"type\":\"delay\",\"delay\":1,\"cpu\":1}}}}}}",
             many.join(",\n")
         );
         let w = check_on(&big, "x", Some(&eight)).unwrap().warnings;

@@ -17,6 +17,10 @@
 //!   the others (Batsim allocates N distinct machines), labelled for the
 //!   gang convention of `--gang` ([`GangStyle`]), with the group object that
 //!   convention reads ([`group_object`]), created before the pods.
+//! - A job that asks for neither cpu nor memory means what it means in
+//!   Batsim: each of its pods takes its machine whole ([`WholeNode`],
+//!   [`pods_from_job_on`]), unless the broker is told to keep such pods
+//!   asking for nothing ([`NoRequests::Nothing`]).
 //! - A job that cannot be pods (`res` 0, an unknown profile type, an
 //!   unreadable request) is refused with the reason, for the broker to
 //!   answer REJECT_JOB and log it.
@@ -24,11 +28,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Pod,
-    PodAffinityTerm, PodAntiAffinity, PodSchedulingGate, PodSpec, ResourceRequirements,
+    Container, Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Pod, PodAffinityTerm,
+    PodSchedulingGate, PodSpec, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, ObjectMeta, Time,
+};
 use serde_json::{Map, Value};
 
 use batsim::protocol::{value_as_f64, Job, Resource};
@@ -387,6 +393,159 @@ pub fn job_requests(job: &Job, profile: Option<&Value>) -> Result<Amounts, Strin
     Ok(a)
 }
 
+/// Whether a job asks for neither cpu nor memory (in its fields or its
+/// profile's): most Batsim workloads (Batsim's own, pybatsim's,
+/// batsched's) do not, because a Batsim job on N machines has them to
+/// itself.
+pub fn asks_for_no_cpu_or_memory(job: &Job, profile: Option<&Value>) -> bool {
+    ["cpu", "memory", "mem"]
+        .iter()
+        .all(|k| field(job, profile, k).is_none())
+}
+
+/// What a job that asks for neither cpu nor memory means
+/// (`--no-requests-means`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum NoRequests {
+    /// What it means in Batsim: each of its pods takes its node whole
+    /// ([`WholeNode`]).
+    #[default]
+    WholeNode,
+    /// Pods that ask for nothing: Kubernetes may put any number of them
+    /// on one node (batkube's meaning before whole nodes).
+    Nothing,
+}
+
+impl NoRequests {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoRequests::WholeNode => "whole-node",
+            NoRequests::Nothing => "nothing",
+        }
+    }
+}
+
+/// Label of a pod that takes its node whole ([`WholeNode`]), `"true"`.
+pub const WHOLE_NODE_LABEL: &str = "batkube.io/whole-node";
+
+/// How a pod of a job that asks for neither cpu nor memory takes its node
+/// whole on a given platform, so that any scheduler honours it through
+/// the API:
+///
+/// - where the nodes are alike (one cpu and memory allocatable for all),
+///   the pod requests a node's whole cpu and memory: nothing else that
+///   asks for cpu fits beside it, and quotas (Kueue, Volcano, YuniKorn)
+///   count it as the machine it takes;
+/// - where they differ, no one request is a whole node everywhere: the
+///   pod requests the smallest node's cpu and memory (so it fits any
+///   node) and carries a required anti-affinity on
+///   `kubernetes.io/hostname` against every pod (nothing else runs on its
+///   node, and, the rule being symmetric, nothing comes to it later); the
+///   broker counts it as using its node's whole allocatable once bound.
+///
+/// A gang's pods each take one node whole (they are on distinct nodes
+/// anyway). YuniKorn's gang placeholders are left out of the
+/// anti-affinity (a real pod replaces its placeholder on the placeholder's
+/// node, and YuniKorn checks the real pod's affinity there while the
+/// placeholder is still on it), and keep away from whole-node pods of
+/// other jobs themselves (see [`yunikorn_task_groups`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WholeNode {
+    /// The cpu (and memory, where nodes have some) of the smallest node.
+    pub requests: Amounts,
+    /// The nodes' cpu or memory differ: the anti-affinity is needed.
+    pub nodes_differ: bool,
+}
+
+impl WholeNode {
+    /// From the allocatable of the platform's nodes (None: no nodes).
+    pub fn of<'a>(nodes: impl IntoIterator<Item = &'a Amounts>) -> Option<WholeNode> {
+        let shape = |a: &Amounts| -> Amounts {
+            ["cpu", "memory"]
+                .iter()
+                .filter_map(|k| a.get(*k).map(|v| (k.to_string(), *v)))
+                .collect()
+        };
+        let mut nodes = nodes.into_iter().map(shape);
+        let first = nodes.next()?;
+        let mut smallest = first.clone();
+        let mut nodes_differ = false;
+        for n in nodes {
+            if n != first {
+                nodes_differ = true;
+            }
+            for k in ["cpu", "memory"] {
+                match (smallest.get(k).copied(), n.get(k).copied()) {
+                    (Some(a), Some(b)) => {
+                        smallest.insert(k.into(), a.min(b));
+                    }
+                    // A node without memory: no memory request fits it.
+                    (Some(_), None) => {
+                        smallest.remove(k);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Some(WholeNode {
+            requests: smallest,
+            nodes_differ,
+        })
+    }
+
+    /// The required anti-affinity term of a whole-node pod where nodes
+    /// differ: every pod but YuniKorn's placeholders.
+    fn term() -> PodAffinityTerm {
+        PodAffinityTerm {
+            label_selector: Some(LabelSelector {
+                match_expressions: Some(vec![LabelSelectorRequirement {
+                    key: YUNIKORN_PLACEHOLDER_LABEL.into(),
+                    operator: "DoesNotExist".into(),
+                    values: None,
+                }]),
+                ..Default::default()
+            }),
+            topology_key: "kubernetes.io/hostname".into(),
+            ..Default::default()
+        }
+    }
+
+    /// Makes `pod` (a job's template pod) take its node whole.
+    fn apply(&self, pod: &mut Pod) {
+        pod.metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(WHOLE_NODE_LABEL.into(), "true".into());
+        let Some(spec) = pod.spec.as_mut() else {
+            return;
+        };
+        if let Some(c) = spec.containers.first_mut() {
+            let requests = c
+                .resources
+                .get_or_insert_with(Default::default)
+                .requests
+                .get_or_insert_with(BTreeMap::new);
+            for (k, v) in &self.requests {
+                requests.insert(k.clone(), format_quantity(k, *v));
+            }
+        }
+        if self.nodes_differ {
+            add_anti_affinity(spec, Self::term());
+        }
+    }
+}
+
+/// Adds a required pod anti-affinity term to a pod's spec.
+fn add_anti_affinity(spec: &mut PodSpec, term: PodAffinityTerm) {
+    spec.affinity
+        .get_or_insert_with(Default::default)
+        .pod_anti_affinity
+        .get_or_insert_with(Default::default)
+        .required_during_scheduling_ignored_during_execution
+        .get_or_insert_with(Vec::new)
+        .push(term);
+}
+
 /// Label every pod of a gang carries: the group's name (its job's pod
 /// name); its pods' anti-affinity selects on it.
 pub const GANG_LABEL: &str = "batkube.io/gang";
@@ -596,7 +755,16 @@ fn yunikorn_admission(pod: &mut Pod, app_id: &str, queue: Option<&str>) {
 /// members of the pods' requests, its placeholders placed as the pods
 /// would be (the job's nodeSelector) and one per node (a required
 /// anti-affinity on [`YUNIKORN_PLACEHOLDER_LABEL`]).
-fn yunikorn_task_groups(group: &str, size: u32, template: &Pod) -> String {
+///
+/// Where whole-node pods carry an anti-affinity ([`WholeNode`]), the
+/// placeholders, which it leaves out, keep away from the whole-node pods
+/// of other jobs themselves (`away_from_whole_nodes`).
+fn yunikorn_task_groups(
+    group: &str,
+    size: u32,
+    template: &Pod,
+    away_from_whole_nodes: bool,
+) -> String {
     let requests: Map<String, Value> = pod_requests(template)
         .iter()
         .map(|(k, v)| (k.clone(), Value::String(format_quantity(k, *v).0)))
@@ -617,6 +785,19 @@ fn yunikorn_task_groups(group: &str, size: u32, template: &Pod) -> String {
         .and_then(|s| s.node_selector.as_ref())
     {
         tg["nodeSelector"] = serde_json::json!(sel);
+    }
+    if away_from_whole_nodes {
+        let terms = &mut tg["affinity"]["podAntiAffinity"]
+            ["requiredDuringSchedulingIgnoredDuringExecution"];
+        if let Value::Array(terms) = terms {
+            terms.push(serde_json::json!({
+                "labelSelector": {"matchExpressions": [
+                    {"key": WHOLE_NODE_LABEL, "operator": "Exists"},
+                    {"key": GANG_LABEL, "operator": "NotIn", "values": [group]},
+                ]},
+                "topologyKey": "kubernetes.io/hostname",
+            }));
+        }
     }
     Value::Array(vec![tg]).to_string()
 }
@@ -661,11 +842,30 @@ pub fn pods_from_job(
     style: GangStyle,
     default_queue: Option<&str>,
 ) -> Result<Vec<Pod>, String> {
+    pods_from_job_on(job_id, job, profile, created, style, default_queue, None)
+}
+
+/// [`pods_from_job`], where a job that asks for neither cpu nor memory
+/// ([`asks_for_no_cpu_or_memory`]) takes its nodes whole as `whole_node`
+/// says (None: its pods ask for nothing).
+pub fn pods_from_job_on(
+    job_id: &str,
+    job: &Job,
+    profile: Option<&Value>,
+    created: Time,
+    style: GangStyle,
+    default_queue: Option<&str>,
+    whole_node: Option<&WholeNode>,
+) -> Result<Vec<Pod>, String> {
     let n = job.res;
     if n == 0 {
         return Err("it asks for 0 machines".into());
     }
     let mut pod = template_pod(job_id, job, profile, created)?;
+    let whole_node = whole_node.filter(|_| asks_for_no_cpu_or_memory(job, profile));
+    if let Some(w) = whole_node {
+        w.apply(&mut pod);
+    }
     let queue = job_queue_or(style, job, profile, default_queue);
     if let (GangStyle::Volcano, Some(q)) = (style, queue) {
         // Read by Volcano's PodGroup controller when it makes the PodGroup
@@ -686,7 +886,8 @@ pub fn pods_from_job(
     if n == 1 {
         return Ok(vec![pod]);
     }
-    let task_groups = (style == GangStyle::Yunikorn).then(|| yunikorn_task_groups(&group, n, &pod));
+    let task_groups = (style == GangStyle::Yunikorn)
+        .then(|| yunikorn_task_groups(&group, n, &pod, whole_node.is_some_and(|w| w.nodes_differ)));
     let anti = PodAffinityTerm {
         label_selector: Some(LabelSelector {
             match_labels: Some(BTreeMap::from([(GANG_LABEL.to_string(), group.clone())])),
@@ -740,15 +941,7 @@ pub fn pods_from_job(
                 GangStyle::None => {}
             }
             if let Some(spec) = p.spec.as_mut() {
-                spec.affinity = Some(Affinity {
-                    pod_anti_affinity: Some(PodAntiAffinity {
-                        required_during_scheduling_ignored_during_execution: Some(vec![
-                            anti.clone()
-                        ]),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                });
+                add_anti_affinity(spec, anti.clone());
             }
             p
         })
@@ -1287,6 +1480,147 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("cpu"), "{e}");
+    }
+
+    fn amounts(cpu: i64, memory: Option<i64>) -> Amounts {
+        let mut a = Amounts::from([("cpu".to_string(), cpu), ("pods".to_string(), 110)]);
+        if let Some(m) = memory {
+            a.insert("memory".into(), m);
+        }
+        a
+    }
+
+    fn anti_terms(pod: &Pod) -> Vec<PodAffinityTerm> {
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.affinity.as_ref())
+            .and_then(|a| a.pod_anti_affinity.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .clone()
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn whole_node_is_a_nodes_request_where_nodes_are_alike_else_the_smallest_and_an_anti_affinity()
+    {
+        let alike = [amounts(4000, Some(8 << 30)), amounts(4000, Some(8 << 30))];
+        let w = WholeNode::of(&alike).unwrap();
+        assert_eq!(
+            w.requests,
+            Amounts::from([("cpu".into(), 4000), ("memory".into(), 8 << 30)])
+        );
+        assert!(!w.nodes_differ);
+        let differ = [amounts(8000, Some(8 << 30)), amounts(2000, Some(16 << 30))];
+        let w = WholeNode::of(&differ).unwrap();
+        assert_eq!(
+            w.requests,
+            Amounts::from([("cpu".into(), 2000), ("memory".into(), 8 << 30)])
+        );
+        assert!(w.nodes_differ);
+        // A node without memory: no memory request would fit it.
+        let some_without = [amounts(1000, Some(1 << 30)), amounts(1000, None)];
+        let w = WholeNode::of(&some_without).unwrap();
+        assert_eq!(w.requests, Amounts::from([("cpu".into(), 1000)]));
+        assert!(w.nodes_differ);
+        assert_eq!(WholeNode::of(&[]), None);
+    }
+
+    #[test]
+    fn a_job_without_cpu_or_memory_takes_its_nodes_whole() {
+        let p = json!({"type": "delay", "delay": 5});
+        let alike = WholeNode::of(&[amounts(4000, None), amounts(4000, None)]).unwrap();
+        let differ = WholeNode::of(&[amounts(4000, None), amounts(1000, None)]).unwrap();
+        let one = job(json!({"id": "w0!1", "subtime": 0, "res": 1, "profile": "d"}));
+        assert!(asks_for_no_cpu_or_memory(&one, Some(&p)));
+        // Today's meaning without a WholeNode: a pod that asks for nothing.
+        let pods = pods_from_job("w0!1", &one, Some(&p), t0(), GangStyle::None, None).unwrap();
+        assert!(pod_requests(&pods[0]).is_empty());
+        assert!(!pods[0]
+            .metadata
+            .labels
+            .as_ref()
+            .unwrap()
+            .contains_key(WHOLE_NODE_LABEL));
+        // Nodes alike: a node's cpu, no anti-affinity needed.
+        let on = |j: &Job, w: &WholeNode, style| {
+            pods_from_job_on("w0!1", j, Some(&p), t0(), style, None, Some(w)).unwrap()
+        };
+        let pods = on(&one, &alike, GangStyle::None);
+        assert_eq!(
+            pod_requests(&pods[0]),
+            Amounts::from([("cpu".into(), 4000)])
+        );
+        assert_eq!(
+            pods[0].metadata.labels.as_ref().unwrap()[WHOLE_NODE_LABEL],
+            "true"
+        );
+        assert!(anti_terms(&pods[0]).is_empty());
+        // Nodes that differ: the smallest node's cpu and a term against
+        // every pod but YuniKorn's placeholders.
+        let pods = on(&one, &differ, GangStyle::None);
+        assert_eq!(
+            pod_requests(&pods[0]),
+            Amounts::from([("cpu".into(), 1000)])
+        );
+        let terms = anti_terms(&pods[0]);
+        assert_eq!(terms.len(), 1);
+        assert_eq!(terms[0].topology_key, "kubernetes.io/hostname");
+        let sel = terms[0].label_selector.as_ref().unwrap();
+        assert_eq!(sel.match_labels, None);
+        let req = &sel.match_expressions.as_ref().unwrap()[0];
+        assert_eq!(
+            (req.key.as_str(), req.operator.as_str()),
+            (YUNIKORN_PLACEHOLDER_LABEL, "DoesNotExist")
+        );
+        // A gang: each pod a node whole, its gang's term kept beside.
+        let gang = job(json!({"id": "w0!1", "subtime": 0, "res": 3, "profile": "d"}));
+        for pod in on(&gang, &differ, GangStyle::Coscheduling) {
+            assert_eq!(pod_requests(&pod)["cpu"], 1000);
+            assert_eq!(anti_terms(&pod).len(), 2);
+        }
+        for pod in on(&gang, &alike, GangStyle::Volcano) {
+            assert_eq!(pod_requests(&pod)["cpu"], 4000);
+            assert_eq!(anti_terms(&pod).len(), 1, "the gang's own");
+        }
+        // YuniKorn: the placeholders reserve the whole node, and where
+        // nodes differ keep away from other jobs' whole-node pods.
+        let pods = on(&gang, &differ, GangStyle::Yunikorn);
+        let ann = pods[0].metadata.annotations.as_ref().unwrap();
+        let tg: Value = serde_json::from_str(&ann[YUNIKORN_TASK_GROUPS]).unwrap();
+        assert_eq!(tg[0]["minResource"]["cpu"], "1");
+        let terms =
+            &tg[0]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+        assert_eq!(terms.as_array().unwrap().len(), 2, "{terms}");
+        assert_eq!(
+            terms[1]["labelSelector"]["matchExpressions"][1]["values"][0],
+            "w0-1"
+        );
+        // A job that asks for cpu, or memory only, keeps its requests.
+        for asks in [
+            json!({"cpu": "500m"}),
+            json!({"memory": "1Gi"}),
+            json!({"mem": "1Gi"}),
+        ] {
+            let mut j = json!({"id": "w0!1", "subtime": 0, "res": 1, "profile": "d"});
+            j.as_object_mut()
+                .unwrap()
+                .extend(asks.as_object().unwrap().clone());
+            let j = job(j);
+            assert!(!asks_for_no_cpu_or_memory(&j, Some(&p)));
+            let pods = on(&j, &alike, GangStyle::None);
+            assert_ne!(pod_requests(&pods[0]).get("cpu"), Some(&4000));
+            assert!(!pods[0]
+                .metadata
+                .labels
+                .as_ref()
+                .unwrap()
+                .contains_key(WHOLE_NODE_LABEL));
+        }
+        // The profile's cpu counts as the job's.
+        let with_cpu = json!({"type": "delay", "delay": 5, "cpu": 1});
+        assert!(!asks_for_no_cpu_or_memory(&one, Some(&with_cpu)));
     }
 
     proptest! {

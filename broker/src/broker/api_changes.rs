@@ -319,6 +319,17 @@ impl Broker {
         self.set_phase(i, Phase::Bound { node });
         self.last_decision_at = now;
         self.last_decision_wall = Instant::now();
+        // A pod that takes its node whole where nodes differ asked for the
+        // smallest node's share (translate::WholeNode): it uses all of
+        // this one's.
+        if self.jobs[i].whole_node {
+            let requests = &mut self.jobs[i].record.requests;
+            for k in ["cpu", "memory"] {
+                if let Some(&v) = self.nodes[node].allocatable.get(k) {
+                    requests.insert(k.into(), v);
+                }
+            }
+        }
         // The overcommit invariant, checked at the moment of binding.
         let req = self.jobs[i].record.requests.clone();
         let n = &mut self.nodes[node];

@@ -72,6 +72,10 @@ impl Broker {
                 for i in 0..self.nodes.len() {
                     self.sample(i);
                 }
+                if self.cfg.no_requests == translate::NoRequests::WholeNode {
+                    self.whole_node =
+                        translate::WholeNode::of(self.nodes.iter().map(|n| &n.allocatable));
+                }
             }
             EventData::JobSubmitted(s) => {
                 let workload = s.job_id.split_once('!').map(|(w, _)| w).unwrap_or("");
@@ -96,18 +100,24 @@ impl Broker {
                 } else if let Some(why) = self.missing_queue(&s.job, profile.as_ref()) {
                     Err(why)
                 } else {
-                    translate::pods_from_job(
+                    translate::pods_from_job_on(
                         &s.job_id,
                         &s.job,
                         profile.as_ref(),
                         to_time(now),
                         self.cfg.gang,
                         self.cfg.default_queue.as_deref(),
+                        self.whole_node.as_ref(),
                     )
                 };
+                let whole_node = self.whole_node.is_some()
+                    && translate::asks_for_no_cpu_or_memory(&s.job, profile.as_ref());
                 match pods {
                     Ok(pods) => {
                         let n = pods.len();
+                        if whole_node {
+                            self.jobs_whole_node += 1;
+                        }
                         for pod in &pods {
                             let name = pod.metadata.name.as_deref().unwrap_or_default();
                             if let Some(&other) = self.job_by_pod.get(name) {
@@ -192,6 +202,8 @@ impl Broker {
                                 batsim_open: false,
                                 pod_gone: false,
                                 gang,
+                                whole_node: whole_node
+                                    && self.whole_node.as_ref().is_some_and(|w| w.nodes_differ),
                             });
                             self.job_by_pod.insert(pod_name, idx);
                         }
@@ -212,6 +224,7 @@ impl Broker {
                             batsim_open: false,
                             pod_gone: true,
                             gang: None,
+                            whole_node: false,
                         });
                         self.job_by_id.insert(s.job_id.clone(), idx);
                         self.retirable.push(idx);

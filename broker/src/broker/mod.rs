@@ -98,6 +98,9 @@ pub struct BrokerConfig {
     pub gang: translate::GangStyle,
     /// The queue of jobs that name none (`--default-queue`).
     pub default_queue: Option<String>,
+    /// What a job asking for neither cpu nor memory means
+    /// (`--no-requests-means`).
+    pub no_requests: translate::NoRequests,
     /// Terminated pods kept in the API, as kube-controller-manager's
     /// `--terminated-pod-gc-threshold` (0: keep every pod); see [`podgc`].
     pub terminated_pod_gc_threshold: usize,
@@ -146,6 +149,10 @@ struct JobRt {
     /// For a pod of a parallel job: its gang (every pod of it is a job
     /// entry here, numbered `first..first + size`, sharing one Batsim id).
     gang: Option<Gang>,
+    /// The pod takes its node whole and counts as using its allocatable
+    /// once bound (its job asks for no cpu or memory, on nodes that
+    /// differ: see `translate::WholeNode`).
+    whole_node: bool,
 }
 
 struct NodeRt {
@@ -249,6 +256,12 @@ pub struct Broker {
     elision_marks: Vec<fakeapi::GroupActivity>,
     elision_webhooks: u64,
     gangs_started: u64,
+    /// How a job asking for no cpu or memory takes its nodes whole on this
+    /// platform (from SIMULATION_BEGINS; None under
+    /// `--no-requests-means nothing`).
+    whole_node: Option<translate::WholeNode>,
+    /// Jobs whose pods took their nodes whole.
+    jobs_whole_node: u64,
     /// Node-seconds held by partly bound gangs that have ended that state.
     partial_gang_node_seconds: f64,
     wakeups: u64,
@@ -341,6 +354,8 @@ impl Broker {
             elision_marks: Vec::new(),
             elision_webhooks: 0,
             gangs_started: 0,
+            whole_node: None,
+            jobs_whole_node: 0,
             partial_gang_node_seconds: 0.0,
             wakeups: 0,
             messages: 0,

@@ -52,6 +52,7 @@ impl Broker {
                 .insert("controllers".into(), skipped.controllers);
         }
         s.gangs_started = self.gangs_started;
+        s.jobs_whole_node = self.jobs_whole_node;
         s.partial_gang_node_seconds = self.partial_gang_node_seconds + partial_now;
         s.wake_ups_requested = self.wakeups;
         s.warnings = self.warnings.clone();

@@ -467,7 +467,8 @@ pub struct Summary {
     pub wake_ups_requested: u64,
     /// Instants whose changes did not fit in the scheduler's receive
     /// windows: it could read part of them before the rest arrived (the
-    /// only case where simultaneity is up to the machine; see README).
+    /// only case where simultaneity is up to the machine; see the guide's
+    /// docs/src/concepts/time-model.md).
     pub partial_instants: u64,
     /// Windows that closed on quiescence, after which the scheduler ran
     /// (or the API served it) before the next instant: the decision was
@@ -487,6 +488,9 @@ pub struct Summary {
     pub wake_ups_elided: BTreeMap<String, u64>,
     /// Gangs (jobs on several machines) started.
     pub gangs_started: u64,
+    /// Jobs asking for no cpu or memory whose pods took their nodes whole,
+    /// as in Batsim (`--no-requests-means whole-node`, the default).
+    pub jobs_whole_node: u64,
     /// Node-seconds held by partly bound gangs: each pod of a gang, from
     /// its binding until the whole gang started (or ended unstarted).
     pub partial_gang_node_seconds: f64,

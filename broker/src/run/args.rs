@@ -247,8 +247,9 @@ pub struct RunArgs {
     /// it asked for has been answered: the same inputs and seed give the
     /// same outputs, at any machine load. The default with `--seed`. The
     /// program starts with PATH and batkube's variables only (put a
-    /// variable it needs in its command). See README, "What is
-    /// reproducible", for what it covers and what not yet.
+    /// variable it needs in its command). See the guide,
+    /// docs/src/concepts/reproducible.md, for what it covers and what not
+    /// yet.
     #[arg(long)]
     pub deterministic: bool,
     /// With `--seed`: the seed decides the program's randomness only, and
@@ -299,6 +300,14 @@ pub struct RunArgs {
     /// kueue: the `kueue.x-k8s.io/queue-name` label of a gang's pods).
     #[arg(long = "default-queue", value_name = "NAME")]
     pub default_queue: Option<String>,
+    /// What a job that asks for neither cpu nor memory means: whole-node
+    /// (as in Batsim: each of its pods takes its node whole, through
+    /// requests of a node's cpu and memory where nodes are alike, else the
+    /// smallest node's and a required anti-affinity against every other
+    /// pod), or nothing (pods that ask for nothing, which Kubernetes may
+    /// stack on one node).
+    #[arg(long = "no-requests-means", value_enum, value_name = "MEANING", default_value_t = crate::translate::NoRequests::WholeNode)]
+    pub no_requests: crate::translate::NoRequests,
     /// CustomResourceDefinitions (and any other objects) to install in the
     /// API before the scheduler starts: a file or a directory of YAML/JSON
     /// manifests, multi-document (repeatable). The PodGroup of
@@ -392,6 +401,14 @@ pub struct ServeArgs {
     /// kueue: the `kueue.x-k8s.io/queue-name` label of a gang's pods).
     #[arg(long = "default-queue", value_name = "NAME")]
     pub default_queue: Option<String>,
+    /// What a job that asks for neither cpu nor memory means: whole-node
+    /// (as in Batsim: each of its pods takes its node whole, through
+    /// requests of a node's cpu and memory where nodes are alike, else the
+    /// smallest node's and a required anti-affinity against every other
+    /// pod), or nothing (pods that ask for nothing, which Kubernetes may
+    /// stack on one node).
+    #[arg(long = "no-requests-means", value_enum, value_name = "MEANING", default_value_t = crate::translate::NoRequests::WholeNode)]
+    pub no_requests: crate::translate::NoRequests,
     /// CustomResourceDefinitions (and any other objects) to install in the
     /// API before the scheduler starts: a file or a directory of YAML/JSON
     /// manifests, multi-document (repeatable). The PodGroup of
