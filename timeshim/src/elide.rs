@@ -22,8 +22,15 @@
 //! | [`Rule::Controllers`] | `--fast-forward` extended to the programs beside the scheduler: with nothing pending, their timers wait for the next event | likewise |
 //!
 //! A guard keeps a run from stalling on a rule: while work is pending and
-//! nothing runs, [`Rule::Idle`] honours every timer (the next instant might
-//! otherwise never come).
+//! nothing runs (the next instant might otherwise never come), a dormant
+//! program is still woken, at most once per [`STALL_STEP`] of simulated
+//! time: its timers fire up to that much late (Volcano's 1 s session,
+//! behind its 20 ms bind loop, runs within a second, not after 50
+//! windows).
+
+/// While work is pending and nothing runs, how often a dormant program is
+/// woken under [`Rule::Idle`].
+pub const STALL_STEP: std::time::Duration = std::time::Duration::from_secs(1);
 
 use crate::policy::Situation;
 use crate::SimTime;
@@ -205,7 +212,7 @@ impl Elision {
                 p.dormant = true;
             }
             p.deadline = l.deadline;
-            let rule = if self.config.idle && p.dormant && !stalling {
+            let rule = if self.config.idle && p.dormant {
                 Some(Rule::Idle)
             } else if self.config.controllers && !l.is_scheduler && situation.pending == 0 {
                 Some(Rule::Controllers)
@@ -213,15 +220,26 @@ impl Elision {
                 None
             };
             p.unhonoured = rule.and_then(|r| l.deadline.map(|d| (d, r)));
+            let mut wake = None;
             if rule.is_none() {
+                wake = l.deadline;
+            } else if rule == Some(Rule::Idle) && stalling {
+                // Stalling: a dormant program woken a step later at the latest.
                 if let Some(d) = l.deadline {
-                    let slot = if l.is_scheduler {
-                        &mut honoured.scheduler
-                    } else {
-                        &mut honoured.controllers
-                    };
-                    *slot = Some(slot.map_or(d, |x| x.min(d)));
+                    let later = d.max(now + STALL_STEP);
+                    wake = Some(later);
+                    if later == d {
+                        p.unhonoured = None;
+                    }
                 }
+            }
+            if let Some(d) = wake {
+                let slot = if l.is_scheduler {
+                    &mut honoured.scheduler
+                } else {
+                    &mut honoured.controllers
+                };
+                *slot = Some(slot.map_or(d, |x| x.min(d)));
             }
         }
         honoured
@@ -354,7 +372,7 @@ mod tests {
     }
 
     #[test]
-    fn stalling_work_keeps_every_timer() {
+    fn stalling_work_wakes_a_dormant_program_every_step() {
         let mut e = Elision::new("idle,controllers".parse().unwrap());
         let stalled = Situation {
             pending: 2,
@@ -367,6 +385,16 @@ mod tests {
             Some(t(2_000)),
             "a pod may leave its backoff on this tick"
         );
+        // A 20 ms loop that does nothing: woken a second later, not 50 times.
+        let h = e.quiescent(t(2_000), &[look(2_020, false, false, true)], stalled);
+        assert_eq!(h.scheduler, Some(t(3_000)));
+        e.advanced(t(3_000));
+        assert_eq!(e.skipped().idle, 1, "the 20 ms deadline passed over");
+        let h = e.quiescent(t(3_000), &[look(3_020, false, false, true)], stalled);
+        assert_eq!(h.scheduler, Some(t(4_000)));
+        // It acted (bound a pod): awake again, every timer honoured.
+        let h = e.quiescent(t(4_000), &[look(4_020, true, false, true)], stalled);
+        assert_eq!(h.scheduler, Some(t(4_020)));
     }
 
     #[test]
