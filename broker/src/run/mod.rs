@@ -120,6 +120,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
     }
     let kubelet = args.kubelet.model()?;
     let objects = api_objects(&args.crds, args.gang)?;
+    args::check_submit_as(&args, &objects)?;
     let lifecycle = args.dynamics.config(&platform, &workloads, &objects)?;
     interrupt.check()?;
     let Api {
@@ -196,8 +197,12 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
             scheduler_name: scheduler_name(args.scheduler_name.clone(), args.gang),
             default_queue: args.default_queue.clone(),
             lifecycle,
+            submit_as: args.submit_as,
         },
     );
+    if let Some(p) = processes::scheduler_program(&args.scheduler) {
+        broker.name_scheduler(&p.file_name().unwrap_or_default().to_string_lossy());
+    }
     if args.deterministic {
         let hook = crate::broker::sync::settle_hook(
             server.activity(),
@@ -563,6 +568,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
             scheduler_name: scheduler_name(None, args.gang),
             default_queue: args.default_queue.clone(),
             lifecycle: Default::default(),
+            submit_as: Default::default(),
         },
     );
     broker
