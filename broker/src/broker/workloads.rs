@@ -25,7 +25,9 @@ use batsim::protocol::{build, EventData};
 #[derive(Default)]
 pub(super) struct Workloads {
     /// By object name: the job's entries by pod index, those still
-    /// waiting for their pod.
+    /// waiting for their pod. Kept after the job's pods are all found
+    /// (a small record per job), to recognise the pods its controller
+    /// makes later (retries, a readmission).
     by_name: HashMap<String, Workload>,
     /// Creates through admission, answered.
     answered: Option<(
@@ -42,6 +44,8 @@ pub(super) struct Workload {
     waiting: Vec<Option<usize>>,
     /// The create was answered (the object exists).
     created: bool,
+    /// Pods made after every entry had its pod (not followed).
+    replaced: std::collections::BTreeSet<String>,
 }
 
 /// The API's answer to the create of one job's workload object.
@@ -134,6 +138,7 @@ impl Broker {
                 job_id: job_id.to_string(),
                 waiting: entries.into_iter().map(Some).collect(),
                 created: false,
+                replaced: Default::default(),
             },
         );
     }
@@ -222,19 +227,20 @@ impl Broker {
             .filter(|&k| w.waiting.get(k).is_some_and(Option::is_some))
             .or_else(|| w.waiting.iter().position(Option::is_some));
         let Some(slot) = slot else {
-            tracing::warn!(
-                pod = %ch.name,
-                job = %w.job_id,
-                "a pod made for a job whose pods are all followed already (a replacement) is not \
-                 followed"
-            );
+            let job_id = w.job_id.clone();
+            if w.replaced.insert(ch.name.clone()) && w.replaced.len() == 1 {
+                let message = format!(
+                    "job {job_id}: its controller made pod {} after the job's pods (a retry, or \
+                     a second attempt after Kueue readmitted it): this attempt is not simulated \
+                     (see README, \"Retries and readmission\")",
+                    ch.name
+                );
+                tracing::warn!("{message}");
+                self.warnings.push(message);
+            }
             return None;
         };
         let i = w.waiting[slot].take().expect("checked");
-        if w.waiting.iter().all(Option::is_none) {
-            // Every pod found: nothing more to look up by name.
-            self.workloads.by_name.remove(owner);
-        }
         if !self.jobs.contains(i) || self.jobs[i].phase != super::Phase::Pending {
             return None;
         }
