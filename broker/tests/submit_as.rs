@@ -343,3 +343,124 @@ fn submission_styles_without_their_controller_are_refused_up_front() {
         &["--submit-as", "deployment", "pod", "vcjob"],
     );
 }
+
+/// Kueue's controller manager on batch/v1 Jobs (its `batch/job`
+/// integration) beside the job controller and kube-scheduler: three jobs
+/// of 6 machines in team-a's ClusterQueue (8 cpu, borrowing up to 4, of
+/// schedulers/kueue/kueue-queues.yaml): each Job is created suspended
+/// (Kueue's webhook is not registered: the broker suspends it as the
+/// webhook would, and says so), Kueue admits two by unsuspending them, the
+/// job controller makes their pods; the third waits, suspended, for quota
+/// and runs once one of the first two has ended.
+#[test]
+fn kueue_admits_batch_v1_jobs_by_unsuspending_them() {
+    let sched = command(
+        &common::go::go_program("kube-scheduler", false),
+        "--leader-elect=false --secure-port=0",
+    );
+    let kueue = common::go::go_program("kueue-manager", false);
+    let dir = tempfile::tempdir().unwrap();
+    let config = std::fs::read_to_string(root().join("schedulers/kueue/config.yaml"))
+        .unwrap()
+        .replace("  - \"pod\"\n", "  - \"batch/job\"\n");
+    assert!(
+        config.contains("batch/job"),
+        "Kueue's integrations in config.yaml moved"
+    );
+    let config_path = dir.path().join("kueue-jobs.yaml");
+    std::fs::write(&config_path, config).unwrap();
+    let jobs: Vec<Value> = (1..=3)
+        .map(|i| {
+            json!({"id": i.to_string(), "subtime": 0, "res": 6, "profile": "p",
+            "queue": "team-a"})
+        })
+        .collect();
+    let w = dir.path().join("w.json");
+    std::fs::write(
+        &w,
+        json!({"nb_res": 16, "jobs": jobs,
+            "profiles": {"p": {"type": "delay", "delay": 30, "cpu": "1"}}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
+        .current_dir(root())
+        .args([
+            "run",
+            "--standin",
+            "--strict",
+            "--gang",
+            "kueue",
+            "--submit-as",
+            "job",
+        ])
+        .arg("--platform")
+        .arg(root().join("platforms/16-node.xml"))
+        .arg("--workload")
+        .arg(&w)
+        .arg("--crds")
+        .arg(common::go::go_dir().join("crds/kueue"))
+        .arg("--scenario")
+        .arg(root().join("schedulers/kueue/kueue-queues.yaml"))
+        .args([
+            "--scheduler",
+            &sched,
+            "--controller",
+            &kcm(),
+            "--controller",
+        ])
+        .arg(format!(
+            "schedulers/kueue/run.sh {} --config {}",
+            kueue.display(),
+            config_path.display()
+        ))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let s = succeeded(&out, &o);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("the broker suspends the Jobs of a Kueue queue as Kueue's webhook would"),
+        "{stderr}"
+    );
+    assert_eq!(
+        s["jobs_succeeded"],
+        3,
+        "{s}\ncontroller-2.log:\n{}",
+        log_tail(&out, "controller-2.log")
+    );
+    let pods = csv(&out.join("pods.csv"));
+    let started = |job: &str| -> f64 {
+        pods.iter()
+            .filter(|r| r[0] == job)
+            .map(|r| r[5].parse::<f64>().unwrap())
+            .fold(f64::INFINITY, f64::min)
+    };
+    let mut starts: Vec<f64> = ["w0!1", "w0!2", "w0!3"]
+        .iter()
+        .map(|j| started(j))
+        .collect();
+    starts.sort_by(f64::total_cmp);
+    // Two fit in team-a's quota with its borrowing; the third waits for
+    // one of them to end (30 s).
+    assert!(starts[2] >= starts[0] + 30.0, "starts {starts:?}");
+    let timeline = csv(&out.join("timeline.csv"));
+    for job in ["w0-1", "w0-2", "w0-3"] {
+        let rows: Vec<&Vec<String>> = timeline
+            .iter()
+            .filter(|r| r[3] == "Job" && r[5] == job)
+            .collect();
+        assert!(
+            rows.iter()
+                .any(|r| r[1] == "kube-controller-manager/job-controller"
+                    && r[6] == "conditions=Suspended"),
+            "{job} created suspended: {rows:?}"
+        );
+        assert!(
+            rows.iter().any(|r| r[1] == "kueue" && r[2] == "update"),
+            "{job} admitted by Kueue (unsuspended): {rows:?}"
+        );
+    }
+}
