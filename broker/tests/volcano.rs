@@ -337,7 +337,7 @@ fn volcano_runs_a_parallel_workload_in_two_queues_on_simulated_time() {
     let made_by_volcano = rows
         .iter()
         .filter(|r| {
-            r[1] == "scheduler"
+            r[1] == "vc-controller-manager"
                 && r[2] == "create"
                 && r[3] == "PodGroup"
                 && r[5].starts_with("podgroup-")

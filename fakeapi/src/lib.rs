@@ -76,7 +76,7 @@ pub use patch::PatchKind;
 pub use resources::ResourceInfo;
 pub use server::{kubeconfig_yaml, serve, RequestRecord, RunningServer};
 pub use store::{
-    Change, Clock, DeleteOptions, EventType, HoldGuard, Origin, Propagation, Store, StoreConfig,
-    WatchStart, INSTANTS_HEADER, INSTANT_BEGIN, INSTANT_END,
+    Admitted, Change, Clock, DeleteOptions, EventType, HoldGuard, Origin, Propagation, Store,
+    StoreConfig, WatchStart, INSTANTS_HEADER, INSTANT_BEGIN, INSTANT_END,
 };
 pub use timers::{SimTimers, WatchTimers};

@@ -270,7 +270,16 @@ async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
         .request_log
         .get()
         .map(|_| (req.method().to_string(), req.uri().to_string()));
-    let (verb, resource, mut resp) = route(&ctx, req).instrument(span).await;
+    // Who asks, for the changes it makes (`Change::client`).
+    let client: Option<Arc<str>> = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .filter(|ua| !ua.is_empty())
+        .map(Arc::from);
+    let (verb, resource, mut resp) = crate::store::CLIENT
+        .scope(client, route(&ctx, req).instrument(span))
+        .await;
     // The server's clock is the store's (simulated under batkube run), as
     // a real API server dates its responses by its own clock: hyper would
     // otherwise write the wall clock's date.

@@ -28,6 +28,7 @@ use crate::timers::WatchTimers;
 
 mod admit;
 mod gc;
+pub use admit::Admitted;
 pub(crate) use admit::PatchTarget;
 pub use gc::Propagation;
 
@@ -193,6 +194,16 @@ pub struct Change {
     pub old: Option<Arc<Value>>,
     pub resource_version: u64,
     pub origin: Origin,
+    /// The client that made it, for an [`Origin::Http`] change: its
+    /// `User-Agent` (client-go writes `PROGRAM/VERSION (OS/ARCH)
+    /// kubernetes/COMMIT[/COMPONENT]`), if it sent one.
+    pub client: Option<Arc<str>>,
+}
+
+tokio::task_local! {
+    /// The `User-Agent` of the HTTP request being served (set by the
+    /// server around each request): the [`Change::client`] of its writes.
+    pub(crate) static CLIENT: Option<Arc<str>>;
 }
 
 /// A stored object and its serialized JSON (serialized once per change).
@@ -1529,6 +1540,10 @@ impl Store {
             old: old_value.clone(),
             resource_version: rv,
             origin,
+            client: match origin {
+                Origin::Http => CLIENT.try_with(Clone::clone).ok().flatten(),
+                _ => None,
+            },
         };
         st.gc.changed(idx, &key, old_value.as_deref(), &value, ty);
         st.subscribers.retain(|s| s.send(change.clone()).is_ok());

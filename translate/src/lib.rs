@@ -35,7 +35,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta, Time,
 };
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use batsim::protocol::{value_as_f64, Job, Resource};
 
@@ -946,6 +946,198 @@ pub fn pods_from_job_on(
             p
         })
         .collect())
+}
+
+/// What one Batsim job is submitted as (`--submit-as`): its pods, or an
+/// object of a workload API whose controller makes them, as users submit
+/// jobs to a cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SubmitAs {
+    /// The job's pods (and its gang's group object), written by the broker.
+    #[default]
+    Pod,
+    /// A `batch/v1` Job: `completions` = `parallelism` = N, Indexed for
+    /// N > 1; kube-controller-manager's job controller makes its pods.
+    Job,
+    /// A Volcano Job (`batch.volcano.sh/v1alpha1`): one task of N
+    /// replicas, `minAvailable` N; vc-controller-manager makes its
+    /// PodGroup and pods.
+    Vcjob,
+    /// A JobSet (`jobset.x-k8s.io/v1alpha2`) with one replicated job (the
+    /// Job above); JobSet's controller makes the Job.
+    Jobset,
+}
+
+/// The replicated job of a JobSet, and a Volcano Job's task.
+pub const MAIN_TASK: &str = "main";
+/// The annotation a batch/v1 Indexed Job's pods carry their index in.
+pub const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+/// The annotation a Volcano Job's pods carry their index in their task in.
+pub const VOLCANO_TASK_INDEX: &str = "volcano.sh/task-index";
+
+impl SubmitAs {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubmitAs::Pod => "pod",
+            SubmitAs::Job => "job",
+            SubmitAs::Vcjob => "vcjob",
+            SubmitAs::Jobset => "jobset",
+        }
+    }
+
+    /// The resource (qualified plural) of the object a job becomes, if
+    /// not its pods.
+    pub fn resource(self) -> Option<&'static str> {
+        match self {
+            SubmitAs::Pod => None,
+            SubmitAs::Job => Some("jobs.batch"),
+            SubmitAs::Vcjob => Some("jobs.batch.volcano.sh"),
+            SubmitAs::Jobset => Some("jobsets.jobset.x-k8s.io"),
+        }
+    }
+
+    /// The `--gang` style the pods of its template are written in: Kueue
+    /// manages a Job itself (its queue label on the Job, not its pod-group
+    /// labels on the pods); a Volcano Job is its own gang
+    /// (`minAvailable`), whose PodGroup vc-controller-manager makes and
+    /// names on its pods.
+    pub fn pod_style(self, gang: GangStyle) -> GangStyle {
+        match (self, gang) {
+            (SubmitAs::Pod, g) => g,
+            (SubmitAs::Vcjob, _) => GangStyle::None,
+            (_, GangStyle::Kueue) => GangStyle::None,
+            (_, g) => g,
+        }
+    }
+
+    /// Its kind, as messages name it.
+    pub fn kind(self) -> &'static str {
+        match self {
+            SubmitAs::Pod => "Pod",
+            SubmitAs::Job => "Job",
+            SubmitAs::Vcjob => "Job (batch.volcano.sh)",
+            SubmitAs::Jobset => "JobSet",
+        }
+    }
+}
+
+/// A pod of [`pods_from_job`] as a controller's pod template: its labels,
+/// annotations and spec, no name, no status.
+fn pod_template(pod: &Pod) -> Value {
+    let mut t = serde_json::to_value(pod).expect("a Pod serializes");
+    if let Some(m) = t["metadata"].as_object_mut() {
+        m.retain(|k, _| k == "labels" || k == "annotations");
+    }
+    if let Some(o) = t.as_object_mut() {
+        o.remove("status");
+        o.remove("apiVersion");
+        o.remove("kind");
+    }
+    t
+}
+
+/// The object one Batsim job becomes under `submit` (a Job, a Volcano
+/// Job), with `pod` (the first of the job's pods as [`pods_from_job`] made
+/// them, in [`SubmitAs::pod_style`]) as its N pods' template, plus the
+/// job's walltime as the pods' `activeDeadlineSeconds` (the kubelet's
+/// limit); or why it cannot be. A Job's `backoffLimit` is the job's
+/// `backoffLimit` field, else 0 (a Batsim job's failure is its end), and a
+/// pod disrupted (evicted, preempted: its `DisruptionTarget` condition) is
+/// replaced without counting (`podFailurePolicy`), as a node's failure
+/// does not fail a job. The queue (`queue`, else `default_queue`) is
+/// Kueue's `queue-name` label on the Job under `--gang kueue`, a Volcano
+/// Job's `spec.queue`.
+pub fn workload_object(
+    submit: SubmitAs,
+    job_id: &str,
+    job: &Job,
+    profile: Option<&Value>,
+    pod: &Pod,
+    gang: GangStyle,
+    default_queue: Option<&str>,
+) -> Result<Value, String> {
+    let n = job.res;
+    let mut template = pod_template(pod);
+    if let Some(w) = job.walltime.filter(|w| *w > 0.0) {
+        template["spec"]["activeDeadlineSeconds"] = json!(w.ceil() as i64);
+    }
+    let name = pod_name(job_id);
+    let queue = job_queue_or(gang, job, profile, default_queue);
+    let mut labels = serde_json::Map::new();
+    if let Some(w) = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(WORKLOAD_LABEL))
+    {
+        labels.insert(WORKLOAD_LABEL.into(), json!(w));
+    }
+    if let (GangStyle::Kueue, Some(q)) = (gang, queue.filter(|q| !q.is_empty())) {
+        labels.insert(KUEUE_QUEUE_LABEL.into(), json!(q));
+    }
+    let meta = json!({
+        "name": name,
+        "namespace": NAMESPACE,
+        "labels": labels,
+        "annotations": {JOB_ID_ANNOTATION: job_id},
+    });
+    let backoff = match field(job, profile, "backoffLimit") {
+        None => 0,
+        Some(v) => value_as_f64(v)
+            .filter(|b| b.fract() == 0.0 && (0.0..=2e9).contains(b))
+            .ok_or_else(|| format!("backoffLimit {v} is not a non-negative integer"))?
+            as i64,
+    };
+    let job_spec = || {
+        let mut spec = json!({
+            "completions": n,
+            "parallelism": n,
+            "backoffLimit": backoff,
+            "podFailurePolicy": {"rules": [
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            ]},
+            "template": template.clone(),
+        });
+        if n > 1 {
+            spec["completionMode"] = json!("Indexed");
+        }
+        spec
+    };
+    Ok(match submit {
+        SubmitAs::Pod => return Err("pods are not a workload object".into()),
+        SubmitAs::Job => json!({
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": meta,
+            "spec": job_spec(),
+        }),
+        SubmitAs::Vcjob => {
+            let scheduler = template["spec"]["schedulerName"].clone();
+            let mut spec = json!({
+                "minAvailable": n,
+                "schedulerName": scheduler,
+                "tasks": [{"name": MAIN_TASK, "replicas": n, "template": template}],
+            });
+            if let Some(q) = queue.filter(|q| !q.is_empty()) {
+                spec["queue"] = json!(q);
+            }
+            json!({
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "metadata": meta,
+                "spec": spec,
+            })
+        }
+        SubmitAs::Jobset => json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": meta,
+            "spec": {
+                "replicatedJobs": [{"name": MAIN_TASK, "replicas": 1,
+                                    "template": {"spec": job_spec()}}],
+            },
+        }),
+    })
 }
 
 /// Builds the pod of a job on one machine, or says why the job cannot be

@@ -27,6 +27,7 @@ impl Broker {
                 .store(rv, std::sync::atomic::Ordering::Release);
             any = true;
         }
+        decided += self.take_answers(out);
         if any {
             timeshim::settle_progress();
         }
@@ -82,8 +83,15 @@ impl Broker {
         if !ch.origin.is_client() || ch.resource.plural != "pods" {
             return Ok(0);
         }
-        let Some(&i) = self.job_by_pod.get(&ch.name) else {
-            return Ok(0);
+        let i = match self.job_by_pod.get(&ch.name) {
+            Some(&i) => i,
+            // A pod a controller made for a job submitted as a workload
+            // object (`--submit-as`).
+            None if ch.kind == EventType::Added => match self.adopt_pod(&ch) {
+                Some(i) => i,
+                None => return Ok(0),
+            },
+            None => return Ok(0),
         };
         if !self.jobs[i].touched {
             self.jobs[i].touched = true;

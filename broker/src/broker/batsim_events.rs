@@ -105,13 +105,14 @@ impl Broker {
                         &s.job,
                         profile.as_ref(),
                         to_time(now),
-                        self.cfg.gang,
+                        self.cfg.submit_as.pod_style(self.cfg.gang),
                         self.cfg.default_queue.as_deref(),
                         self.whole_node.as_ref(),
                     )
                 };
                 let whole_node = self.whole_node.is_some()
                     && translate::asks_for_no_cpu_or_memory(&s.job, profile.as_ref());
+                let submit = self.cfg.submit_as;
                 match pods {
                     Ok(pods) => {
                         let n = pods.len();
@@ -134,8 +135,15 @@ impl Broker {
                         });
                         let group = gang.map(|_| self.intern(&record.pod));
                         if let Some(g) = &group {
-                            self.create_group(g, n as u32, &s.job, profile.as_ref())?;
+                            if submit.pod_style(self.cfg.gang) == self.cfg.gang {
+                                self.create_group(g, n as u32, &s.job, profile.as_ref())?;
+                            }
                         }
+                        // Under --submit-as job|vcjob: the pods' template
+                        // (the first pod as the broker would write it), and
+                        // the entries that wait for the controller's pods.
+                        let mut template = None;
+                        let mut entries = Vec::new();
                         let queue = translate::job_queue_or(
                             self.cfg.gang,
                             &s.job,
@@ -179,6 +187,26 @@ impl Broker {
                             };
                             let idx = self.jobs.len();
                             self.life_admit(idx, &mut pod, &s.job);
+                            if submit != translate::SubmitAs::Pod {
+                                if template.is_none() {
+                                    template = Some(pod);
+                                }
+                                entries.push(self.push_job(JobRt {
+                                    record,
+                                    phase: Phase::Pending,
+                                    image,
+                                    scheduler,
+                                    touched: false,
+                                    created_wall: Instant::now(),
+                                    batsim_open: false,
+                                    // No pod yet: the controller makes it.
+                                    pod_gone: true,
+                                    gang,
+                                    whole_node: whole_node
+                                        && self.whole_node.as_ref().is_some_and(|w| w.nodes_differ),
+                                }));
+                                continue;
+                            }
                             self.store.add_pod(&pod).map_err(|e| {
                                 anyhow::anyhow!("creating pod {} for {}: {e}", record.pod, s.job_id)
                             })?;
@@ -208,6 +236,28 @@ impl Broker {
                             self.job_by_pod.insert(pod_name, idx);
                         }
                         self.job_by_id.insert(s.job_id.clone(), first);
+                        if let Some(pod) = template {
+                            let obj = translate::workload_object(
+                                submit,
+                                &s.job_id,
+                                &s.job,
+                                profile.as_ref(),
+                                &pod,
+                                self.cfg.gang,
+                                self.cfg.default_queue.as_deref(),
+                            );
+                            match obj {
+                                Ok(obj) => self.submit_workload(&s.job_id, obj, entries),
+                                Err(why) => {
+                                    tracing::warn!(job = %s.job_id, %why, "job rejected");
+                                    out.push(build::reject_job(&s.job_id));
+                                    for i in entries {
+                                        self.set_phase(i, Phase::Done);
+                                        self.jobs[i].record.outcome = format!("REJECTED: {why}");
+                                    }
+                                }
+                            }
+                        }
                     }
                     Err(why) => {
                         tracing::warn!(job = %s.job_id, %why, "job rejected: it cannot be pods");

@@ -73,12 +73,24 @@ impl Broker {
             if matches!(was, Phase::Running { .. } | Phase::Completing { .. }) {
                 r.finished = Some(now);
                 r.outcome = format!("KILLED: pod {pod} of its gang {why}");
-                let status = PodStatus {
+                let mut status = PodStatus {
                     phase: Some("Failed".into()),
                     reason: Some("Killed".into()),
                     message: Some(format!("pod {pod} of the gang {why}")),
                     ..Default::default()
                 };
+                if self.cfg.submit_as != translate::SubmitAs::Pod {
+                    // Its controller's view: a disruption (the Job's
+                    // podFailurePolicy ignores it), not the pod's failure;
+                    // a Job that Kueue suspends must not fail because the
+                    // broker ended its gang's other pods first.
+                    status.conditions = Some(vec![super::batsim_events::condition(
+                        "DisruptionTarget",
+                        "True",
+                        Some("TerminationByKubelet"),
+                        now,
+                    )]);
+                }
                 self.write_status(k, status, "killed");
             } else {
                 if matches!(was, Phase::Bound { .. }) {

@@ -22,7 +22,8 @@
 //! window, the reply), `batsim_events.rs` (Batsim's events as API
 //! changes), `api_changes.rs` (the scheduler's changes as decisions:
 //! bindings, deletions), `gangs.rs` (a parallel job's pods as one),
-//! `outputs.rs` (records, timeline, metrics).
+//! `outputs.rs` (records, timeline, metrics), `workloads.rs` (jobs
+//! submitted as Jobs or Volcano Jobs, their pods made by a controller).
 
 mod api_changes;
 mod batsim_events;
@@ -39,6 +40,7 @@ pub mod record;
 pub mod sync;
 pub mod timeline;
 mod window;
+mod workloads;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -106,6 +108,9 @@ pub struct BrokerConfig {
     pub terminated_pod_gc_threshold: usize,
     /// Timer elision rules (`--elide`; none by default).
     pub elide: ElideConfig,
+    /// What a Batsim job becomes (`--submit-as`): its pods, or a workload
+    /// object whose controller makes them (see `workloads.rs`).
+    pub submit_as: translate::SubmitAs,
 }
 
 /// Pods of a schedulerName the scheduler has acted on none of, pending for
@@ -279,6 +284,7 @@ pub struct Broker {
     life: lifecycle::Lifecycle,
     timeline: timeline::Timeline,
     queues: queues::Queues,
+    workloads: workloads::Workloads,
 }
 
 /// A run-stopping problem, in the user's terms.
@@ -370,6 +376,7 @@ impl Broker {
             life,
             timeline: timeline::Timeline::default(),
             queues: queues::Queues::default(),
+            workloads: Default::default(),
         };
         b.schedule_scenario();
         b

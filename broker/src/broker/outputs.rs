@@ -123,6 +123,12 @@ impl Broker {
         }
     }
 
+    /// The timeline names the requests of `program` (the scheduler's file
+    /// name, its `User-Agent`'s product) `scheduler`.
+    pub fn name_scheduler(&mut self, program: &str) {
+        self.timeline.name_scheduler(program);
+    }
+
     /// Finishes `timeline.csv` (see [`stream_timeline`](Self::stream_timeline)).
     pub fn write_timeline(&mut self, path: &std::path::Path) -> std::io::Result<()> {
         self.timeline.write_csv(path)

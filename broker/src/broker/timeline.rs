@@ -5,8 +5,11 @@
 //! `batsim` (an event Batsim sent), `broker` (a decision sent to Batsim,
 //! or an API change the broker made: nodes from hosts, pods from jobs, the
 //! node lifecycle controller's taints and evictions, a resubmission),
-//! `kubelet` (the kubelet model: pod statuses), `scheduler` (any HTTP
-//! client: the scheduler, a `--controller`, kubectl), `garbage-collector`
+//! `kubelet` (the kubelet model: pod statuses), `scheduler` (the
+//! scheduler, or an HTTP client that does not say who it is), the name of
+//! any other HTTP client from its `User-Agent` (its program, and the
+//! component client-go appends: `kube-controller-manager/job-controller`,
+//! `vc-controller-manager`, `kueue-manager`, `kubectl`), `garbage-collector`
 //! (the API's garbage collector deleting dependents whose owners are
 //! gone), `scenario` (an operation of `--scenario`).
 //!
@@ -21,6 +24,7 @@
 //! ([`Timeline::stream_to`]): memory holds one window's rows, not the
 //! run's (a million pods make millions of rows).
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use fakeapi::{Change, EventType};
@@ -29,7 +33,7 @@ use fakeapi::{Change, EventType};
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     pub time: f64,
-    pub source: &'static str,
+    pub source: Cow<'static, str>,
     pub verb: String,
     pub kind: String,
     pub namespace: String,
@@ -44,6 +48,9 @@ pub struct Timeline {
     rows: Vec<Row>,
     window_start: Option<usize>,
     sink: Option<Sink>,
+    /// The scheduler's program (its file name), whose requests are the
+    /// `scheduler`'s (see [`Timeline::name_scheduler`]).
+    scheduler_program: Option<String>,
 }
 
 #[derive(Debug)]
@@ -67,7 +74,7 @@ const HEADER: [&str; 7] = [
 fn write_row<W: std::io::Write>(w: &mut csv::Writer<W>, r: &Row) -> csv::Result<()> {
     w.write_record([
         format!("{:.6}", r.time).as_str(),
-        r.source,
+        &r.source,
         &r.verb,
         &r.kind,
         &r.namespace,
@@ -83,7 +90,7 @@ impl Timeline {
     pub fn push(
         &mut self,
         time: f64,
-        source: &'static str,
+        source: impl Into<Cow<'static, str>>,
         verb: impl Into<String>,
         kind: impl Into<String>,
         namespace: impl Into<String>,
@@ -92,7 +99,7 @@ impl Timeline {
     ) {
         self.rows.push(Row {
             time,
-            source,
+            source: source.into(),
             verb: verb.into(),
             kind: kind.into(),
             namespace: namespace.into(),
@@ -111,9 +118,17 @@ impl Timeline {
             EventType::Deleted => ("delete", String::new()),
             EventType::Modified => classify_update(ch),
         };
-        let who = match ch.origin {
-            fakeapi::Origin::GarbageCollector => "garbage-collector",
-            _ => "scheduler",
+        let who: Cow<'static, str> = match (ch.origin, ch.client.as_deref()) {
+            (fakeapi::Origin::GarbageCollector, _) => "garbage-collector".into(),
+            (_, None) => "scheduler".into(),
+            (_, Some(ua)) => {
+                let (program, name) = client_name(ua);
+                if self.scheduler_program.as_deref() == Some(program) {
+                    "scheduler".into()
+                } else {
+                    name.into()
+                }
+            }
         };
         self.push(
             time,
@@ -124,6 +139,12 @@ impl Timeline {
             ch.name.clone(),
             detail,
         );
+    }
+
+    /// Requests whose `User-Agent` names `program` (the file name of the
+    /// `--scheduler` command's program) are the scheduler's.
+    pub fn name_scheduler(&mut self, program: &str) {
+        self.scheduler_program = Some(program.to_string());
     }
 
     /// Rows pushed from now on belong to one window.
@@ -204,6 +225,31 @@ impl Timeline {
     }
 }
 
+/// A client's program and its name in the timeline, from its `User-Agent`:
+/// client-go writes `PROGRAM/VERSION (OS/ARCH) kubernetes/COMMIT`, and a
+/// component that asked for its own client appends `/COMPONENT`
+/// (kube-controller-manager's controllers do): `PROGRAM/COMPONENT`; other
+/// clients, the product before the first `/` (`kubectl`, `Python-urllib`).
+pub fn client_name(ua: &str) -> (&str, String) {
+    let ua = ua.trim();
+    let program = ua
+        .split(|c: char| c == '/' || c.is_whitespace())
+        .next()
+        .unwrap_or("");
+    let component = ua
+        .split_whitespace()
+        .last()
+        .and_then(|t| t.strip_prefix("kubernetes/"))
+        .and_then(|t| t.split_once('/'))
+        .map(|(_, c)| c)
+        .filter(|c| !c.is_empty());
+    let name = match component {
+        Some(c) => format!("{program}/{c}"),
+        None => program.to_string(),
+    };
+    (program, name)
+}
+
 fn classify_update(ch: &Change) -> (&'static str, String) {
     let Some(old) = &ch.old else {
         return ("update", String::new());
@@ -236,6 +282,26 @@ fn status_detail(kind: &str, new: &serde_json::Value) -> String {
             .unwrap_or("")
             .to_string();
     }
+    // A Volcano Job's phase.
+    if let Some(p) = new["status"]["state"]["phase"].as_str() {
+        return format!("phase={p}");
+    }
+    if kind == "Job" {
+        // A batch/v1 Job's conditions that hold (Suspended, Complete,
+        // Failed, ...).
+        let held: Vec<&str> = new["status"]["conditions"]
+            .as_array()
+            .map(|cs| {
+                cs.iter()
+                    .filter(|c| c["status"] == "True")
+                    .filter_map(|c| c["type"].as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !held.is_empty() {
+            return format!("conditions={}", held.join("+"));
+        }
+    }
     match new["status"]["phase"].as_str() {
         Some(p) => format!("phase={p}"),
         None => String::new(),
@@ -244,7 +310,29 @@ fn status_detail(kind: &str, new: &serde_json::Value) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::status_detail;
+    use super::{client_name, status_detail};
+
+    #[test]
+    fn clients_are_named_from_their_user_agent() {
+        let kcm = "kube-controller-manager/v1.35.8 (linux/amd64) kubernetes/1e5a0f2/job-controller";
+        assert_eq!(
+            client_name(kcm),
+            (
+                "kube-controller-manager",
+                "kube-controller-manager/job-controller".into()
+            )
+        );
+        let kueue = "kueue-manager/v0.17.0 (linux/amd64) kubernetes/$Format";
+        assert_eq!(
+            client_name(kueue),
+            ("kueue-manager", "kueue-manager".into())
+        );
+        assert_eq!(
+            client_name("Python-urllib/3.12"),
+            ("Python-urllib", "Python-urllib".into())
+        );
+        assert_eq!(client_name("curl"), ("curl", "curl".into()));
+    }
     use serde_json::json;
 
     #[test]

@@ -661,11 +661,13 @@ impl Broker {
         let mut rejected = BTreeSet::new();
         for i in std::mem::take(&mut self.pending) {
             self.count_phase(i, &Phase::Done, 1);
+            let made_none = self.workload_why(i);
             let j = &mut self.jobs[i];
             let why = j
                 .record
                 .last_unschedulable_reason
                 .clone()
+                .or(made_none)
                 .unwrap_or_else(|| "never scheduled".into());
             if rejected.insert(j.record.job_id.clone()) {
                 tracing::warn!(job = %j.record.job_id, %why, "rejected: still pending with nothing else left to happen");
@@ -674,6 +676,9 @@ impl Broker {
             j.phase = Phase::Done;
             j.record.outcome =
                 format!("REJECTED: unschedulable at the end of the simulation: {why}");
+        }
+        for job_id in rejected {
+            self.forget_workload(&job_id);
         }
         Ok(())
     }

@@ -187,6 +187,59 @@ pub fn scheduler_name(given: Option<String>, gang: crate::translate::GangStyle) 
 }
 
 /// `--shim auto`: linked when the binary carries the shim, else seccomp.
+/// Refuses a `--submit-as` style whose controller or CRDs the run lacks,
+/// before anything starts, naming the flag that adds them.
+pub fn check_submit_as(args: &RunArgs, objects: &[fakeapi::Manifest]) -> anyhow::Result<()> {
+    use crate::translate::SubmitAs;
+    let runs = |program: &str| {
+        args.controllers.iter().any(|c| {
+            scheduler_program(c)
+                .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+                .is_some_and(|f| f == program)
+        })
+    };
+    let defines = |resource: &str| {
+        objects.iter().any(|m| {
+            let o = &m.object;
+            o["kind"] == "CustomResourceDefinition"
+                && format!(
+                    "{}.{}",
+                    o["spec"]["names"]["plural"].as_str().unwrap_or(""),
+                    o["spec"]["group"].as_str().unwrap_or("")
+                ) == resource
+        })
+    };
+    match args.submit_as {
+        SubmitAs::Pod => {}
+        SubmitAs::Job if !runs("kube-controller-manager") => bail!(
+            "--submit-as job: batch/v1 Jobs need kube-controller-manager's job controller to \
+             make their pods; add --controller 'PATH/kube-controller-manager --kubeconfig \
+             \"$KUBECONFIG\" --kube-api-content-type=application/json \
+             --controllers=job-controller,garbage-collector-controller --leader-elect=false \
+             --secure-port=0' (built by `bash schedulers/build-go.sh DIR kube-controller-manager`)"
+        ),
+        SubmitAs::Job => {}
+        SubmitAs::Vcjob if !runs("vc-controller-manager") => bail!(
+            "--submit-as vcjob: Volcano Jobs need vc-controller-manager to make their pods; add \
+             --controller 'PATH/vc-controller-manager --kubeconfig \"$KUBECONFIG\" \
+             --leader-elect=false' (built by `bash schedulers/build-go.sh DIR \
+             vc-controller-manager`)"
+        ),
+        SubmitAs::Vcjob if !defines("jobs.batch.volcano.sh") => bail!(
+            "--submit-as vcjob: the API has no Volcano Job (jobs.batch.volcano.sh); add Volcano's \
+             CustomResourceDefinitions with --crds (schedulers/build-go.sh writes them to \
+             DIR/crds/volcano)"
+        ),
+        SubmitAs::Vcjob => {}
+        SubmitAs::Jobset => bail!(
+            "--submit-as jobset is not available: JobSet's controller (sigs.k8s.io/jobset) cannot \
+             be built here, the Go module proxy refuses the module (403); use --submit-as job \
+             (a batch/v1 Indexed Job) or vcjob"
+        ),
+    }
+    Ok(())
+}
+
 pub fn resolve_shim(choice: ShimChoice, command: &str) -> ShimChoice {
     match choice {
         ShimChoice::Auto => match scheduler_program(command) {
@@ -224,6 +277,17 @@ pub struct RunArgs {
     /// (`controller-exited`), as the scheduler's exit does.
     #[arg(long = "controller", value_name = "CMD")]
     pub controllers: Vec<String>,
+    /// What one Batsim job becomes: pod (its pods and gang object, written
+    /// by batkube), job (a batch/v1 Job, Indexed with completions =
+    /// parallelism = N for N machines; needs kube-controller-manager's job
+    /// controller as a --controller), vcjob (a Volcano Job with one task of
+    /// N replicas and minAvailable N; needs vc-controller-manager as a
+    /// --controller and Volcano's CRDs in --crds), jobset (refused: JobSet's
+    /// controller cannot be built here). The object goes through the API's
+    /// admission webhooks; the broker follows the pods its controller
+    /// makes.
+    #[arg(long = "submit-as", value_enum, value_name = "STYLE", default_value_t = crate::translate::SubmitAs::Pod)]
+    pub submit_as: crate::translate::SubmitAs,
     /// Output directory (created if needed).
     #[arg(long)]
     pub out: PathBuf,

@@ -128,6 +128,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
     }
     let kubelet = args.kubelet.model()?;
     let objects = api_objects(&args.crds, args.gang)?;
+    args::check_submit_as(&args, &objects)?;
     let lifecycle = args.dynamics.config(&platform, &workloads, &objects)?;
     interrupt.check()?;
     let Api {
@@ -216,8 +217,12 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
             no_requests: args.no_requests,
             lifecycle,
             elide: args.elide,
+            submit_as: args.submit_as,
         },
     );
+    if let Some(p) = processes::scheduler_program(&args.scheduler) {
+        broker.name_scheduler(&p.file_name().unwrap_or_default().to_string_lossy());
+    }
     if args.deterministic {
         let hook = crate::broker::sync::settle_hook(
             server.activity(),
@@ -603,6 +608,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
             no_requests: args.no_requests,
             lifecycle: Default::default(),
             elide: Default::default(),
+            submit_as: Default::default(),
         },
     );
     broker

@@ -588,6 +588,47 @@ pub(crate) async fn create(
     store.commit_create(served, prepared, origin)
 }
 
+/// The webhooks (configuration, webhook, mutating) a create of `obj` in
+/// `ns` would call now: their rules and selectors match it. What the
+/// broker asks before it writes an object a webhook may act on, to know
+/// whether it must imitate that webhook and to say which one acts.
+pub(crate) fn creating(
+    store: &Store,
+    served: &Served,
+    ns: &str,
+    obj: &Value,
+) -> Vec<(String, String, bool)> {
+    let attr = Attributes {
+        op: Operation::Create,
+        served: served.clone(),
+        subresource: String::new(),
+        kind: Attributes::main_kind(served),
+        namespace: if served.info.namespaced {
+            ns.to_string()
+        } else {
+            String::new()
+        },
+        name: obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        object: Some(obj.clone()),
+        old_object: None,
+        options: json!({}),
+        dry_run: false,
+    };
+    let Some((m, v)) = hooks_for(store, &attr) else {
+        return Vec::new();
+    };
+    m.iter()
+        .map(|h| (h, true))
+        .chain(v.iter().map(|h| (h, false)))
+        .filter(|(h, _)| matches!(should_call(store, h, &attr), Ok(Some(_)) | Err(_)))
+        .map(|(h, m)| (h.configuration.clone(), h.name.clone(), m))
+        .collect()
+}
+
 /// An object being written as the request's version shows it (custom
 /// objects are prepared in their storage version).
 fn served_view(served: &Served, obj: &Value) -> Value {

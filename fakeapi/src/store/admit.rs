@@ -199,9 +199,92 @@ impl Store {
         self.inner.webhook_stats.snapshot()
     }
 
+    /// A create as a client's goes: through the admission webhooks
+    /// registered now (mutating, the server's rules, validating), then the
+    /// write, with the Rust API's origin ([`Origin::Api`]). The webhooks'
+    /// denial, or a call that failed under `failurePolicy: Fail`, is the
+    /// error (its message is the one a client would read). For the owner
+    /// of the store who writes objects a client would (the broker submits
+    /// jobs as a user does): unlike [`Store::create`], webhooks act on it.
+    ///
+    /// Counted as a request in flight for the activity counters from this
+    /// call (not from the future's first poll) until the returned future
+    /// is dropped, as a client's request is until its response is out:
+    /// quiescence covers the webhook calls it waits on, and whatever the
+    /// caller does with the result before dropping it. Run it on the
+    /// runtime that serves the API.
+    pub fn create_admitted(&self, resource: &str, namespace: Option<&str>, obj: Value) -> Admitted {
+        let store = self.clone();
+        let activity = self.activity();
+        activity.request_started();
+        let in_flight = AdmittedInFlight(activity);
+        let resource = resource.to_string();
+        let namespace = namespace.map(str::to_string);
+        Admitted {
+            inner: Box::pin(async move {
+                let served = store.resolve(&resource)?;
+                crate::admission::create(
+                    &store,
+                    &served,
+                    namespace.as_deref(),
+                    obj,
+                    json!({}),
+                    Origin::Api,
+                )
+                .await
+                .map(|s| (*s.value).clone())
+            }),
+            _in_flight: in_flight,
+        }
+    }
+
+    /// The webhooks a create of `obj` (of `resource`, in `namespace`)
+    /// would call now, as (configuration, webhook, mutating): their rules
+    /// and selectors match it.
+    pub fn webhooks_for_create(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        obj: &Value,
+    ) -> Result<Vec<(String, String, bool)>> {
+        let served = self.resolve(resource)?;
+        Ok(crate::admission::creating(
+            self,
+            &served,
+            namespace.unwrap_or(""),
+            obj,
+        ))
+    }
+
     /// A new object identifier from the store's stream (random, or seeded:
     /// an AdmissionReview's `uid`).
     pub(crate) fn review_uid(&self) -> String {
         self.new_uid().to_string()
+    }
+}
+
+/// [`Store::create_admitted`]'s share of the requests in flight.
+struct AdmittedInFlight(Arc<crate::activity::Activity>);
+
+impl Drop for AdmittedInFlight {
+    fn drop(&mut self) {
+        self.0.request_finished(Default::default());
+    }
+}
+
+/// The future of [`Store::create_admitted`]: the created object, or why
+/// not. A request in flight until dropped.
+pub struct Admitted {
+    inner: std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value>> + Send>>,
+    _in_flight: AdmittedInFlight,
+}
+
+impl std::future::Future for Admitted {
+    type Output = Result<Value>;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<Value>> {
+        self.inner.as_mut().poll(cx)
     }
 }

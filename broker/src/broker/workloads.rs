@@ -1,0 +1,305 @@
+//! Jobs submitted as users submit them (`--submit-as job|vcjob`): the
+//! broker creates one workload object per Batsim job (a batch/v1 Job, a
+//! Volcano Job) through the API's admission path, so that the admission
+//! webhooks registered act on it, and a controller (kube-controller-manager's
+//! job controller, vc-controller-manager) makes its pods. The job's entries
+//! (one per pod, as for `--submit-as pod`) exist from the submission; each
+//! takes the first pod the controller makes for its index (the Job's
+//! completion index, the Volcano task's), found through the pod's
+//! controller reference (or its job-name label). From then on the pod is
+//! followed as the broker's own pods are: EXECUTE_JOB once the gang is
+//! bound, the kubelet's statuses, kills; the controller's reaction to them
+//! (the Job's Complete or Failed condition, the Volcano Job's phase) is
+//! its own.
+
+use std::collections::HashMap;
+
+use fakeapi::Change;
+use serde_json::Value;
+
+use super::Broker;
+use crate::translate::{self, SubmitAs};
+use batsim::protocol::{build, EventData};
+
+/// The workload objects of the live jobs.
+#[derive(Default)]
+pub(super) struct Workloads {
+    /// By object name: the job's entries by pod index, those still
+    /// waiting for their pod. Kept after the job's pods are all found
+    /// (a small record per job), to recognise the pods its controller
+    /// makes later (retries, a readmission).
+    by_name: HashMap<String, Workload>,
+    /// Creates through admission, answered.
+    answered: Option<(
+        tokio::sync::mpsc::UnboundedSender<Answer>,
+        tokio::sync::mpsc::UnboundedReceiver<Answer>,
+    )>,
+    /// Resources whose admission was already logged.
+    logged: std::collections::BTreeSet<&'static str>,
+}
+
+pub(super) struct Workload {
+    job_id: String,
+    /// Entry of pod index `k`, if it has no pod yet.
+    waiting: Vec<Option<usize>>,
+    /// The create was answered (the object exists).
+    created: bool,
+    /// Pods made after every entry had its pod (not followed).
+    replaced: std::collections::BTreeSet<String>,
+}
+
+/// The API's answer to the create of one job's workload object.
+pub(super) struct Answer {
+    name: String,
+    result: Result<Value, String>,
+}
+
+/// Annotations and labels a controller writes a pod's index in.
+const INDEX_KEYS: [&str; 2] = [
+    translate::JOB_COMPLETION_INDEX,
+    translate::VOLCANO_TASK_INDEX,
+];
+
+impl Broker {
+    /// Creates the workload object `obj` of the job whose entries are
+    /// `entries` (its pods in index order), through admission, on the
+    /// API's runtime: the create is a request in flight until answered,
+    /// so the window waits for it (and for the webhooks it calls); the
+    /// answer is taken in with the window's changes
+    /// ([`Broker::take_answers`]).
+    pub(super) fn submit_workload(&mut self, job_id: &str, mut obj: Value, entries: Vec<usize>) {
+        let submit = self.cfg.submit_as;
+        let resource = submit.resource().expect("a workload object");
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let ns = translate::NAMESPACE;
+        let hooks = match self.store.webhooks_for_create(resource, Some(ns), &obj) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::debug!(%resource, error = %e, "webhooks not listed");
+                Vec::new()
+            }
+        };
+        // Kueue suspends the Jobs of its queues with its webhook; without
+        // it registered, the broker writes what it would.
+        let kueue_queue = obj["metadata"]["labels"][translate::KUEUE_QUEUE_LABEL].is_string();
+        let imitated = submit == SubmitAs::Job && kueue_queue && !hooks.iter().any(|h| h.2);
+        if imitated {
+            obj["spec"]["suspend"] = Value::Bool(true);
+        }
+        if self.workloads.logged.insert(resource) {
+            // Once per run, on the run's log (stderr): which webhooks act.
+            let said = if hooks.is_empty() {
+                format!(
+                    "no admission webhook is registered for {resource}: none acts on the jobs' \
+                     objects{}",
+                    if imitated {
+                        "; the broker suspends the Jobs of a Kueue queue as Kueue's webhook would"
+                    } else {
+                        ""
+                    }
+                )
+            } else {
+                let names: Vec<String> = hooks
+                    .iter()
+                    .map(|(c, w, m)| {
+                        let kind = if *m { "mutating" } else { "validating" };
+                        format!("{w} ({kind}, {c})")
+                    })
+                    .collect();
+                format!(
+                    "admission webhooks act on the jobs' objects ({resource}): {}",
+                    names.join(", ")
+                )
+            };
+            tracing::info!("{said}");
+            eprintln!("batkube: --submit-as {}: {said}", submit.as_str());
+        }
+        let tx = self
+            .workloads
+            .answered
+            .get_or_insert_with(tokio::sync::mpsc::unbounded_channel)
+            .0
+            .clone();
+        let create = self.store.create_admitted(resource, Some(ns), obj);
+        let answer_name = name.clone();
+        self.rt.spawn(async move {
+            let result = create.await.map_err(|e| e.to_string());
+            let _ = tx.send(Answer {
+                name: answer_name,
+                result,
+            });
+        });
+        self.workloads.by_name.insert(
+            name,
+            Workload {
+                job_id: job_id.to_string(),
+                waiting: entries.into_iter().map(Some).collect(),
+                created: false,
+                replaced: Default::default(),
+            },
+        );
+    }
+
+    /// The API's answers to the creates of workload objects: a refusal (a
+    /// webhook's denial, a failed call under `failurePolicy: Fail`, the
+    /// server's validation) rejects the job with its message. Returns the
+    /// number of decisions (rejections).
+    pub(super) fn take_answers(&mut self, out: &mut Vec<EventData>) -> usize {
+        let mut answers = Vec::new();
+        if let Some((_, rx)) = &mut self.workloads.answered {
+            while let Ok(a) = rx.try_recv() {
+                answers.push(a);
+            }
+        }
+        let mut decided = 0;
+        let kind = self.cfg.submit_as.kind();
+        for a in answers {
+            let Some(w) = self.workloads.by_name.get_mut(&a.name) else {
+                continue;
+            };
+            match a.result {
+                Ok(obj) => {
+                    w.created = true;
+                    let detail = format!("job {}", w.job_id);
+                    let ns = obj["metadata"]["namespace"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string();
+                    let k = obj["kind"].as_str().unwrap_or("").to_string();
+                    self.timeline
+                        .push(self.clock.now(), "broker", "create", k, ns, a.name, detail);
+                }
+                Err(why) => {
+                    let w = self.workloads.by_name.remove(&a.name).expect("checked");
+                    tracing::warn!(job = %w.job_id, %why, "job rejected: its {kind} was refused");
+                    out.push(build::reject_job(&w.job_id));
+                    let now = self.clock.now();
+                    for i in w.waiting.into_iter().flatten() {
+                        if !self.jobs.contains(i) {
+                            continue;
+                        }
+                        self.set_phase(i, super::Phase::Done);
+                        self.jobs[i].record.outcome =
+                            format!("REJECTED: its {kind} was refused: {why}");
+                    }
+                    self.last_decision_at = now;
+                    self.last_decision_wall = std::time::Instant::now();
+                    decided += 1;
+                }
+            }
+        }
+        decided
+    }
+
+    /// A pod a controller made for a workload object of a live job: the
+    /// entry of its index (else the first still waiting) takes it, and
+    /// follows it from now on. Returns that entry.
+    pub(super) fn adopt_pod(&mut self, ch: &Change) -> Option<usize> {
+        let meta = &ch.object["metadata"];
+        let owner = meta["ownerReferences"]
+            .as_array()
+            .and_then(|rs| {
+                rs.iter()
+                    .find(|r| r["controller"] == true && r["kind"] == "Job")
+                    .and_then(|r| r["name"].as_str())
+            })
+            .or_else(|| meta["labels"]["batch.kubernetes.io/job-name"].as_str())
+            .or_else(|| meta["labels"]["volcano.sh/job-name"].as_str())?;
+        let w = self.workloads.by_name.get_mut(owner)?;
+        let index = INDEX_KEYS
+            .iter()
+            .find_map(|k| {
+                meta["annotations"][*k]
+                    .as_str()
+                    .or_else(|| meta["labels"][*k].as_str())
+                    .and_then(|v| v.parse::<usize>().ok())
+            })
+            // Volcano's pod names: JOB-TASK-INDEX.
+            .or_else(|| {
+                ch.name
+                    .strip_prefix(&format!("{owner}-{}-", translate::MAIN_TASK))
+                    .and_then(|k| k.parse().ok())
+            });
+        let slot = index
+            .filter(|&k| w.waiting.get(k).is_some_and(Option::is_some))
+            .or_else(|| w.waiting.iter().position(Option::is_some));
+        let Some(slot) = slot else {
+            let job_id = w.job_id.clone();
+            if w.replaced.insert(ch.name.clone()) && w.replaced.len() == 1 {
+                let message = format!(
+                    "job {job_id}: its controller made pod {} after the job's pods (a retry, or \
+                     a second attempt after Kueue readmitted it): this attempt is not simulated \
+                     (see README, \"Retries and readmission\")",
+                    ch.name
+                );
+                tracing::warn!("{message}");
+                self.warnings.push(message);
+            }
+            return None;
+        };
+        let i = w.waiting[slot].take().expect("checked");
+        if !self.jobs.contains(i) || self.jobs[i].phase != super::Phase::Pending {
+            return None;
+        }
+        let j = &mut self.jobs[i];
+        j.record.pod = ch.name.clone();
+        j.pod_gone = false;
+        self.job_by_pod.insert(ch.name.clone(), i);
+        Some(i)
+    }
+
+    /// Why the pending entry `i` has no pod, if its workload object's
+    /// controller made none: its conditions, for the give-up's message.
+    pub(super) fn workload_why(&self, i: usize) -> Option<String> {
+        let job_id = &self.jobs[i].record.job_id;
+        let (name, w) = self
+            .workloads
+            .by_name
+            .iter()
+            .find(|(_, w)| &w.job_id == job_id && w.waiting.contains(&Some(i)))?;
+        let kind = self.cfg.submit_as.kind();
+        if !w.created {
+            return Some(format!("its {kind} {name} was never created"));
+        }
+        let resource = self.cfg.submit_as.resource()?;
+        let obj = self
+            .store
+            .get(resource, Some(translate::NAMESPACE), name)
+            .ok()?;
+        let conditions: Vec<String> = obj["status"]["conditions"]
+            .as_array()
+            .map(|cs| {
+                cs.iter()
+                    .map(|c| {
+                        format!(
+                            "{}={} {}",
+                            c["type"].as_str().unwrap_or(""),
+                            c["status"].as_str().unwrap_or(""),
+                            c["reason"].as_str().unwrap_or("")
+                        )
+                        .trim()
+                        .to_string()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let phase = obj["status"]["state"]["phase"].as_str();
+        Some(format!(
+            "its controller made no pod for it: {kind} {name}{}{}",
+            phase.map(|p| format!(", phase {p}")).unwrap_or_default(),
+            if conditions.is_empty() {
+                ", no conditions".to_string()
+            } else {
+                format!(", conditions {}", conditions.join("; "))
+            }
+        ))
+    }
+
+    /// Drops what is known of job `job_id`'s workload object (it ended).
+    pub(super) fn forget_workload(&mut self, job_id: &str) {
+        self.workloads.by_name.retain(|_, w| w.job_id != job_id);
+    }
+}

@@ -1,0 +1,466 @@
+//! `batkube run --submit-as job|vcjob`: each Batsim job becomes the object
+//! users submit (a batch/v1 Job, a Volcano Job), created through the API's
+//! admission path, and the real controller makes its pods on simulated
+//! time: kube-controller-manager's job controller beside the upstream
+//! kube-scheduler, vc-controller-manager beside vc-scheduler. The broker
+//! follows the controller's pods (EXECUTE_JOB once a gang is bound, the
+//! kubelet's statuses), and the controller's reaction to their ends is its
+//! own: the Job's Complete or Failed condition, the Volcano Job's phase, in
+//! timeline.csv. And the styles a run cannot serve are refused before it
+//! starts, naming the flag that adds what is missing.
+
+mod common;
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .into()
+}
+
+/// The command of `--scheduler` (or `--controller`) for `bin` with `args`.
+fn command(bin: &Path, args: &str) -> String {
+    format!("{} --kubeconfig \"$KUBECONFIG\" {args}", bin.display())
+}
+
+fn kcm() -> String {
+    command(
+        &common::go::go_program("kube-controller-manager", false),
+        "--kube-api-content-type=application/json \
+         --controllers=job-controller,garbage-collector-controller --leader-elect=false \
+         --secure-port=0",
+    )
+}
+
+/// A workload on platforms/16-node.xml: `(res, subtime, delay, walltime)`.
+fn workload(dir: &Path, jobs: &[(u32, f64, f64, Option<f64>)]) -> PathBuf {
+    let jobs: Vec<Value> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, &(res, subtime, delay, walltime))| {
+            let mut j = json!({"id": (i + 1).to_string(), "subtime": subtime, "res": res,
+                "profile": format!("d{delay}")});
+            if let Some(w) = walltime {
+                j["walltime"] = json!(w);
+            }
+            j
+        })
+        .collect();
+    let mut profiles = serde_json::Map::new();
+    for j in &jobs {
+        let p = j["profile"].as_str().unwrap();
+        let delay: f64 = p[1..].parse().unwrap();
+        profiles.insert(
+            p.into(),
+            json!({"type": "delay", "delay": delay, "cpu": "1"}),
+        );
+    }
+    let w = dir.join("w.json");
+    std::fs::write(
+        &w,
+        json!({"nb_res": 16, "jobs": jobs, "profiles": profiles}).to_string(),
+    )
+    .unwrap();
+    w
+}
+
+fn run(out: &Path, w: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_batkube"))
+        .args(["run", "--standin", "--strict", "--platform"])
+        .arg(root().join("platforms/16-node.xml"))
+        .arg("--workload")
+        .arg(w)
+        .arg("--out")
+        .arg(out)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn log_tail(out: &Path, name: &str) -> String {
+    let log = std::fs::read_to_string(out.join(name)).unwrap_or_default();
+    let tail: Vec<&str> = log.lines().rev().take(30).collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+fn succeeded(out: &Path, o: &Output) -> Value {
+    assert!(
+        o.status.success(),
+        "{}\nscheduler.log:\n{}\ncontroller-1.log:\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        log_tail(out, "scheduler.log"),
+        log_tail(out, "controller-1.log")
+    );
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+fn csv(path: &Path) -> Vec<Vec<String>> {
+    let mut r = csv::Reader::from_path(path).unwrap();
+    r.records()
+        .map(|r| r.unwrap().iter().map(str::to_string).collect())
+        .collect()
+}
+
+/// pods.csv's rows by job: (pod, node, outcome).
+fn pods_by_job(out: &Path) -> std::collections::BTreeMap<String, Vec<(String, String, String)>> {
+    let mut by = std::collections::BTreeMap::<String, Vec<_>>::new();
+    for r in csv(&out.join("pods.csv")) {
+        by.entry(r[0].clone())
+            .or_default()
+            .push((r[1].clone(), r[2].clone(), r[9].clone()));
+    }
+    by
+}
+
+/// Four jobs, one with a walltime shorter than its run: under the job
+/// controller and kube-scheduler, every Job gets its pods (an Indexed Job
+/// per gang), the gangs start together on distinct nodes, the Jobs whose
+/// pods succeed become Complete and the one Batsim kills at its walltime
+/// Failed (backoffLimit 0), written by kube-controller-manager itself.
+#[test]
+fn jobs_run_as_batch_v1_jobs_under_the_job_controller() {
+    let sched = command(
+        &common::go::go_program("kube-scheduler", false),
+        "--leader-elect=false --secure-port=0",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    // The last job runs longest: the job controller writes a Job's
+    // condition a second after its last pod ends (its sync batch period),
+    // while the simulation still runs.
+    let w = workload(
+        dir.path(),
+        &[
+            (1, 0.0, 10.0, None),
+            (3, 0.0, 10.0, None),
+            (2, 5.0, 30.0, Some(8.0)),
+            (2, 5.0, 40.0, None),
+        ],
+    );
+    let out = dir.path().join("out");
+    let o = run(
+        &out,
+        &w,
+        &[
+            "--gang",
+            "none",
+            "--submit-as",
+            "job",
+            "--scheduler",
+            &sched,
+            "--controller",
+            &kcm(),
+        ],
+    );
+    let s = succeeded(&out, &o);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(s["jobs_succeeded"], 3, "{s}");
+    assert_eq!(s["jobs_failed"], 1, "{s}");
+    assert_eq!(s["gangs_started"], 3, "{s}");
+    assert!(
+        stderr.contains("--submit-as job: no admission webhook is registered for jobs.batch"),
+        "the run says which webhook acts: {stderr}"
+    );
+    // The pods are the job controller's: named after their Job and index.
+    let pods = pods_by_job(&out);
+    assert_eq!(pods.len(), 4, "{pods:?}");
+    for (job, rows) in &pods {
+        let name = job.replace('!', "-");
+        let n = rows.len();
+        let nodes: std::collections::BTreeSet<&String> = rows.iter().map(|r| &r.1).collect();
+        assert_eq!(nodes.len(), n, "{job}: one pod per node: {rows:?}");
+        for (k, (pod, _, _)) in rows.iter().enumerate() {
+            let prefix = if n > 1 {
+                format!("{name}-{k}-")
+            } else {
+                format!("{name}-")
+            };
+            assert!(pod.starts_with(&prefix), "{job}: pod {pod} of index {k}");
+        }
+    }
+    assert!(pods["w0!3"]
+        .iter()
+        .all(|r| r.2 == "COMPLETED_WALLTIME_REACHED"));
+    // The Jobs' conditions, as the job controller wrote them.
+    let timeline = csv(&out.join("timeline.csv"));
+    let conditions = |job: &str| -> Vec<String> {
+        timeline
+            .iter()
+            .filter(|r| r[3] == "Job" && r[5] == job && r[2] == "status")
+            .map(|r| {
+                assert_eq!(r[1], "kube-controller-manager/job-controller", "{r:?}");
+                r[6].clone()
+            })
+            .collect()
+    };
+    for job in ["w0-1", "w0-2"] {
+        assert!(
+            conditions(job).iter().any(|c| c.contains("Complete")),
+            "{job}: {:?}",
+            conditions(job)
+        );
+    }
+    assert!(
+        conditions("w0-3").iter().any(|c| c.contains("Failed")),
+        "{:?}",
+        conditions("w0-3")
+    );
+    // The broker created the Jobs; the scheduler bound their pods.
+    let created = timeline
+        .iter()
+        .filter(|r| r[1] == "broker" && r[2] == "create" && r[3] == "Job")
+        .count();
+    assert_eq!(created, 4);
+    assert!(timeline
+        .iter()
+        .any(|r| r[1] == "scheduler" && r[2] == "bind" && r[3] == "Pod"));
+    assert!(
+        !timeline
+            .iter()
+            .any(|r| r[1] == "broker" && r[2] == "create" && r[3] == "Pod"),
+        "the broker writes no pod"
+    );
+}
+
+/// Three jobs as Volcano Jobs under vc-scheduler and vc-controller-manager:
+/// the controller makes each one's PodGroup and pods (JOB-main-INDEX), the
+/// gangs start together, and the Volcano Jobs end Completed.
+#[test]
+fn jobs_run_as_volcano_jobs_under_volcano() {
+    let scheduler = common::go::go_program("vc-scheduler", false);
+    let controller = common::go::go_program("vc-controller-manager", false);
+    let dir = tempfile::tempdir().unwrap();
+    let w = workload(
+        dir.path(),
+        &[
+            (1, 0.0, 10.0, None),
+            (3, 0.0, 10.0, None),
+            (2, 5.0, 20.0, None),
+        ],
+    );
+    let out = dir.path().join("out");
+    let conf = root().join("schedulers/volcano/scheduler.conf");
+    let crds = common::go::go_dir().join("crds/volcano");
+    let o = run(
+        &out,
+        &w,
+        &[
+            "--gang",
+            "volcano",
+            "--submit-as",
+            "vcjob",
+            "--crds",
+            crds.to_str().unwrap(),
+            "--scheduler",
+            &command(
+                &scheduler,
+                &format!("--scheduler-conf {} --leader-elect=false", conf.display()),
+            ),
+            "--controller",
+            &command(&controller, "--leader-elect=false"),
+        ],
+    );
+    let s = succeeded(&out, &o);
+    assert_eq!(s["jobs_succeeded"], 3, "{s}");
+    assert_eq!(s["gangs_started"], 2, "{s}");
+    let pods = pods_by_job(&out);
+    for (job, rows) in &pods {
+        let name = job.replace('!', "-");
+        for (k, (pod, _, outcome)) in rows.iter().enumerate() {
+            assert_eq!(pod, &format!("{name}-main-{k}"), "{job}");
+            assert_eq!(outcome, "COMPLETED_SUCCESSFULLY", "{job}");
+        }
+    }
+    let timeline = csv(&out.join("timeline.csv"));
+    for job in ["w0-1", "w0-2"] {
+        assert!(
+            timeline.iter().any(|r| r[1] == "vc-controller-manager"
+                && r[3] == "Job"
+                && r[5] == job
+                && r[6] == "phase=Completed"),
+            "{job} Completed"
+        );
+    }
+    let groups = timeline
+        .iter()
+        .filter(|r| r[1] == "vc-controller-manager" && r[2] == "create" && r[3] == "PodGroup")
+        .count();
+    assert_eq!(groups, 3, "one PodGroup per Volcano Job, made by Volcano");
+}
+
+/// Styles the run cannot serve are refused before anything starts,
+/// naming what to add; nothing is simulated.
+#[test]
+fn submission_styles_without_their_controller_are_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = workload(dir.path(), &[(1, 0.0, 10.0, None)]);
+    let out = dir.path().join("out");
+    let refused = |args: &[&str], says: &[&str]| {
+        let o = run(&out, &w, args);
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        for s in says {
+            assert!(err.contains(s), "{args:?}: {err}");
+        }
+        assert!(!out.join("summary.json").exists() || !err.contains("simulation complete"));
+    };
+    let sched = ["--scheduler", "true"];
+    refused(
+        &[&sched[..], &["--submit-as", "job"]].concat(),
+        &["--submit-as job", "--controller", "kube-controller-manager"],
+    );
+    // A controller, but not the job controller's program.
+    refused(
+        &[
+            &sched[..],
+            &["--submit-as", "job", "--controller", "sleep 100"],
+        ]
+        .concat(),
+        &["--submit-as job", "kube-controller-manager"],
+    );
+    refused(
+        &[&sched[..], &["--submit-as", "vcjob"]].concat(),
+        &["--submit-as vcjob", "--controller", "vc-controller-manager"],
+    );
+    let vcm = command(Path::new("/nonexistent/vc-controller-manager"), "");
+    refused(
+        &[&sched[..], &["--submit-as", "vcjob", "--controller", &vcm]].concat(),
+        &["--submit-as vcjob", "jobs.batch.volcano.sh", "--crds"],
+    );
+    refused(
+        &[&sched[..], &["--submit-as", "jobset"]].concat(),
+        &[
+            "--submit-as jobset",
+            "sigs.k8s.io/jobset",
+            "--submit-as job",
+        ],
+    );
+    refused(
+        &[&sched[..], &["--submit-as", "deployment"]].concat(),
+        &["--submit-as", "deployment", "pod", "vcjob"],
+    );
+}
+
+/// Kueue's controller manager on batch/v1 Jobs (its `batch/job`
+/// integration) beside the job controller and kube-scheduler: three jobs
+/// of 6 machines in team-a's ClusterQueue (8 cpu, borrowing up to 4, of
+/// schedulers/kueue/kueue-queues.yaml): each Job is created suspended
+/// (Kueue's webhook is not registered: the broker suspends it as the
+/// webhook would, and says so), Kueue admits two by unsuspending them, the
+/// job controller makes their pods; the third waits, suspended, for quota
+/// and runs once one of the first two has ended.
+#[test]
+fn kueue_admits_batch_v1_jobs_by_unsuspending_them() {
+    let sched = command(
+        &common::go::go_program("kube-scheduler", false),
+        "--leader-elect=false --secure-port=0",
+    );
+    let kueue = common::go::go_program("kueue-manager", false);
+    let dir = tempfile::tempdir().unwrap();
+    let config = std::fs::read_to_string(root().join("schedulers/kueue/config.yaml"))
+        .unwrap()
+        .replace("  - \"pod\"\n", "  - \"batch/job\"\n");
+    assert!(
+        config.contains("batch/job"),
+        "Kueue's integrations in config.yaml moved"
+    );
+    let config_path = dir.path().join("kueue-jobs.yaml");
+    std::fs::write(&config_path, config).unwrap();
+    let jobs: Vec<Value> = (1..=3)
+        .map(|i| {
+            json!({"id": i.to_string(), "subtime": 0, "res": 6, "profile": "p",
+            "queue": "team-a"})
+        })
+        .collect();
+    let w = dir.path().join("w.json");
+    std::fs::write(
+        &w,
+        json!({"nb_res": 16, "jobs": jobs,
+            "profiles": {"p": {"type": "delay", "delay": 30, "cpu": "1"}}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
+        .current_dir(root())
+        .args([
+            "run",
+            "--standin",
+            "--strict",
+            "--gang",
+            "kueue",
+            "--submit-as",
+            "job",
+        ])
+        .arg("--platform")
+        .arg(root().join("platforms/16-node.xml"))
+        .arg("--workload")
+        .arg(&w)
+        .arg("--crds")
+        .arg(common::go::go_dir().join("crds/kueue"))
+        .arg("--scenario")
+        .arg(root().join("schedulers/kueue/kueue-queues.yaml"))
+        .args([
+            "--scheduler",
+            &sched,
+            "--controller",
+            &kcm(),
+            "--controller",
+        ])
+        .arg(format!(
+            "schedulers/kueue/run.sh {} --config {}",
+            kueue.display(),
+            config_path.display()
+        ))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let s = succeeded(&out, &o);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("the broker suspends the Jobs of a Kueue queue as Kueue's webhook would"),
+        "{stderr}"
+    );
+    assert_eq!(
+        s["jobs_succeeded"],
+        3,
+        "{s}\ncontroller-2.log:\n{}",
+        log_tail(&out, "controller-2.log")
+    );
+    let pods = csv(&out.join("pods.csv"));
+    let started = |job: &str| -> f64 {
+        pods.iter()
+            .filter(|r| r[0] == job)
+            .map(|r| r[5].parse::<f64>().unwrap())
+            .fold(f64::INFINITY, f64::min)
+    };
+    let mut starts: Vec<f64> = ["w0!1", "w0!2", "w0!3"]
+        .iter()
+        .map(|j| started(j))
+        .collect();
+    starts.sort_by(f64::total_cmp);
+    // Two fit in team-a's quota with its borrowing; the third waits for
+    // one of them to end (30 s).
+    assert!(starts[2] >= starts[0] + 30.0, "starts {starts:?}");
+    let timeline = csv(&out.join("timeline.csv"));
+    for job in ["w0-1", "w0-2", "w0-3"] {
+        let rows: Vec<&Vec<String>> = timeline
+            .iter()
+            .filter(|r| r[3] == "Job" && r[5] == job)
+            .collect();
+        assert!(
+            rows.iter()
+                .any(|r| r[1] == "kube-controller-manager/job-controller"
+                    && r[6] == "conditions=Suspended"),
+            "{job} created suspended: {rows:?}"
+        );
+        assert!(
+            rows.iter().any(|r| r[1] == "kueue" && r[2] == "update"),
+            "{job} admitted by Kueue (unsuspended): {rows:?}"
+        );
+    }
+}
