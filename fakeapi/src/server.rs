@@ -4,11 +4,13 @@
 use crate::activity::{Activity, InFlight, WatchTally};
 use crate::conn::{ConnHandle, ConnTrack, TrackedListener};
 use crate::discovery;
-use crate::error::ApiError;
+use crate::error::{ApiError, FieldError};
 use crate::patch::PatchKind;
 use crate::registry::Served;
 use crate::selector::Selection;
-use crate::store::{DeleteOptions, Origin, Propagation, ScaleWrite, Store, WatchStart};
+use crate::store::{
+    BindRequest, DeleteOptions, Origin, Propagation, ScaleWrite, Store, WatchStart,
+};
 use crate::table::{self, IncludeObject};
 use crate::watch::{Render, WatchStream};
 use axum::body::Body;
@@ -646,25 +648,37 @@ fn strict_patch(r: &Req, served: &Served, kind: PatchKind) -> Result<(), ApiErro
     }
 }
 
-fn create_binding(ctx: &Ctx, r: &Req, ns: &str, name: Option<&str>) -> Result<Response, ApiError> {
+fn create_binding(ctx: &Ctx, r: &Req, ns: &str, pod: Option<&str>) -> Result<Response, ApiError> {
     let body = r.body_json()?;
-    let pod = match name {
-        Some(n) => n.to_string(),
-        None => body
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string(),
-    };
-    if let Some(body_name) = body.pointer("/metadata/name").and_then(Value::as_str) {
-        if !body_name.is_empty() && body_name != pod {
-            return Err(ApiError::BadRequest(format!(
-                "the name of the Binding ({body_name}) does not match the pod on the URL ({pod})"
-            )));
-        }
-    }
-    ctx.store.bind(ns, &pod, &body, Origin::Http)?;
+    let dry_run = dry_run(r)?;
+    ctx.store.bind(
+        BindRequest {
+            namespace: ns,
+            pod,
+            body: &body,
+            dry_run,
+        },
+        Origin::Http,
+    )?;
     Ok(value_response(201, &success_status(201)))
+}
+
+/// `dryRun`: `All` or nothing, as `ValidateCreateOptions` allows.
+fn dry_run(r: &Req) -> Result<bool, ApiError> {
+    match r.q("dryRun") {
+        None => Ok(false),
+        Some("All") => Ok(true),
+        Some(v) => Err(ApiError::invalid(
+            "meta.k8s.io",
+            "CreateOptions",
+            "",
+            vec![FieldError::not_supported(
+                "dryRun",
+                &json!([v]),
+                &["All".to_string()],
+            )],
+        )),
+    }
 }
 
 fn delete_options(r: &Req) -> Result<DeleteOptions, ApiError> {

@@ -26,7 +26,10 @@ use tokio::sync::mpsc;
 
 use crate::timers::WatchTimers;
 
+mod binding;
 mod gc;
+
+pub(crate) use binding::BindRequest;
 pub use gc::Propagation;
 
 /// The store's source of "now" (creationTimestamp, deletionTimestamp,
@@ -538,11 +541,11 @@ fn kind_error(info: &ResourceInfo, name: &str) -> ApiError {
 }
 
 fn conflict(info: &ResourceInfo, name: &str) -> ApiError {
-    ApiError::Conflict(format!(
-        "Operation cannot be fulfilled on {} \"{}\": the object has been modified; please apply your changes to the latest version and try again",
-        info.qualified_name(),
-        name
-    ))
+    ApiError::conflict(
+        &info.qualified_name(),
+        name,
+        "the object has been modified; please apply your changes to the latest version and try again",
+    )
 }
 
 fn not_served() -> ApiError {
@@ -1104,7 +1107,15 @@ impl Store {
     /// Binds a pod to a node as the binding subresource does.
     pub fn bind_pod(&self, namespace: &str, name: &str, node: &str) -> Result<()> {
         let binding = json!({"metadata": {"name": name}, "target": {"kind": "Node", "name": node}});
-        self.bind(namespace, name, &binding, Origin::Api)
+        self.bind(
+            binding::BindRequest {
+                namespace,
+                pod: Some(name),
+                body: &binding,
+                dry_run: false,
+            },
+            Origin::Api,
+        )
     }
 
     // ---- internal operations, shared with the HTTP layer ----
@@ -1918,18 +1929,26 @@ impl Store {
         let info = served.info;
         if let Some(uid) = &opts.precondition_uid {
             if meta_str(&old.value, "uid") != Some(uid.as_str()) {
-                return Err(ApiError::Conflict(format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    meta_str(&old.value, "uid").unwrap_or("")
-                )));
+                return Err(ApiError::conflict(
+                    &info.qualified_name(),
+                    &key.1,
+                    format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        meta_str(&old.value, "uid").unwrap_or("")
+                    ),
+                ));
             }
         }
         if let Some(rv) = &opts.precondition_resource_version {
             if *rv != old.rv.to_string() {
-                return Err(ApiError::Conflict(format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                    old.rv
-                )));
+                return Err(ApiError::conflict(
+                    &info.qualified_name(),
+                    &key.1,
+                    format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                        old.rv
+                    ),
+                ));
             }
         }
         let mut obj = (*old.value).clone();
@@ -2003,98 +2022,6 @@ impl Store {
                 .unwrap_or(30)
         });
         (bound && !terminal && grace > 0).then_some(grace)
-    }
-
-    /// The binding subresource: sets `spec.nodeName` and `PodScheduled=True`.
-    pub(crate) fn bind(&self, ns: &str, pod: &str, binding: &Value, origin: Origin) -> Result<()> {
-        let (idx, info) = resources::builtin("", "v1", "pods").expect("pods row");
-        let served = Served::builtin(idx, info);
-        let target = binding
-            .pointer("/target/name")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| {
-                ApiError::Invalid(format!(
-                    "Binding \"{pod}\" is invalid: target.name: Required value"
-                ))
-            })?
-            .to_string();
-        if let Some(kind) = binding.pointer("/target/kind").and_then(Value::as_str) {
-            if !kind.is_empty() && kind != "Node" {
-                return Err(ApiError::Invalid(format!(
-                    "Binding \"{pod}\" is invalid: target.kind: Unsupported value: {kind:?}: supported values: \"Node\""
-                )));
-            }
-        }
-        let uid = meta_str(binding, "uid").map(str::to_string);
-        let annotations = binding.pointer("/metadata/annotations").cloned();
-        let now = self.now_str();
-        let mut st = self.inner.state.write();
-        let key = (ns.to_string(), pod.to_string());
-        let old = st.tables[idx]
-            .objects
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| kind_error(info, pod))?;
-        if let Some(uid) = uid {
-            if meta_str(&old.value, "uid") != Some(uid.as_str()) {
-                return Err(ApiError::Conflict(format!(
-                    "Operation cannot be fulfilled on pods/binding \"{pod}\": Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    meta_str(&old.value, "uid").unwrap_or("")
-                )));
-            }
-        }
-        if meta_str(&old.value, "deletionTimestamp").is_some() {
-            return Err(ApiError::Conflict(format!(
-                "Operation cannot be fulfilled on pods/binding \"{pod}\": pod {pod} is being deleted, cannot be assigned to a host"
-            )));
-        }
-        if let Some(node) = old
-            .value
-            .pointer("/spec/nodeName")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-        {
-            return Err(ApiError::Conflict(format!(
-                "Operation cannot be fulfilled on pods/binding \"{pod}\": pod {pod} is already assigned to node \"{node}\""
-            )));
-        }
-        let mut obj = (*old.value).clone();
-        obj["spec"]["nodeName"] = json!(target);
-        if let Some(Value::Object(a)) = annotations {
-            let m = meta_mut(&mut obj);
-            let anns = m.entry("annotations").or_insert_with(|| json!({}));
-            if let Some(anns) = anns.as_object_mut() {
-                anns.extend(a);
-            }
-        }
-        let cond = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now});
-        if !obj.get("status").is_some_and(Value::is_object) {
-            obj["status"] = json!({});
-        }
-        let status = obj["status"].as_object_mut().expect("status is an object");
-        let conds = status.entry("conditions").or_insert_with(|| json!([]));
-        if !conds.is_array() {
-            *conds = json!([]);
-        }
-        let list = conds.as_array_mut().expect("conditions is an array");
-        match list
-            .iter_mut()
-            .find(|c| c.get("type").and_then(Value::as_str) == Some("PodScheduled"))
-        {
-            Some(c) => *c = cond,
-            None => list.push(cond),
-        }
-        self.commit(
-            &mut st,
-            &served,
-            key,
-            obj,
-            Some(old),
-            EventType::Modified,
-            origin,
-        );
-        Ok(())
     }
 
     /// Deletes the Events whose TTL ([`StoreConfig::event_ttl`]) ran out
