@@ -16,9 +16,15 @@
 #   kueue-manager                Kueue's controller manager (sigs.k8s.io/kueue/cmd/kueue,
 #                                schedulers/kueue); also copies Kueue's CRDs from the
 #                                module cache into OUT_DIR/crds/kueue/
+#   kube-apiserver               the real API server, unmodified (apiserver/:
+#                                k8s.io/kubernetes/cmd/kube-apiserver), for fakeapi's
+#                                differential harness; only when named
+#   etcd                         its store (apiserver/: go.etcd.io/etcd/server/v3);
+#                                only when named
 #
 # Usage: schedulers/build-go.sh [--check] [OUT_DIR] [PROGRAM...]
-#   PROGRAM   one of the names above (default: all of them)
+#   PROGRAM   one of the names above (default: all of them but kube-apiserver
+#             and etcd)
 #   OUT_DIR   where the binaries go (default: target/go at the repository root)
 #   --check   also run `go vet` and `go test` in the modules built (not for
 #             Volcano's, which holds no Go code of ours)
@@ -44,14 +50,20 @@ declare -A module=(
 	[vc-scheduler]=volcano
 	[vc-controller-manager]=volcano
 	[kueue-manager]=kueue
+	[kube-apiserver]=../apiserver
+	[etcd]=../apiserver
 )
 # program -> the package built, when it is not the module's own main package
 # (Volcano's programs are built from the published module as they are).
 declare -A package=(
 	[vc-scheduler]=volcano.sh/volcano/cmd/scheduler
 	[vc-controller-manager]=volcano.sh/volcano/cmd/controller-manager
+	[kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
+	[etcd]=go.etcd.io/etcd/server/v3
 )
 all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling vc-scheduler vc-controller-manager kueue-manager)
+# Built only when named: the real API server and its store are not schedulers.
+more=(kube-apiserver etcd)
 
 check=0
 out=""
@@ -70,14 +82,14 @@ for arg in "$@"; do
 	*)
 		if [[ -n "${module[$arg]+x}" ]]; then
 			wanted+=("$arg")
-		elif [[ $arg == kube-scheduler* || $arg == vc-* || $arg == kueue* ]]; then
+		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == etcd* ]]; then
 			# A misspelt program, not a directory to create.
-			echo "build-go.sh: unknown program $arg (${all[*]})" >&2
+			echo "build-go.sh: unknown program $arg (${all[*]} ${more[*]})" >&2
 			exit 2
 		elif [[ -z "$out" ]]; then
 			out=$arg
 		else
-			echo "build-go.sh: $arg is not a program (${all[*]}) and OUT_DIR is already $out" >&2
+			echo "build-go.sh: $arg is not a program (${all[*]} ${more[*]}) and OUT_DIR is already $out" >&2
 			exit 2
 		fi
 		;;
@@ -194,10 +206,31 @@ build_kueue() {
 	fi
 }
 
+# etcd, stamped as etcd's own build stamps it (the commit the module proxy
+# recorded for the server module).
+build_etcd() {
+	local ever esha ldflags
+	ever=$(modversion go.etcd.io/etcd/server/v3)
+	esha=$(go mod download -json "go.etcd.io/etcd/server/v3@$ever" | sed -n 's/^.*"Hash": *"\([0-9a-f]*\)".*$/\1/p' | head -n1)
+	ldflags="-X go.etcd.io/etcd/api/v3/version.GitSHA=${esha:-module-$ever}"
+	if [[ "${DBG:-0}" != 1 ]]; then
+		ldflags+=" -s -w"
+	fi
+	echo "build-go.sh: etcd (go.etcd.io/etcd/server/v3 $ever) -> $out/etcd" >&2
+	go build -trimpath -buildvcs=false -ldflags="$ldflags" -o "$out/etcd" go.etcd.io/etcd/server/v3
+	if [[ $check == 1 ]]; then
+		echo "build-go.sh: etcd: nothing of ours to vet or test" >&2
+	fi
+}
+
 for bin in "${wanted[@]}"; do
 	cd "$here/${module[$bin]}"
 	if [[ $bin == kueue-manager ]]; then
 		build_kueue
+		continue
+	fi
+	if [[ $bin == etcd ]]; then
+		build_etcd
 		continue
 	fi
 	# The Kubernetes version this module pins, for `--version` and the
@@ -209,7 +242,7 @@ for bin in "${wanted[@]}"; do
 	ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
 	ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor"
 	ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
-	if [[ -n "${package[$bin]+x}" ]]; then
+	if [[ $bin == vc-* ]]; then
 		# Volcano stamps its own version package (as its Makefile does),
 		# from the module's version and the commit the proxy recorded.
 		vver=$(modversion volcano.sh/volcano)
