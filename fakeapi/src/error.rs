@@ -27,6 +27,13 @@ pub enum ApiError {
     },
     #[error("{0}")]
     Gone(String),
+    /// 403, as an admission plugin refuses: `pods "p" is forbidden: <why>`.
+    #[error("{resource} {} is forbidden: {message}", go_quote(.name))]
+    Forbidden {
+        resource: String,
+        name: String,
+        message: String,
+    },
     #[error("{0}")]
     MethodNotAllowed(String),
     #[error("{0}")]
@@ -39,6 +46,15 @@ pub enum ApiError {
     /// and object validation (`details.causes[].field`).
     #[error("{0}")]
     InvalidFields(Box<InvalidObject>),
+    /// A Status with empty `details`, as kube-apiserver's generic errors
+    /// (`NewGenericServerResponse`) carry: a failed JSON patch (422), a
+    /// patch of an unknown content type (415).
+    #[error("{message}")]
+    Plain {
+        code: u16,
+        reason: &'static str,
+        message: String,
+    },
     /// A 500 with no reason: what kube-apiserver answers when its storage
     /// returns an error that is not a `Status` (`ErrorToAPIStatus`), as a
     /// Binding's validation does.
@@ -53,11 +69,13 @@ impl ApiError {
             ApiError::NotFound { .. } | ApiError::NotFoundPath(_) => 404,
             ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => 409,
             ApiError::Gone(_) => 410,
+            ApiError::Forbidden { .. } => 403,
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::NotAcceptable(_) => 406,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Invalid(_) | ApiError::InvalidFields(_) => 422,
             ApiError::Internal(_) => 500,
+            ApiError::Plain { code, .. } => *code,
         }
     }
 
@@ -68,12 +86,14 @@ impl ApiError {
             ApiError::AlreadyExists { .. } => "AlreadyExists",
             ApiError::Conflict { .. } => "Conflict",
             ApiError::Gone(_) => "Expired",
+            ApiError::Forbidden { .. } => "Forbidden",
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
             ApiError::NotAcceptable(_) => "NotAcceptable",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Invalid(_) | ApiError::InvalidFields(_) => "Invalid",
             // `StatusReasonUnknown`, which the Status leaves out.
             ApiError::Internal(_) => "",
+            ApiError::Plain { reason, .. } => reason,
         }
     }
 
@@ -139,7 +159,8 @@ impl ApiError {
         match self {
             ApiError::NotFound { resource, name }
             | ApiError::AlreadyExists { resource, name }
-            | ApiError::Conflict { resource, name, .. } => {
+            | ApiError::Conflict { resource, name, .. }
+            | ApiError::Forbidden { resource, name, .. } => {
                 let (kind, group) = resource.split_once('.').unwrap_or((resource, ""));
                 status["details"] = Value::Object(details(name, group, kind));
             }
@@ -153,6 +174,7 @@ impl ApiError {
                 d.insert("causes".to_string(), Value::Array(causes));
                 status["details"] = Value::Object(d);
             }
+            ApiError::Plain { .. } => status["details"] = json!({}),
             _ => {}
         }
         status

@@ -46,6 +46,7 @@
 mod activity;
 mod conn;
 mod crd;
+mod defaults;
 mod discovery;
 mod error;
 mod manifest;
@@ -59,6 +60,7 @@ mod server;
 mod store;
 mod table;
 mod timers;
+mod validation;
 mod watch;
 
 pub use activity::{tcp_queued_bytes, AccountingViolation, Activity, ActivitySnapshot, Connection};

@@ -529,9 +529,10 @@ fn dispatch(ctx: &Ctx, r: &Req, t: &Target) -> (&'static str, Result<Response, A
             if served.custom.is_none() && info.plural == "bindings" {
                 return ("create", create_binding(ctx, r, ns, None));
             }
-            let res = body().and_then(|body| {
+            let res = dry_run(r, "CreateOptions").and_then(|dry| {
+                let body = body()?;
                 store
-                    .create_in(served, t.ns, body, Origin::Http)
+                    .create_in(served, t.ns, body, Origin::Http, dry)
                     .map(|s| json_response(201, s.json))
             });
             ("create", res)
@@ -556,9 +557,10 @@ fn dispatch(ctx: &Ctx, r: &Req, t: &Target) -> (&'static str, Result<Response, A
             ("update", res)
         }
         (&Method::PUT, Some(name), sub) => {
-            let res = body().and_then(|body| {
+            let res = dry_run(r, "UpdateOptions").and_then(|dry| {
+                let body = body()?;
                 store
-                    .update_in(served, ns, name, sub, body, Origin::Http)
+                    .update_in(served, ns, name, sub, body, Origin::Http, dry)
                     .map(|s| json_response(200, s.json))
             });
             ("update", res)
@@ -570,17 +572,24 @@ fn dispatch(ctx: &Ctx, r: &Req, t: &Target) -> (&'static str, Result<Response, A
                     "the body of the request was in an unknown format - accepted media types include: {}",
                     crate::patch::CUSTOM_PATCH_TYPES.join(", ")
                 ))),
-                None => Err(ApiError::UnsupportedMediaType(format!(
-                    "the patch content type {ct:?} is not supported: use application/merge-patch+json, application/strategic-merge-patch+json, application/json-patch+json or application/apply-patch+yaml"
-                ))),
-                Some(kind) => strict_patch(r, served, kind).and_then(|()| {
+                // What kube-apiserver's router says of a content type no
+                // patch handler takes.
+                None => Err(ApiError::Plain {
+                    code: 415,
+                    reason: "UnsupportedMediaType",
+                    message: "415: Unsupported Media Type".into(),
+                }),
+                Some(kind) => patch_options(r, kind)
+                    .and_then(|()| strict_patch(r, served, kind))
+                    .and_then(|()| {
                     if sub == Some("scale") {
                         store
                             .write_scale(served, ns, name, ScaleWrite::Patch(kind, &r.body), Origin::Http)
                             .map(|s| value_response(200, &s))
                     } else {
+                        let dry = dry_run(r, "PatchOptions")?;
                         store
-                            .patch_in(served, ns, name, sub, kind, &r.body, Origin::Http)
+                            .patch_in(served, ns, name, sub, kind, &r.body, Origin::Http, dry)
                             .map(|(s, created)| {
                                 json_response(if created { 201 } else { 200 }, s.json)
                             })
@@ -593,7 +602,7 @@ fn dispatch(ctx: &Ctx, r: &Req, t: &Target) -> (&'static str, Result<Response, A
             let res = delete_options(r).and_then(|opts| {
                 store
                     .delete_in(served, ns, name, &opts, Origin::Http)
-                    .map(|s| json_response(200, s.json))
+                    .map(|d| deleted_response(served, d))
             });
             ("delete", res)
         }
@@ -606,6 +615,29 @@ fn dispatch(ctx: &Ctx, r: &Req, t: &Target) -> (&'static str, Result<Response, A
                 info.qualified_name()
             ))),
         ),
+    }
+}
+
+/// `PatchOptions` as kube-apiserver checks them: an apply names its field
+/// manager, only an apply may force.
+fn patch_options(r: &Req, kind: PatchKind) -> Result<(), ApiError> {
+    let mut errs = Vec::new();
+    if kind == PatchKind::Apply && r.q("fieldManager").is_none_or(str::is_empty) {
+        errs.push(FieldError::required(
+            "fieldManager",
+            "is required for apply patch",
+        ));
+    }
+    if kind != PatchKind::Apply && r.q("force").is_some() {
+        errs.push(FieldError::forbidden(
+            "force",
+            "may not be specified for non-apply patch",
+        ));
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid("meta.k8s.io", "PatchOptions", "", errs))
     }
 }
 
@@ -626,8 +658,10 @@ fn strict_fields(r: &Req, served: &Served, body: &Value) -> Result<(), ApiError>
         .iter()
         .map(|f| format!("unknown field {f:?}"))
         .collect();
+    let kind = cv.info.kind;
+    let version = cv.info.version;
     Err(ApiError::BadRequest(format!(
-        "strict decoding error: {}",
+        "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
         list.join(", ")
     )))
 }
@@ -650,7 +684,7 @@ fn strict_patch(r: &Req, served: &Served, kind: PatchKind) -> Result<(), ApiErro
 
 fn create_binding(ctx: &Ctx, r: &Req, ns: &str, pod: Option<&str>) -> Result<Response, ApiError> {
     let body = r.body_json()?;
-    let dry_run = dry_run(r)?;
+    let dry_run = dry_run(r, "CreateOptions")?;
     ctx.store.bind(
         BindRequest {
             namespace: ns,
@@ -663,14 +697,43 @@ fn create_binding(ctx: &Ctx, r: &Req, ns: &str, pod: Option<&str>) -> Result<Res
     Ok(value_response(201, &success_status(201)))
 }
 
-/// `dryRun`: `All` or nothing, as `ValidateCreateOptions` allows.
-fn dry_run(r: &Req) -> Result<bool, ApiError> {
+/// What a DELETE answers: the object while it is only marked; once it
+/// is gone, the object for the kinds whose storage returns it (pods,
+/// services, namespaces, ...), else a `Status` naming what went.
+fn deleted_response(served: &Served, d: crate::store::Deletion) -> Response {
+    if !d.gone || (served.custom.is_none() && crate::resources::returns_deleted_object(served.info))
+    {
+        return json_response(200, d.object.json);
+    }
+    let info = served.info;
+    let mut details = json!({"name": meta_name(&d.object.value), "kind": info.plural});
+    if !info.group.is_empty() {
+        details["group"] = json!(info.group);
+    }
+    if let Some(uid) = d.object.value.pointer("/metadata/uid") {
+        details["uid"] = uid.clone();
+    }
+    value_response(
+        200,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
+    )
+}
+
+fn meta_name(v: &Value) -> &str {
+    v.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// `dryRun`: `All` or nothing, as `ValidateCreateOptions` (and its
+/// siblings for updates, patches and deletes) allows.
+fn dry_run(r: &Req, options: &str) -> Result<bool, ApiError> {
     match r.q("dryRun") {
         None => Ok(false),
         Some("All") => Ok(true),
         Some(v) => Err(ApiError::invalid(
             "meta.k8s.io",
-            "CreateOptions",
+            options,
             "",
             vec![FieldError::not_supported(
                 "dryRun",
@@ -682,7 +745,10 @@ fn dry_run(r: &Req) -> Result<bool, ApiError> {
 }
 
 fn delete_options(r: &Req) -> Result<DeleteOptions, ApiError> {
-    let mut opts = DeleteOptions::default();
+    let mut opts = DeleteOptions {
+        dry_run: dry_run(r, "DeleteOptions")?,
+        ..Default::default()
+    };
     if !r.body.is_empty() {
         let body = r.body_json()?;
         opts.grace_period_seconds = body.get("gracePeriodSeconds").and_then(Value::as_i64);
@@ -699,9 +765,17 @@ fn delete_options(r: &Req) -> Result<DeleteOptions, ApiError> {
         }
         match body.get("orphanDependents").and_then(Value::as_bool) {
             Some(true) if opts.propagation.is_some_and(|p| p != Propagation::Orphan) => {
-                return Err(ApiError::Invalid(
-                    "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: \"propagationPolicy\": orphanDependents and deletionPropagation cannot be both set".into(),
-                ))
+                let policy = body.get("propagationPolicy").cloned().unwrap_or(json!(""));
+                return Err(ApiError::invalid(
+                    "meta.k8s.io",
+                    "DeleteOptions",
+                    "",
+                    vec![FieldError::invalid(
+                        "propagationPolicy",
+                        &policy,
+                        "orphanDependents and deletionPropagation cannot be both set",
+                    )],
+                ));
             }
             Some(true) => opts.propagation = Some(Propagation::Orphan),
             _ => {}
@@ -740,27 +814,143 @@ fn selection(r: &Req, t: &Target, name: Option<&str>) -> Result<Selection, ApiEr
         }
         fields.push_str(&format!("metadata.name={n}"));
     }
-    Selection::parse(t.ns, r.q("labelSelector"), Some(&fields))
+    let mut sel = Selection::parse(t.ns, r.q("labelSelector"), Some(&fields))?;
+    if t.served.custom.is_none() {
+        let info = t.served.info;
+        crate::selector::check_builtin_fields(info.group, info.kind, &mut sel.fields)?;
+    }
+    Ok(sel)
+}
+
+/// `ListOptions` of a list or a watch, as kube-apiserver checks them: a
+/// 422 naming the fields, a 400 for a version that is not a number.
+fn check_list_options(r: &Req, watching: bool) -> Result<(), ApiError> {
+    let rv = r.q("resourceVersion").unwrap_or("");
+    let matching = r.q("resourceVersionMatch").unwrap_or("");
+    let cont = r.q("continue").unwrap_or("");
+    let initial = r.q("sendInitialEvents").is_some();
+    let forbidden = |field: &str, why: &str| FieldError::forbidden(field, why);
+    let mut errs = Vec::new();
+    if watching {
+        if initial && matching != "NotOlderThan" {
+            errs.push(forbidden(
+                "resourceVersionMatch",
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if !matching.is_empty() {
+            if !initial {
+                errs.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                ));
+            }
+            if matching != "NotOlderThan" {
+                errs.push(FieldError::not_supported(
+                    "resourceVersionMatch",
+                    &json!(matching),
+                    &["NotOlderThan".to_string()],
+                ));
+            }
+            if !cont.is_empty() {
+                errs.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+        }
+    } else {
+        if !matching.is_empty() {
+            if rv.is_empty() {
+                errs.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            if !cont.is_empty() {
+                errs.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+            if matching != "Exact" && matching != "NotOlderThan" {
+                errs.push(FieldError::not_supported(
+                    "resourceVersionMatch",
+                    &json!(matching),
+                    &[
+                        "Exact".to_string(),
+                        "NotOlderThan".to_string(),
+                        String::new(),
+                    ],
+                ));
+            }
+            if matching == "Exact" && rv == "0" {
+                errs.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                ));
+            }
+        }
+        if initial {
+            errs.push(forbidden(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for list",
+            ));
+        }
+    }
+    if !errs.is_empty() {
+        return Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", errs));
+    }
+    if !watching && !cont.is_empty() {
+        if !rv.is_empty() && rv != "0" {
+            return Err(ApiError::BadRequest(
+                "specifying resource version is not allowed when using continue".into(),
+            ));
+        }
+        return Ok(());
+    }
+    if !rv.is_empty() && rv.parse::<u64>().is_err() {
+        let why = if rv.bytes().all(|b| b.is_ascii_digit()) {
+            "value out of range"
+        } else {
+            "invalid syntax"
+        };
+        let q = crate::error::go_quote(rv);
+        return Err(ApiError::BadRequest(format!(
+            "invalid resource version: resourceVersion: Invalid value: {q}: strconv.ParseUint: parsing {q}: {why}"
+        )));
+    }
+    Ok(())
 }
 
 fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
+    check_list_options(r, false)?;
     let sel = selection(r, t, None)?;
+    // A negative limit is no limit; with resourceVersion=0 the list comes
+    // whole (kube-apiserver serves it from its watch cache, unpaged).
     let limit = match r.q("limit") {
         None | Some("") => None,
-        Some(l) => match l.parse::<usize>() {
-            Ok(0) => None,
-            Ok(n) => Some(n),
+        Some(_) if r.q("resourceVersion") == Some("0") => None,
+        Some(l) => match l.parse::<i64>() {
+            Ok(n) if n <= 0 => None,
+            Ok(n) => Some(n as usize),
             Err(_) => {
                 return Err(ApiError::BadRequest(format!(
-                    "limit must be a positive integer, got {l:?}"
+                    "limit must be an integer, got {l:?}"
                 )))
             }
         },
     };
     let page = ctx.store.list_in(&t.served, &sel, limit, r.q("continue"))?;
     let mut metadata = json!({"resourceVersion": page.rv.to_string()});
-    if let Some(c) = &page.continue_token {
-        metadata["continue"] = json!(c);
+    match &page.continue_token {
+        Some(c) => metadata["continue"] = json!(c),
+        // A custom resource's list (unstructured) says so.
+        None if t.served.custom.is_some() => metadata["continue"] = json!(""),
+        None => {}
+    }
+    if let Some(n) = page.remaining {
+        metadata["remainingItemCount"] = json!(n);
     }
     if r.wants_table() {
         let objs: Vec<_> = page.items.iter().map(|s| s.value.clone()).collect();
@@ -771,6 +961,9 @@ fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
             true,
             IncludeObject::parse(r.q("includeObject")),
         );
+        if metadata["continue"] == "" {
+            metadata.as_object_mut().map(|m| m.remove("continue"));
+        }
         tbl["metadata"] = metadata;
         return Ok(value_response(200, &tbl));
     }
@@ -797,17 +990,14 @@ fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
 }
 
 fn watch(ctx: &Ctx, r: &Req, t: &Target, name: Option<&str>) -> Result<Response, ApiError> {
+    check_list_options(r, true)?;
     let sel = selection(r, t, name)?;
     let start = if r.flag("sendInitialEvents") {
         WatchStart::InitialEvents
     } else {
         match r.q("resourceVersion") {
             None | Some("") | Some("0") => WatchStart::Current,
-            Some(v) => WatchStart::After(v.parse().map_err(|_| {
-                ApiError::BadRequest(format!(
-                    "resourceVersion must be a number from a previous response, got {v:?}"
-                ))
-            })?),
+            Some(v) => WatchStart::After(v.parse().expect("checked by check_list_options")),
         }
     };
     let timeout = match r.q("timeoutSeconds") {
@@ -855,6 +1045,8 @@ fn delete_collection(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiErro
     let sel = selection(r, t, None)?;
     let opts = delete_options(r)?;
     let page = ctx.store.list_in(&t.served, &sel, None, None)?;
+    // The answer lists the objects as they were listed, before their
+    // deletion (kube-apiserver's DeleteCollection).
     let mut deleted = Vec::new();
     for s in page.items {
         let ns = s
@@ -873,7 +1065,7 @@ fn delete_collection(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiErro
             .store
             .delete_in(&t.served, &ns, &name, &opts, Origin::Http)
         {
-            Ok(d) => deleted.push((*d.value).clone()),
+            Ok(_) => deleted.push((*s.value).clone()),
             Err(ApiError::NotFound { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -883,7 +1075,7 @@ fn delete_collection(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiErro
         &json!({
             "kind": list_kind(&t.served),
             "apiVersion": t.served.info.api_version(),
-            "metadata": {"resourceVersion": ctx.store.resource_version().to_string()},
+            "metadata": {"resourceVersion": page.rv.to_string()},
             "items": deleted,
         }),
     ))

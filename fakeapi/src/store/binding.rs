@@ -186,7 +186,8 @@ impl Store {
         obj["spec"]["nodeName"] = json!(target);
         let m = meta_mut(&mut obj);
         for (field, add) in [("annotations", annotations), ("labels", labels)] {
-            if add.is_empty() && field == "labels" {
+            // kube-apiserver makes the map, but an empty one is not written.
+            if add.is_empty() {
                 continue;
             }
             let entry = m.entry(field).or_insert_with(|| json!({}));
