@@ -10,6 +10,12 @@ one that does not, through `batkube run` on exact simulated time:
     `--gang kueue`), ClusterQueues in one cohort with nominal quotas in the
     tenants' proportions and borrowing, fair sharing on or off — when
     `schedulers/kueue/` is built by `schedulers/build-go.sh kueue-manager`;
+  - YuniKorn (its scheduler, yunikorn-k8shim with yunikorn-core;
+    `--gang yunikorn`: gangs as task groups, reserved by its placeholders),
+    one queue per tenant under root with guaranteed resources in the
+    tenants' proportions (whole nodes, as Kueue's nominal quotas) and no
+    max, in a ConfigMap installed before the run — when
+    `schedulers/build-go.sh yunikorn-scheduler` has built it;
   - batkube-scheduler, which ignores queues (first come, first served with
     gangs placed whole): the baseline.
 
@@ -33,7 +39,7 @@ Per tenant: jobs, mean wait, mean bounded slowdown (tau = 10 s), share of
 the cluster's cpu-seconds (from summary.json's `queues`), and its allocated
 cpu over time (queues.csv).
 
-    python3 experiments/queue_compare.py [--schedulers volcano,kueue,kueue-fair,batkube] [--jobs N] [--reuse]
+    python3 experiments/queue_compare.py [--schedulers volcano,kueue,kueue-fair,yunikorn,batkube] [--jobs N] [--reuse]
     python3 experiments/queue_compare.py --workload nasa [--nasa-jobs K] [--speedup F] [--schedulers ...]
 Outputs: experiments/results/queue_compare/{queue_compare.csv,queue_compare.png,<scheduler>/}
 (with `--workload nasa`: experiments/results/queue_compare/nasa-<K>-x<F>/…), and the table on stdout
@@ -175,6 +181,30 @@ def kueue_queues(out, cluster):
     return p
 
 
+def yunikorn_configs(out, cluster):
+    """YuniKorn's ConfigMap (`yunikorn-configs`, read at start): one FIFO
+    queue per tenant under root (FIFO: what YuniKorn's gang scheduling asks
+    of a queue), guaranteed whole nodes in proportion to its weight (as
+    Kueue's nominal quotas; YuniKorn orders queues by how far each is below
+    its guaranteed share), no max: a tenant may use the whole cluster.
+    Placement: the queue a pod names, never created."""
+    _, nodes, cpu, mem_gi = cluster
+    queues = "".join(
+        f"          - name: {t}\n"
+        f"            properties: {{application.sort.policy: fifo}}\n"
+        f"            resources:\n"
+        f"              guaranteed: {{vcore: \"{n * cpu}\", memory: {n * mem_gi}Gi}}\n"
+        for t, n in node_shares(nodes).items())
+    p = out / "yunikorn-configs.yaml"
+    p.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: yunikorn-configs, namespace: default}\ndata:\n"
+        "  queues.yaml: |\n    partitions:\n      - name: default\n"
+        "        placementrules:\n          - {name: provided, create: false}\n"
+        "        queues:\n          - name: root\n            submitacl: '*'\n            queues:\n"
+        + "\n".join("    " + line if line else line for line in queues.split("\n")))
+    return p
+
+
 def schedulers(which, out, cluster):
     rel = c.ROOT / "target" / "release"
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "batkube", "-p", "batkube-scheduler"],
@@ -184,6 +214,8 @@ def schedulers(which, out, cluster):
         go += ["vc-scheduler", "vc-controller-manager"]
     if any(w.startswith("kueue") for w in which):
         go += ["kube-scheduler", "kueue-manager"]
+    if "yunikorn" in which:
+        go += ["yunikorn-scheduler"]
     if go:
         print(f"[setup] schedulers/build-go.sh {' '.join(go)}", file=sys.stderr)
         subprocess.run(["bash", str(c.ROOT / "schedulers" / "build-go.sh"), *go], check=True)
@@ -209,6 +241,8 @@ def schedulers(which, out, cluster):
                      "--controller", f'{GO / "vc-controller-manager"} --kubeconfig "$KUBECONFIG" --leader-elect=false']),
         "kueue": ("Kueue (cohort, borrowing)", kueue_cmd, lambda: kueue(False)),
         "kueue-fair": ("Kueue (cohort, fair sharing)", kueue_cmd, lambda: kueue(True)),
+        "yunikorn": ("YuniKorn (guaranteed shares, placeholders)", str(GO / "yunikorn-scheduler"),
+                     lambda: ["--gang", "yunikorn", "--crds", str(yunikorn_configs(out, cluster))]),
         "batkube": ("batkube-scheduler (no queues)", str(rel / "batkube-scheduler"), ["--gang", "coscheduling"]),
     }
     unknown = [w for w in which if w not in all_]
@@ -256,7 +290,7 @@ def plot(runs, out, capacity):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--schedulers", default="volcano,batkube",
-                    help="volcano, kueue, kueue-fair, batkube (default: volcano,batkube)")
+                    help="volcano, kueue, kueue-fair, yunikorn, batkube (default: volcano,batkube)")
     ap.add_argument("--workload", choices=sorted(CLUSTERS), default="generated",
                     help="generated (two tenants' jobs on 16 nodes, the default) or nasa (the NASA iPSC trace "
                          "split by user id, on 128 nodes)")

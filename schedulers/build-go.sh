@@ -13,9 +13,18 @@
 #                                Volcano's CRDs into OUT_DIR/crds/volcano/
 #   vc-controller-manager        Volcano's controller manager, unmodified
 #                                (volcano.sh/volcano/cmd/controller-manager); same CRDs
+#   vc-webhook-manager           Volcano's admission webhook server, unmodified
+#                                (volcano.sh/volcano/cmd/webhook-manager); same CRDs,
+#                                and its webhook configurations (from the module's
+#                                installer manifest) into OUT_DIR/webhooks/volcano/
+#   kube-controller-manager      the upstream kube-controller-manager
+#                                (schedulers/kube-controller-manager)
 #   kueue-manager                Kueue's controller manager (sigs.k8s.io/kueue/cmd/kueue,
 #                                schedulers/kueue); also copies Kueue's CRDs from the
 #                                module cache into OUT_DIR/crds/kueue/
+#   yunikorn-scheduler           Apache YuniKorn's scheduler, unmodified (schedulers/yunikorn:
+#                                github.com/apache/yunikorn-k8shim/pkg/cmd/shim, the k8shim
+#                                with yunikorn-core); YuniKorn has no CRDs
 #   kube-apiserver               the real API server, unmodified (apiserver/:
 #                                k8s.io/kubernetes/cmd/kube-apiserver), for fakeapi's
 #                                differential harness; only when named
@@ -47,21 +56,25 @@ declare -A module=(
 	[kube-scheduler-with-plugin]=example-plugin
 	[kube-scheduler-explain]=kube-scheduler-explain
 	[kube-scheduler-coscheduling]=coscheduling
+	[kube-controller-manager]=kube-controller-manager
 	[vc-scheduler]=volcano
 	[vc-controller-manager]=volcano
+	[vc-webhook-manager]=volcano
 	[kueue-manager]=kueue
 	[kube-apiserver]=../apiserver
 	[etcd]=../apiserver
+	[yunikorn-scheduler]=yunikorn
 )
 # program -> the package built, when it is not the module's own main package
 # (Volcano's programs are built from the published module as they are).
 declare -A package=(
 	[vc-scheduler]=volcano.sh/volcano/cmd/scheduler
 	[vc-controller-manager]=volcano.sh/volcano/cmd/controller-manager
+	[vc-webhook-manager]=volcano.sh/volcano/cmd/webhook-manager
 	[kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
 	[etcd]=go.etcd.io/etcd/server/v3
 )
-all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling vc-scheduler vc-controller-manager kueue-manager)
+all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling kube-controller-manager vc-scheduler vc-controller-manager vc-webhook-manager kueue-manager yunikorn-scheduler)
 # Built only when named: the real API server and its store are not schedulers.
 more=(kube-apiserver etcd)
 
@@ -82,7 +95,7 @@ for arg in "$@"; do
 	*)
 		if [[ -n "${module[$arg]+x}" ]]; then
 			wanted+=("$arg")
-		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == etcd* ]]; then
+		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == yunikorn* || $arg == etcd* ]]; then
 			# A misspelt program, not a directory to create.
 			echo "build-go.sh: unknown program $arg (${all[*]} ${more[*]})" >&2
 			exit 2
@@ -167,6 +180,33 @@ volcano_crds() {
 	echo "build-go.sh: CRDs (volcano.sh/volcano $(modversion volcano.sh/volcano)) -> $dest" >&2
 }
 
+# Copies Volcano's admission webhook configurations (the Mutating- and
+# ValidatingWebhookConfigurations of the rendered installer manifest,
+# installer/volcano-development.yaml, which point at the Service
+# volcano-system/volcano-admission-service) into
+# $out/webhooks/volcano/webhooks.yaml: vc-webhook-manager only fills in their
+# caBundle, it expects them installed.
+volcano_webhooks() {
+	local mod src dest
+	mod=$(go list -m -f '{{.Dir}}' volcano.sh/volcano)
+	src="$mod/installer/volcano-development.yaml"
+	dest="$out/webhooks/volcano"
+	if [[ ! -f "$src" ]]; then
+		echo "build-go.sh: $src is missing (has the module's layout changed?)" >&2
+		exit 1
+	fi
+	mkdir -p "$dest"
+	awk 'function flush() { if (doc ~ /\nkind: (Mutating|Validating)WebhookConfiguration\n/) { printf "---%s", doc; n++ } doc = "\n" }
+		BEGIN { doc = "\n" }
+		/^---/ { flush(); next }
+		{ doc = doc $0 "\n" }
+		END { flush(); if (n == 0) exit 1 }' "$src" >"$dest/webhooks.yaml" || {
+		echo "build-go.sh: no webhook configurations in $src (has the module's layout changed?)" >&2
+		exit 1
+	}
+	echo "build-go.sh: webhook configurations (volcano.sh/volcano $(modversion volcano.sh/volcano)) -> $dest" >&2
+}
+
 # Copies Kueue's CRDs (the generated config/components/crd/bases/, without
 # the kustomize patches that add conversion webhooks: batkube serves every
 # version with the `None` conversion) into $out/crds/kueue/.
@@ -223,6 +263,42 @@ build_etcd() {
 	fi
 }
 
+# YuniKorn's scheduler: the k8shim's main package (its Makefile's
+# `scheduler` target builds ./pkg/cmd/shim as yunikorn-scheduler), built
+# from the module cache (go.mod's `tool` line), with the Makefile's flags
+# (`-tags netgo`) and stamps: the release, and the commits of the core and
+# the scheduler interface the proxy recorded for the versions go.mod pins.
+build_yunikorn() {
+	local shim=github.com/apache/yunikorn-k8shim core=github.com/apache/yunikorn-core
+	local si=github.com/apache/yunikorn-scheduler-interface conf ver ldflags
+	conf=$shim/pkg/conf
+	ver=$(modversion $shim)
+	ldflags="-X $conf.buildVersion=${ver#v} -X $conf.isPluginVersion=false"
+	ldflags+=" -X $conf.goVersion=$(go env GOVERSION | sed 's/^go//') -X $conf.arch=$(go env GOARCH)"
+	ldflags+=" -X $conf.shimSHA=$(commit_of $shim "$ver")"
+	ldflags+=" -X $conf.coreSHA=$(commit_of $core "$(modversion $core)")"
+	# (`go list -m` cannot tell the scheduler interface's version: it asks
+	# the proxy for the record it refuses; go.mod has it.)
+	ldflags+=" -X $conf.siSHA=$(commit_of $si "$(sed -n "s|^[[:space:]]*$si \(v[^ ]*\).*|\1|p" go.mod)")"
+	if [[ "${DBG:-0}" != 1 ]]; then
+		ldflags+=" -s -w"
+	fi
+	echo "build-go.sh: yunikorn-scheduler ($shim $ver, $core $(modversion $core)) -> $out/yunikorn-scheduler" >&2
+	go build -trimpath -buildvcs=false -tags netgo -ldflags="$ldflags" -o "$out/yunikorn-scheduler" $shim/pkg/cmd/shim
+	if [[ $check == 1 ]]; then
+		echo "build-go.sh: yunikorn-scheduler: nothing of ours to vet or test" >&2
+	fi
+}
+
+# The commit (12 hex digits, as YuniKorn's Makefile stamps) the module proxy
+# recorded for a module version, or "unknown" (the proxy serves
+# yunikorn-scheduler-interface v1.8.0-0's code but not its record).
+commit_of() {
+	local sha
+	sha=$(go mod download -json "$1@$2" 2>/dev/null | sed -n 's/^.*"Hash": *"\([0-9a-f]*\)".*$/\1/p' | head -n1)
+	if [[ -n $sha ]]; then echo "${sha:0:12}"; else echo unknown; fi
+}
+
 for bin in "${wanted[@]}"; do
 	cd "$here/${module[$bin]}"
 	if [[ $bin == kueue-manager ]]; then
@@ -231,6 +307,10 @@ for bin in "${wanted[@]}"; do
 	fi
 	if [[ $bin == etcd ]]; then
 		build_etcd
+		continue
+	fi
+	if [[ $bin == yunikorn-scheduler ]]; then
+		build_yunikorn
 		continue
 	fi
 	# The Kubernetes version this module pins, for `--version` and the
@@ -260,6 +340,9 @@ for bin in "${wanted[@]}"; do
 	fi
 	if [[ $bin == vc-* ]]; then
 		volcano_crds
+	fi
+	if [[ $bin == vc-webhook-manager ]]; then
+		volcano_webhooks
 	fi
 	if [[ $check == 1 && -n "${package[$bin]+x}" ]]; then
 		# Built from the published module as it is: no Go code of ours here.

@@ -115,3 +115,53 @@ pub fn to_batsim_text(msg: &Message) -> String {
 pub fn round6(t: f64) -> f64 {
     (t * 1e6).round() / 1e6
 }
+
+/// An error and its causes, each once: `{:#}` joins every cause of the
+/// chain, and an error whose message already includes its source (a
+/// library's `"cannot read {path}: {source}"`) would print the cause twice
+/// ("No such file or directory (os error 2): No such file or directory
+/// (os error 2)"). A cause whose text is already said is left out.
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if text.is_empty() {
+            text = c;
+        } else if !text.contains(&c) {
+            text.push_str(": ");
+            text.push_str(&c);
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read {path}: {source}")]
+    struct Read {
+        path: String,
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn each_cause_once() {
+        let io = std::io::Error::from_raw_os_error(2);
+        let e = anyhow::Error::new(Read {
+            path: "w.json".into(),
+            source: io,
+        })
+        .context("loading the inputs");
+        assert_eq!(
+            error_text(&e),
+            "loading the inputs: cannot read w.json: No such file or directory (os error 2)"
+        );
+        let plain = anyhow::Error::new(std::io::Error::from_raw_os_error(98)).context("binding");
+        assert_eq!(
+            error_text(&plain),
+            "binding: Address already in use (os error 98)"
+        );
+    }
+}

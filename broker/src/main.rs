@@ -2,12 +2,15 @@
 //!
 //! - `batkube batsim …`: the built-in Batsim stand-in, with real Batsim's
 //!   option names, so scripts can swap one for the other.
+//! - `batkube completions SHELL` and `batkube man`: the shell completions
+//!   and the manual pages, generated from this definition of the command.
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use batsim::compare::cases::{Case, Scheduler};
 use batsim::compare::{CaseFiles, RunOptions};
@@ -17,10 +20,14 @@ use batsim::standin::fcfs::Fcfs;
 use batsim::standin::{DecisionProcess, Options, StandIn, ZmqDecisionProcess};
 use batsim::workload::Workload;
 
+/// `batkube --version`: the package's version and the commit it was built
+/// from (hash and date; "commit unknown" outside a git checkout).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("BATKUBE_COMMIT"), ")");
+
 #[derive(Parser)]
 #[command(
     name = "batkube",
-    version,
+    version = VERSION,
     about = "Simulate Kubernetes schedulers on Batsim"
 )]
 struct Cli {
@@ -43,17 +50,30 @@ enum Command {
     Batsim(BatsimArgs),
     /// Workload tools: validate, generate, convert.
     #[command(subcommand)]
-    Workload(batkube::tools::workload::Command),
+    Workload(batkube_inputs::workload::Command),
     /// Platform tools: validate, generate, convert.
     #[command(subcommand)]
-    Platform(batkube::tools::platform::Command),
+    Platform(batkube_inputs::platform::Command),
     /// Replay a workload on a real cluster in real time (one pod per job) and
     /// record it in Batsim's jobs.csv layout.
-    Replay(batkube::tools::replay::ReplayArgs),
+    Replay(batkube_inputs::replay::ReplayArgs),
     /// Write DIR/report.html: one self-contained page of a run (Gantt chart,
     /// totals over time, distributions, pod table, summary in words) or of a
     /// sweep (the axes against the results, linking each run's page).
-    Report(batkube::report::ReportArgs),
+    Report(batkube_report::ReportArgs),
+    /// Write the shell completion script for SHELL to stdout, e.g.
+    /// `batkube completions bash > ~/.local/share/bash-completion/completions/batkube`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the manual page to stdout (`batkube man | man -l -`), or with
+    /// --dir one page per command into DIR (batkube.1, batkube-run.1, …).
+    Man {
+        /// Directory to write the pages into (created if missing).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Args)]
@@ -165,10 +185,12 @@ fn main() -> ExitCode {
         Command::Run(args) => batkube::run::run(args).map(|s| print_summary(&s)),
         Command::Serve(args) => batkube::run::serve(args).map(|s| print_summary(&s)),
         Command::Batsim(args) => run_standin(args),
-        Command::Workload(cmd) => batkube::tools::workload::run(cmd),
-        Command::Platform(cmd) => batkube::tools::platform::run(cmd),
-        Command::Replay(args) => batkube::tools::replay::run(args),
-        Command::Report(args) => batkube::report::run(args),
+        Command::Workload(cmd) => batkube_inputs::workload::run(cmd),
+        Command::Platform(cmd) => batkube_inputs::platform::run(cmd),
+        Command::Replay(args) => batkube_inputs::replay::run(args),
+        Command::Report(args) => batkube_report::run(args),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { dir } => man(dir.as_deref()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -183,6 +205,36 @@ fn main() -> ExitCode {
             }
             eprintln!("batkube: error: {}", batkube::ending::error_text(&e));
             ExitCode::from(code)
+        }
+    }
+}
+
+/// `batkube completions SHELL`.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "batkube", &mut script);
+    std::io::stdout()
+        .write_all(&script)
+        .context("writing the completion script")
+}
+
+/// `batkube man [--dir DIR]`.
+fn man(dir: Option<&Path>) -> anyhow::Result<()> {
+    let cmd = Cli::command();
+    match dir {
+        None => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(cmd).render(&mut page)?;
+            std::io::stdout()
+                .write_all(&page)
+                .context("writing the manual page")
+        }
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            clap_mangen::generate_to(cmd, dir)
+                .with_context(|| format!("writing the manual pages into {}", dir.display()))?;
+            eprintln!("batkube man: wrote the manual pages into {}", dir.display());
+            Ok(())
         }
     }
 }

@@ -1,5 +1,9 @@
-//! `batkube batsim` as a user runs it: real files, exit codes, messages.
+//! `batkube` as a user runs it: real files, exit codes, messages; the
+//! conventions of a command-line tool (`--version` with the commit, shell
+//! completions, manual pages).
 
+#[path = "../build/commit.rs"]
+mod commit;
 mod common;
 
 use std::process::Command;
@@ -191,4 +195,246 @@ impl Drop for IpcFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(self.0.trim_start_matches("ipc://"));
     }
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn bad_inputs_of_a_run_name_the_file_line_and_field() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let platform = repo.join("platforms/16-node.xml");
+    let platform = platform.to_str().unwrap();
+    let workload = repo.join("workloads/200_delay170.json");
+    let workload = workload.to_str().unwrap();
+    let run = |p: &str, w: &str, extra: &[&'static str]| -> Vec<String> {
+        let mut v: Vec<String> = ["run", "-p", p, "-w", w, "--scheduler", "true"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(["--out".to_string(), "out".to_string()]);
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    // A platform: the file, line and column, the attribute.
+    let xml = "<?xml version=\"1.0\"?>\n<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\">\n\
+               <host id=\"master_host\" speed=\"1Gf\"/>\n<host id=\"n0\" speed=\"1Gf\" speed=\"2Gf\"/>\
+               </zone></platform>\n";
+    fails_with(
+        &strs(&run("p.xml", workload, &[])),
+        &[("p.xml", xml)],
+        "platform p.xml is not valid XML: attribute 'speed' at 4:27",
+    );
+    let xml = xml.replace(" speed=\"1Gf\" speed=\"2Gf\"", " speed=\"fast\"");
+    fails_with(
+        &strs(&run("p.xml", workload, &[])),
+        &[("p.xml", &xml)],
+        "platform p.xml: line 4: host \"n0\": speed: \"fast\"",
+    );
+    // A scenario: the file and the line of the operation, the field.
+    let scenario = "- at: 0\n  cordon: node-1\n- at: 10\n  drain: node-2\n  gracePeriod: 30\n";
+    fails_with(
+        &strs(&run(platform, workload, &["--scenario", "s.yaml"])),
+        &[("s.yaml", scenario)],
+        "s.yaml:3: unknown field \"gracePeriod\"",
+    );
+    // A workload: `batkube workload validate` gives the line and column,
+    // `run` the file, the job and the field.
+    let bad = "{\"nb_res\": 4,\n \"jobs\": [\n  {\"id\": \"a\", \"subtime\": 0, \"res\": 1, \"profile\": \"p\"},\n  \
+               {\"id\": \"b\", \"subtime\": \"x\", \"res\": 1, \"profile\": \"p\"}],\n \
+               \"profiles\": {\"p\": {\"type\": \"delay\", \"delay\": 10}}}\n";
+    fails_with(
+        &["workload", "validate", "w.json"],
+        &[("w.json", bad)],
+        "w.json:line 4, column 3: error: job \"b\": \"subtime\"",
+    );
+    fails_with(
+        &strs(&run(platform, "w.json", &[])),
+        &[("w.json", bad)],
+        "workload w.json: job \"b\" (#1): \"subtime\"",
+    );
+}
+
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let run = batkube().arg("--version").output().unwrap();
+    assert!(run.status.success());
+    let stdout = String::from_utf8(run.stdout).unwrap();
+    let built = env!("BATKUBE_COMMIT");
+    assert_eq!(
+        stdout,
+        format!("batkube {} ({built})\n", env!("CARGO_PKG_VERSION"))
+    );
+    // In a checkout, the commit git names (these tests are built from the
+    // working tree, so their build saw the same HEAD); "commit unknown"
+    // outside one.
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    match commit::commit(here) {
+        Some((text, _)) => assert_eq!(built, text),
+        None => assert_eq!(built, "commit unknown"),
+    }
+}
+
+#[test]
+fn the_commit_comes_from_this_repositorys_git_and_is_unknown_elsewhere() {
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        let o = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .output()
+            .expect("git is installed");
+        assert!(o.status.success(), "git {args:?}: {o:?}");
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    // A tarball: no git around it.
+    let tarball = tempfile::tempdir().unwrap();
+    std::fs::write(tarball.path().join("Cargo.toml"), "[package]\n").unwrap();
+    assert!(commit::commit(tarball.path()).is_none());
+    // A tarball unpacked inside another project's checkout: its files are
+    // not tracked there.
+    let other = tempfile::tempdir().unwrap();
+    git(other.path(), &["init", "-q"]);
+    std::fs::write(other.path().join("README"), "x").unwrap();
+    git(other.path(), &["add", "README"]);
+    git(other.path(), &["commit", "-qm", "other"]);
+    let unpacked = other.path().join("batkube/broker");
+    std::fs::create_dir_all(&unpacked).unwrap();
+    std::fs::write(unpacked.join("Cargo.toml"), "[package]\n").unwrap();
+    assert!(commit::commit(&unpacked).is_none());
+    // A checkout: the commit's hash and date, and the files that move
+    // with the next commit.
+    git(other.path(), &["add", "batkube"]);
+    git(other.path(), &["commit", "-qm", "ours"]);
+    let (text, watch) = commit::commit(&unpacked).expect("tracked");
+    let hash = git(other.path(), &["rev-parse", "--short=12", "HEAD"]);
+    let date = git(other.path(), &["log", "-1", "--format=%cs"]);
+    assert_eq!(text, format!("{hash} {date}"));
+    let branch = git(other.path(), &["symbolic-ref", "HEAD"]);
+    let is = |p: &std::path::Path, want: &str| {
+        p.canonicalize().unwrap() == other.path().join(".git").join(want).canonicalize().unwrap()
+    };
+    assert!(watch.iter().any(|p| is(p, "HEAD")), "{watch:?}");
+    assert!(watch.iter().any(|p| is(p, &branch)), "{watch:?}");
+    // Its ref packed: packed-refs, and where the next commit writes it.
+    git(other.path(), &["pack-refs", "--all"]);
+    let (_, watch) = commit::commit(&unpacked).unwrap();
+    assert!(watch.iter().any(|p| is(p, "packed-refs")), "{watch:?}");
+    assert!(watch.iter().any(|p| is(p, "refs/heads")), "{watch:?}");
+}
+
+#[test]
+fn completions_are_generated_for_each_shell_and_complete_in_bash() {
+    for (shell, marker) in [
+        ("bash", "_batkube()"),
+        ("zsh", "#compdef batkube"),
+        ("fish", "complete -c batkube"),
+        ("elvish", "edit:completion:arg-completer[batkube]"),
+        ("powershell", "Register-ArgumentCompleter"),
+    ] {
+        let run = batkube().args(["completions", shell]).output().unwrap();
+        assert!(run.status.success(), "{shell}: {run:?}");
+        let script = String::from_utf8(run.stdout).unwrap();
+        assert!(script.contains(marker), "{shell}: {script}");
+        assert!(script.contains("platform"), "{shell}");
+    }
+    fails_with(
+        &["completions", "tcsh"],
+        &[],
+        "invalid value 'tcsh' for '<SHELL>'",
+    );
+    // The bash script, sourced as a user's shell does, completes
+    // subcommands and flags.
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("batkube.bash");
+    let run = batkube().args(["completions", "bash"]).output().unwrap();
+    std::fs::write(&script, run.stdout).unwrap();
+    let complete = |words: &str, cur: &str, prev: &str| -> Vec<String> {
+        let o = Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "source \"$1\"; COMP_WORDS=({words}); COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 )); \
+                 _batkube batkube {cur} {prev}; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+            ))
+            .arg("_")
+            .arg(&script)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        String::from_utf8(o.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(complete("batkube ru", "ru", "batkube"), ["run"]);
+    assert_eq!(
+        complete("batkube run --pla", "--pla", "run"),
+        ["--platform"]
+    );
+    assert!(complete("batkube workload ''", "''", "workload")
+        .iter()
+        .any(|w| w == "generate"));
+}
+
+/// The long flags `batkube ARGS --help` lists.
+fn long_flags(args: &[&str]) -> Vec<String> {
+    let run = batkube().args(args).arg("--help").output().unwrap();
+    assert!(run.status.success());
+    let mut flags: Vec<String> = String::from_utf8(run.stdout)
+        .unwrap()
+        .split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']' || c == '=')
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .map(|w| {
+            w.trim_end_matches(|c: char| !c.is_ascii_alphanumeric())
+                .to_string()
+        })
+        .collect();
+    flags.sort();
+    flags.dedup();
+    flags
+}
+
+#[test]
+fn man_pages_cover_every_command_and_flag() {
+    let run = batkube().arg("man").output().unwrap();
+    assert!(run.status.success());
+    let page = String::from_utf8(run.stdout).unwrap();
+    assert!(page.contains(".TH batkube 1"), "{page}");
+    assert!(page.contains(env!("BATKUBE_COMMIT")), "{page}");
+    let dir = tempfile::tempdir().unwrap();
+    let pages = dir.path().join("man1");
+    let run = batkube()
+        .arg("man")
+        .arg("--dir")
+        .arg(&pages)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{run:?}");
+    for command in [
+        vec!["run"],
+        vec!["serve"],
+        vec!["batsim"],
+        vec!["report"],
+        vec!["replay"],
+        vec!["workload", "generate"],
+        vec!["workload", "convert", "swf"],
+        vec!["workload", "validate"],
+        vec!["platform", "gen"],
+        vec!["platform", "validate"],
+        vec!["completions"],
+    ] {
+        let name = format!("batkube-{}.1", command.join("-"));
+        let page =
+            std::fs::read_to_string(pages.join(&name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for flag in long_flags(&command) {
+            assert!(
+                page.contains(&flag.replace('-', "\\-")),
+                "{name} lacks {flag}"
+            );
+        }
+    }
+    assert!(long_flags(&["run"]).contains(&"--platform".to_string()));
 }

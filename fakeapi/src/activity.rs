@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
@@ -34,10 +34,17 @@ pub struct Activity {
     /// [`Activity::socket_ops`]).
     socket_ops: AtomicU64,
     idle: Notify,
+    /// Bumped whenever the API may have become idle or a change was
+    /// published; a thread blocks on it in [`Activity::wait_idle_for`].
+    news: AtomicU32,
+    /// Threads blocked on `news` (no wake-up system call without one).
+    news_waiters: AtomicU32,
     pub(crate) conns: Mutex<Conns>,
     /// The first accounting inconsistency seen, and how many there were.
     violation: Mutex<Option<AccountingViolation>>,
     violations: AtomicU64,
+    /// Admission webhook calls sent and not yet answered (or timed out).
+    webhook_calls: AtomicUsize,
 }
 
 /// The activity counters were found inconsistent: a count released more
@@ -270,6 +277,21 @@ impl Activity {
         }
     }
 
+    /// Admission webhook calls waiting for a webhook's answer now. Each is
+    /// part of a request in flight (the API call that waits on it); a
+    /// simulator that sees every program quiescent while only such calls
+    /// are in flight knows that the API waits on a webhook's program (or on
+    /// the call's timeout, a deadline in [`crate::SimTimers`]).
+    pub fn webhook_calls_waiting(&self) -> usize {
+        self.webhook_calls.load(Ordering::SeqCst)
+    }
+
+    /// Counts a webhook call as waiting until the guard is dropped.
+    pub(crate) fn webhook_call(self: &std::sync::Arc<Self>) -> WebhookCallGuard {
+        self.webhook_calls.fetch_add(1, Ordering::SeqCst);
+        WebhookCallGuard(self.clone())
+    }
+
     pub(crate) fn reading_started(&self) {
         self.reading.fetch_add(1, Ordering::SeqCst);
     }
@@ -301,6 +323,73 @@ impl Activity {
     fn maybe_notify(&self) {
         if self.is_idle() {
             self.idle.notify_waiters();
+            self.poke();
+        }
+    }
+
+    /// Wakes a thread blocked in [`Activity::wait_idle_for`] to look
+    /// again: the API may be idle, or something it waits for (a change
+    /// published to the store's subscribers) happened.
+    pub fn poke(&self) {
+        self.news.fetch_add(1, Ordering::SeqCst);
+        if self.news_waiters.load(Ordering::SeqCst) != 0 {
+            // SAFETY: FUTEX_WAKE on a word of ours; wakes every waiter.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    self.news.as_ptr(),
+                    libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                    i32::MAX,
+                    0,
+                    0,
+                    0,
+                );
+            }
+        }
+    }
+
+    /// Blocks the calling thread until the API is idle, `interrupt` says
+    /// to stop (asked after each wake-up: [`Activity::poke`] wakes it),
+    /// or `timeout` passes; returns whether the API is idle. For a
+    /// thread that is not on the runtime (the broker's loop): no polling
+    /// interval between the request's end and its waking.
+    pub fn wait_idle_for(
+        &self,
+        timeout: std::time::Duration,
+        interrupt: &dyn Fn() -> bool,
+    ) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let seen = self.news.load(Ordering::SeqCst);
+            if self.is_idle() {
+                return true;
+            }
+            if interrupt() {
+                return false;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            let ts = libc::timespec {
+                tv_sec: left.as_secs() as _,
+                tv_nsec: left.subsec_nanos() as _,
+            };
+            self.news_waiters.fetch_add(1, Ordering::SeqCst);
+            // SAFETY: FUTEX_WAIT on a word of ours with a relative timeout;
+            // it returns at once if the word moved since `seen` was read.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    self.news.as_ptr(),
+                    libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                    seen,
+                    &ts,
+                    0,
+                    0,
+                );
+            }
+            self.news_waiters.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
@@ -542,9 +631,49 @@ pub fn tcp_queued_bytes(port: u16) -> u64 {
     total
 }
 
+/// A webhook call counted as waiting (see [`Activity::webhook_calls_waiting`]).
+pub(crate) struct WebhookCallGuard(std::sync::Arc<Activity>);
+
+impl Drop for WebhookCallGuard {
+    fn drop(&mut self) {
+        self.0.webhook_calls.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A thread blocked in `wait_idle_for` wakes when the last request
+    /// ends (not at its timeout), and when poked it asks its interrupt.
+    #[test]
+    fn waiting_for_idle_wakes_when_the_request_ends() {
+        let a = Arc::new(Activity::default());
+        a.request_started();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let other = a.clone();
+        let t = std::thread::spawn(move || {
+            rx.recv().unwrap();
+            other.request_finished(ConnLabel::default());
+        });
+        let start = std::time::Instant::now();
+        tx.send(()).unwrap();
+        assert!(a.wait_idle_for(std::time::Duration::from_secs(60), &|| false));
+        assert!(start.elapsed() < std::time::Duration::from_secs(60));
+        t.join().unwrap();
+        // Busy again: a poke makes it ask its interrupt, which ends the wait.
+        a.request_started();
+        let asked = std::sync::atomic::AtomicBool::new(false);
+        let poker = a.clone();
+        let t = std::thread::spawn(move || poker.poke());
+        let idle = a.wait_idle_for(std::time::Duration::from_secs(60), &|| {
+            let again = asked.swap(true, Ordering::SeqCst);
+            again
+        });
+        assert!(!idle);
+        t.join().unwrap();
+        assert!(!a.wait_idle_for(std::time::Duration::from_millis(1), &|| false));
+    }
 
     #[test]
     fn releasing_more_than_was_counted_is_a_violation() {

@@ -236,7 +236,7 @@ fn check_types(crd: &Value) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn dns1123_subdomain(s: &str) -> Vec<String> {
+pub(crate) fn dns1123_subdomain(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > 253 {
         errs.push("must be no more than 253 characters".to_string());
@@ -254,7 +254,7 @@ fn dns1123_subdomain(s: &str) -> Vec<String> {
     errs
 }
 
-fn dns1035_label(s: &str) -> Vec<String> {
+pub(crate) fn dns1035_label(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > 63 {
         errs.push("must be no more than 63 characters".to_string());

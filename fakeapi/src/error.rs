@@ -59,7 +59,26 @@ pub enum ApiError {
     /// returns an error that is not a `Status` (`ErrorToAPIStatus`), as a
     /// Binding's validation does.
     #[error("{0}")]
+    Storage(String),
+    /// A 500 `InternalError` (a webhook that could not be called, with
+    /// `failurePolicy: Fail`): the message is `Internal error occurred: `
+    /// and this, which is also the one cause of its details.
+    #[error("Internal error occurred: {0}")]
     Internal(String),
+    /// A `Status` as someone else wrote it (an admission webhook's denial:
+    /// its code, reason, message and details, passed on to the client).
+    #[error("{}", .0.message)]
+    Status(Box<StatusError>),
+}
+
+/// A `Status` of a denial, as [`ApiError::Status`] carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusError {
+    pub code: u16,
+    pub reason: String,
+    pub message: String,
+    /// `details`, if any.
+    pub details: Option<Value>,
 }
 
 impl ApiError {
@@ -74,12 +93,13 @@ impl ApiError {
             ApiError::NotAcceptable(_) => 406,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Invalid(_) | ApiError::InvalidFields(_) => 422,
-            ApiError::Internal(_) => 500,
+            ApiError::Internal(_) | ApiError::Storage(_) => 500,
             ApiError::Plain { code, .. } => *code,
+            ApiError::Status(s) => s.code,
         }
     }
 
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> &str {
         match self {
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::NotFound { .. } | ApiError::NotFoundPath(_) => "NotFound",
@@ -91,8 +111,10 @@ impl ApiError {
             ApiError::NotAcceptable(_) => "NotAcceptable",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Invalid(_) | ApiError::InvalidFields(_) => "Invalid",
+            ApiError::Internal(_) => "InternalError",
+            ApiError::Status(s) => &s.reason,
             // `StatusReasonUnknown`, which the Status leaves out.
-            ApiError::Internal(_) => "",
+            ApiError::Storage(_) => "",
             ApiError::Plain { reason, .. } => reason,
         }
     }
@@ -175,6 +197,19 @@ impl ApiError {
                 status["details"] = Value::Object(d);
             }
             ApiError::Plain { .. } => status["details"] = json!({}),
+            ApiError::Internal(m) => {
+                status["details"] = json!({"causes": [{"message": m}]});
+            }
+            ApiError::Status(s) => {
+                if s.reason.is_empty() {
+                    if let Some(o) = status.as_object_mut() {
+                        o.remove("reason");
+                    }
+                }
+                if let Some(d) = &s.details {
+                    status["details"] = d.clone();
+                }
+            }
             _ => {}
         }
         status

@@ -44,12 +44,14 @@
 //! ```
 
 mod activity;
+mod admission;
 mod conn;
 mod crd;
 mod defaults;
 mod discovery;
 mod error;
 mod manifest;
+pub mod negotiate;
 pub mod patch;
 pub mod protobuf;
 mod registry;
@@ -58,15 +60,17 @@ mod schema;
 pub mod selector;
 mod server;
 mod store;
+mod strategy;
 mod table;
 mod timers;
 mod validation;
 mod watch;
 
 pub use activity::{tcp_queued_bytes, AccountingViolation, Activity, ActivitySnapshot, Connection};
+pub use admission::WebhookCalls;
 pub use crd::COSCHEDULING_PODGROUP_CRD;
 pub use discovery::SERVER_VERSION;
-pub use error::{ApiError, FieldError, FieldErrorKind, InvalidObject, Result};
+pub use error::{ApiError, FieldError, FieldErrorKind, InvalidObject, Result, StatusError};
 pub use manifest::{check_manifests, load_manifests, Manifest, ManifestError};
 pub use patch::PatchKind;
 pub use resources::ResourceInfo;

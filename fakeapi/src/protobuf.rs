@@ -23,6 +23,8 @@ use prost::Message;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+mod pod;
+
 /// The four bytes before every protobuf-encoded Kubernetes object.
 pub const MAGIC: &[u8] = b"k8s\0";
 
@@ -34,6 +36,7 @@ pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 /// version of the resource deleted).
 pub const KINDS: &[(&str, &str)] = &[
     ("v1", "Binding"),
+    ("v1", "Pod"),
     ("v1", "Event"),
     ("events.k8s.io/v1", "Event"),
     ("coordination.k8s.io/v1", "Lease"),
@@ -98,6 +101,9 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
                 .map_err(bad)?
                 .conv(),
         ),
+        ("v1", "Pod") => json(pod::To::<core::v1::Pod>::to(
+            k8s_pb::api::core::v1::Pod::decode(&*raw).map_err(bad)?,
+        )),
         ("v1", "Event") => json(
             k8s_pb::api::core::v1::Event::decode(&*raw)
                 .map_err(bad)?
@@ -466,6 +472,166 @@ mod tests {
         );
     }
 
+    /// A pod as client-go sends it (YuniKorn's gang placeholder, a pod
+    /// whose status a scheduler fails): the JSON a JSON client would have
+    /// sent, embedded protobuf messages inlined, empty lists absent.
+    #[test]
+    fn pods_read_as_the_json_a_json_client_sends() {
+        use k8s_pb::api::core::v1 as pb;
+        use k8s_pb::apimachinery::pkg::api::resource::Quantity;
+        use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
+        let q = |s: &str| Quantity {
+            string: Some(s.into()),
+        };
+        let term = pb::PodAffinityTerm {
+            label_selector: Some(pb_meta::LabelSelector {
+                match_labels: [("gang".to_string(), "g1".to_string())].into(),
+                ..Default::default()
+            }),
+            topology_key: Some("kubernetes.io/hostname".into()),
+            ..Default::default()
+        };
+        let pod = pb::Pod {
+            metadata: Some(pb_meta::ObjectMeta {
+                name: Some("tg-app-gang-x".into()),
+                namespace: Some("default".into()),
+                labels: [("queue".to_string(), "root.a".to_string())].into(),
+                owner_references: vec![pb_meta::OwnerReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("Pod".into()),
+                    name: Some("app-0".into()),
+                    uid: Some("u0".into()),
+                    controller: Some(false),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            spec: Some(pb::PodSpec {
+                containers: vec![pb::Container {
+                    name: Some("pause".into()),
+                    image: Some("registry.k8s.io/pause:3.7".into()),
+                    resources: Some(pb::ResourceRequirements {
+                        requests: [
+                            ("cpu".to_string(), q("1")),
+                            ("memory".to_string(), q("2Gi")),
+                        ]
+                        .into(),
+                        ..Default::default()
+                    }),
+                    env: vec![pb::EnvVar {
+                        name: Some("A".into()),
+                        value_from: Some(pb::EnvVarSource {
+                            config_map_key_ref: Some(pb::ConfigMapKeySelector {
+                                local_object_reference: Some(pb::LocalObjectReference {
+                                    name: Some("cm".into()),
+                                }),
+                                key: Some("k".into()),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }],
+                    liveness_probe: Some(pb::Probe {
+                        handler: Some(pb::ProbeHandler {
+                            http_get: Some(pb::HttpGetAction {
+                                path: Some("/healthz".into()),
+                                port: Some(IntOrString {
+                                    r#type: Some(1),
+                                    str_val: Some("http".into()),
+                                    ..Default::default()
+                                }),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        }),
+                        period_seconds: Some(10),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
+                volumes: vec![pb::Volume {
+                    name: Some("v".into()),
+                    volume_source: Some(pb::VolumeSource {
+                        empty_dir: Some(pb::EmptyDirVolumeSource::default()),
+                        ..Default::default()
+                    }),
+                }],
+                scheduler_name: Some("yunikorn".into()),
+                restart_policy: Some("Never".into()),
+                termination_grace_period_seconds: Some(0),
+                node_selector: [("zone".to_string(), "a".to_string())].into(),
+                security_context: Some(pb::PodSecurityContext {
+                    run_as_user: Some(1000),
+                    ..Default::default()
+                }),
+                affinity: Some(pb::Affinity {
+                    pod_anti_affinity: Some(pb::PodAntiAffinity {
+                        required_during_scheduling_ignored_during_execution: vec![term],
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                tolerations: vec![pb::Toleration {
+                    key: Some("k".into()),
+                    operator: Some("Exists".into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            status: Some(pb::PodStatus {
+                phase: Some("Failed".into()),
+                reason: Some("ApplicationRejected".into()),
+                conditions: vec![pb::PodCondition {
+                    r#type: Some("PodScheduled".into()),
+                    status: Some("False".into()),
+                    last_transition_time: Some(pb_meta::Time {
+                        seconds: Some(60),
+                        nanos: Some(0),
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+        };
+        let v = decode(&envelope("v1", "Pod", pod.encode_to_vec())).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {
+                    "name": "tg-app-gang-x", "namespace": "default",
+                    "labels": {"queue": "root.a"},
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "app-0",
+                        "uid": "u0", "controller": false}],
+                },
+                "spec": {
+                    "containers": [{
+                        "name": "pause", "image": "registry.k8s.io/pause:3.7",
+                        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
+                        "env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "k"}}}],
+                        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10},
+                    }],
+                    "volumes": [{"name": "v", "emptyDir": {}}],
+                    "schedulerName": "yunikorn", "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 0,
+                    "nodeSelector": {"zone": "a"},
+                    "securityContext": {"runAsUser": 1000},
+                    "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                        "labelSelector": {"matchLabels": {"gang": "g1"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }]}},
+                    "tolerations": [{"key": "k", "operator": "Exists"}],
+                },
+                "status": {
+                    "phase": "Failed", "reason": "ApplicationRejected",
+                    "conditions": [{"type": "PodScheduled", "status": "False",
+                        "lastTransitionTime": "1970-01-01T00:01:00Z"}],
+                },
+            })
+        );
+    }
+
     #[test]
     fn lease_times_are_rfc3339_microseconds() {
         let l = k8s_pb::api::coordination::v1::Lease {
@@ -562,9 +728,9 @@ mod tests {
 
     #[test]
     fn other_kinds_and_garbage_are_refused_with_a_reason() {
-        let e = decode(&envelope("v1", "Pod", vec![])).unwrap_err();
+        let e = decode(&envelope("v1", "ConfigMap", vec![])).unwrap_err();
         assert_eq!(e.code(), 415);
-        assert!(e.to_string().contains("\"Pod\""), "{e}");
+        assert!(e.to_string().contains("\"ConfigMap\""), "{e}");
         assert_eq!(decode(b"{}").unwrap_err().code(), 400);
         assert_eq!(decode(b"k8s\0\xff\xff").unwrap_err().code(), 400);
     }

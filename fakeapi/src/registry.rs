@@ -125,6 +125,16 @@ impl Registry {
             .cloned()
     }
 
+    /// The other served versions of the resource of `cv` (the versions an
+    /// admission webhook with `matchPolicy: Equivalent` may match).
+    pub(crate) fn siblings(&self, cv: &CustomVersion) -> Vec<Arc<CustomVersion>> {
+        self.versions
+            .iter()
+            .filter(|c| c.def.served && c.crd == cv.crd && !std::ptr::eq(c.info, cv.info))
+            .cloned()
+            .collect()
+    }
+
     /// The storage version of `plural.group`.
     pub(crate) fn storage(&self, group: &str, plural: &str) -> Option<Arc<CustomVersion>> {
         self.versions

@@ -93,12 +93,75 @@ impl LabelSelector {
         Ok(LabelSelector(reqs))
     }
 
+    /// A `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`
+    /// with `In`, `NotIn`, `Exists`, `DoesNotExist`), as
+    /// `LabelSelectorAsSelector` reads it; `null` or `{}` selects
+    /// everything. A bad one is an error naming what is wrong.
+    pub fn from_object(sel: &Value) -> Result<Self, String> {
+        let mut reqs = Vec::new();
+        if sel.is_null() {
+            return Ok(LabelSelector(reqs));
+        }
+        if let Some(m) = sel.get("matchLabels").filter(|m| !m.is_null()) {
+            let m = m
+                .as_object()
+                .ok_or("matchLabels must be a map of strings")?;
+            let mut keys: Vec<_> = m.iter().collect();
+            keys.sort_by(|a, b| a.0.cmp(b.0));
+            for (k, v) in keys {
+                let v = v.as_str().ok_or("matchLabels must be a map of strings")?;
+                reqs.push(LabelReq::Eq(k.clone(), v.to_string()));
+            }
+        }
+        if let Some(es) = sel.get("matchExpressions").filter(|e| !e.is_null()) {
+            let es = es.as_array().ok_or("matchExpressions must be a list")?;
+            for e in es {
+                let key = e
+                    .get("key")
+                    .and_then(Value::as_str)
+                    .ok_or("a matchExpression needs a key")?
+                    .to_string();
+                let values: Vec<String> = e
+                    .get("values")
+                    .and_then(Value::as_array)
+                    .map(|vs| {
+                        vs.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let op = e.get("operator").and_then(Value::as_str).unwrap_or("");
+                reqs.push(match op {
+                    "In" | "NotIn" if values.is_empty() => {
+                        return Err(format!(
+                            "for 'in', 'notin' operators, values set can't be empty (key {key:?})"
+                        ))
+                    }
+                    "In" => LabelReq::In(key, values),
+                    "NotIn" => LabelReq::NotIn(key, values),
+                    "Exists" | "DoesNotExist" if !values.is_empty() => {
+                        return Err(format!(
+                            "values set must be empty for exists and does not exist (key {key:?})"
+                        ))
+                    }
+                    "Exists" => LabelReq::Exists(key),
+                    "DoesNotExist" => LabelReq::NotExists(key),
+                    other => {
+                        return Err(format!("{other:?} is not a valid label selector operator"))
+                    }
+                });
+            }
+        }
+        Ok(LabelSelector(reqs))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
-    pub fn matches(&self, obj: &Value) -> bool {
-        let labels = obj.pointer("/metadata/labels");
+    /// Whether a set of labels (a JSON map, or null for none) matches.
+    pub fn matches_labels(&self, labels: Option<&Value>) -> bool {
         let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
         self.0.iter().all(|r| match r {
             LabelReq::Eq(k, v) => get(k) == Some(v.as_str()),
@@ -108,6 +171,10 @@ impl LabelSelector {
             LabelReq::Exists(k) => get(k).is_some(),
             LabelReq::NotExists(k) => get(k).is_none(),
         })
+    }
+
+    pub fn matches(&self, obj: &Value) -> bool {
+        self.matches_labels(obj.pointer("/metadata/labels"))
     }
 }
 

@@ -2,9 +2,11 @@
 //! dispatches on the resource table, so no resource has its own handler.
 
 use crate::activity::{Activity, InFlight, WatchTally};
+use crate::admission;
 use crate::conn::{ConnHandle, ConnTrack, TrackedListener};
 use crate::discovery;
 use crate::error::{ApiError, FieldError};
+use crate::negotiate::{negotiate, partial_json, Form, Verb};
 use crate::patch::PatchKind;
 use crate::registry::Served;
 use crate::selector::Selection;
@@ -251,12 +253,19 @@ impl Req {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
     }
-    fn wants_table(&self) -> bool {
+    /// The form the response to a read takes (see [`crate::negotiate`]).
+    fn form(&self, verb: Verb) -> Result<Form, ApiError> {
         let accept = self.header(header::ACCEPT);
-        accept
-            .split(',')
-            .next()
-            .is_some_and(|first| first.contains("as=Table"))
+        negotiate(accept, verb).ok_or_else(|| {
+            ApiError::NotAcceptable(format!(
+                "fakeapi cannot answer this {} in any form the request accepts ({accept:?}): it answers application/json, as a Table or as PartialObjectMetadata(List) of meta.k8s.io/v1",
+                match verb {
+                    Verb::Get => "get",
+                    Verb::List => "list",
+                    Verb::Watch => "watch",
+                }
+            ))
+        })
     }
     /// The version of aggregated discovery asked for, if any.
     fn wants_aggregated(&self) -> Option<&'static str> {
@@ -379,10 +388,10 @@ async fn route(ctx: &Ctx, req: Request) -> (&'static str, String, Response) {
         }
         (true, ["apis", g, v]) => disc(discovery::resource_list(&rows(), g, v)),
         (_, ["api", "v1", rest @ ..]) if !rest.is_empty() => {
-            return resource_request(ctx, &r, "", "v1", rest);
+            return resource_request(ctx, &r, "", "v1", rest).await;
         }
         (_, ["apis", g, v, rest @ ..]) if !rest.is_empty() => {
-            return resource_request(ctx, &r, g, v, rest);
+            return resource_request(ctx, &r, g, v, rest).await;
         }
         _ => not_found(),
     };
@@ -444,7 +453,7 @@ fn parse_target<'a>(
     })
 }
 
-fn resource_request(
+async fn resource_request(
     ctx: &Ctx,
     r: &Req,
     group: &str,
@@ -473,12 +482,16 @@ fn resource_request(
     if let Some(s) = t.sub {
         resource = format!("{resource}/{s}");
     }
-    let (verb, result) = dispatch(ctx, r, &t);
+    let (verb, result) = dispatch(ctx, r, &t).await;
     let resp = result.unwrap_or_else(|e| error_response(&e));
     (verb, resource, resp)
 }
 
-fn dispatch(ctx: &Ctx, r: &Req, t: &Target) -> (&'static str, Result<Response, ApiError>) {
+async fn dispatch(
+    ctx: &Ctx,
+    r: &Req,
+    t: &Target<'_>,
+) -> (&'static str, Result<Response, ApiError>) {
     let store = &ctx.store;
     let served = &t.served;
     let info = served.info;
@@ -510,42 +523,59 @@ fn dispatch(ctx: &Ctx, r: &Req, t: &Target) -> (&'static str, Result<Response, A
         ),
         (&Method::GET, Some(name), None | Some("status")) => (
             "get",
-            store.get_in(served, ns, name).map(|s| {
-                if r.wants_table() {
-                    let tbl = table::table(
-                        served,
-                        &[s.value],
-                        store.now(),
-                        true,
-                        IncludeObject::parse(r.q("includeObject")),
-                    );
-                    value_response(200, &tbl)
-                } else {
-                    json_response(200, s.json)
-                }
+            r.form(Verb::Get).and_then(|form| {
+                store.get_in(served, ns, name).map(|s| match form {
+                    Form::Table => {
+                        let tbl = table::table(
+                            served,
+                            &[s.value],
+                            store.now(),
+                            true,
+                            IncludeObject::parse(r.q("includeObject")),
+                        );
+                        value_response(200, &tbl)
+                    }
+                    Form::Metadata => json_response(200, partial_json(&s.json)),
+                    Form::Object => json_response(200, s.json),
+                })
             }),
         ),
         (&Method::POST, None, None) => {
             if served.custom.is_none() && info.plural == "bindings" {
-                return ("create", create_binding(ctx, r, ns, None));
+                return ("create", create_binding(ctx, r, ns, None).await);
             }
-            let res = dry_run(r, "CreateOptions").and_then(|dry| {
-                let body = body()?;
-                store
-                    .create_in(served, t.ns, body, Origin::Http, dry)
-                    .map(|s| json_response(201, s.json))
-            });
+            let res = match dry_run(r, "CreateOptions").and_then(|_| body()) {
+                Ok(body) => admission::create(
+                    store,
+                    served,
+                    t.ns,
+                    body,
+                    write_options(r, "CreateOptions"),
+                    Origin::Http,
+                )
+                .await
+                .map(|s| json_response(201, s.json)),
+                Err(e) => Err(e),
+            };
             ("create", res)
         }
         (&Method::POST, Some(name), Some("binding")) => {
-            ("create", create_binding(ctx, r, ns, Some(name)))
+            ("create", create_binding(ctx, r, ns, Some(name)).await)
         }
         (&Method::POST, Some(name), Some("eviction")) => {
-            let res = r.body_json().and_then(|_| {
-                store
-                    .delete_in(served, ns, name, &DeleteOptions::default(), Origin::Http)
-                    .map(|_| value_response(201, &success_status(201)))
-            });
+            let res = match r.body_json() {
+                Ok(body) => {
+                    match admission::subresource_create(store, served, ns, name, "eviction", body)
+                        .await
+                    {
+                        Ok(_) => store
+                            .delete_in(served, ns, name, &DeleteOptions::default(), Origin::Http)
+                            .map(|_| value_response(201, &success_status(201))),
+                        Err(e) => Err(e),
+                    }
+                }
+                Err(e) => Err(e),
+            };
             ("create", res)
         }
         (&Method::PUT, Some(name), Some("scale")) => {
@@ -557,12 +587,21 @@ fn dispatch(ctx: &Ctx, r: &Req, t: &Target) -> (&'static str, Result<Response, A
             ("update", res)
         }
         (&Method::PUT, Some(name), sub) => {
-            let res = dry_run(r, "UpdateOptions").and_then(|dry| {
-                let body = body()?;
-                store
-                    .update_in(served, ns, name, sub, body, Origin::Http, dry)
-                    .map(|s| json_response(200, s.json))
-            });
+            let res = match dry_run(r, "UpdateOptions").and_then(|_| body()) {
+                Ok(body) => admission::update(
+                    store,
+                    served,
+                    ns,
+                    name,
+                    sub,
+                    admission::Change::Replace(body),
+                    write_options(r, "UpdateOptions"),
+                    Origin::Http,
+                )
+                .await
+                .map(|(s, _)| json_response(200, s.json)),
+                Err(e) => Err(e),
+            };
             ("update", res)
         }
         (&Method::PATCH, Some(name), sub) => {
@@ -579,34 +618,52 @@ fn dispatch(ctx: &Ctx, r: &Req, t: &Target) -> (&'static str, Result<Response, A
                     reason: "UnsupportedMediaType",
                     message: "415: Unsupported Media Type".into(),
                 }),
-                Some(kind) => patch_options(r, kind)
+                Some(kind) => match patch_options(r, kind)
                     .and_then(|()| strict_patch(r, served, kind))
-                    .and_then(|()| {
-                    if sub == Some("scale") {
-                        store
-                            .write_scale(served, ns, name, ScaleWrite::Patch(kind, &r.body), Origin::Http)
-                            .map(|s| value_response(200, &s))
-                    } else {
-                        let dry = dry_run(r, "PatchOptions")?;
-                        store
-                            .patch_in(served, ns, name, sub, kind, &r.body, Origin::Http, dry)
-                            .map(|(s, created)| {
-                                json_response(if created { 201 } else { 200 }, s.json)
-                            })
-                    }
-                }),
+                {
+                    Err(e) => Err(e),
+                    Ok(()) if sub == Some("scale") => store
+                        .write_scale(served, ns, name, ScaleWrite::Patch(kind, &r.body), Origin::Http)
+                        .map(|s| value_response(200, &s)),
+                    Ok(()) => match dry_run(r, "PatchOptions") {
+                        Err(e) => Err(e),
+                        Ok(_) => admission::update(
+                            store,
+                            served,
+                            ns,
+                            name,
+                            sub,
+                            admission::Change::Patch(kind, &r.body),
+                            write_options(r, "PatchOptions"),
+                            Origin::Http,
+                        )
+                        .await
+                        .map(|(s, created)| {
+                            json_response(if created { 201 } else { 200 }, s.json)
+                        }),
+                    },
+                },
             };
             ("patch", res)
         }
         (&Method::DELETE, Some(name), None) => {
-            let res = delete_options(r).and_then(|opts| {
-                store
-                    .delete_in(served, ns, name, &opts, Origin::Http)
-                    .map(|d| deleted_response(served, d))
-            });
+            let res = match delete_options(r) {
+                Ok(opts) => admission::delete(
+                    store,
+                    served,
+                    ns,
+                    name,
+                    &opts,
+                    delete_options_object(r),
+                    Origin::Http,
+                )
+                .await
+                .map(|d| deleted_response(served, d)),
+                Err(e) => Err(e),
+            };
             ("delete", res)
         }
-        (&Method::DELETE, None, None) => ("deletecollection", delete_collection(ctx, r, t)),
+        (&Method::DELETE, None, None) => ("deletecollection", delete_collection(ctx, r, t).await),
         _ => (
             "unknown",
             Err(ApiError::MethodNotAllowed(format!(
@@ -682,9 +739,61 @@ fn strict_patch(r: &Req, served: &Served, kind: PatchKind) -> Result<(), ApiErro
     }
 }
 
-fn create_binding(ctx: &Ctx, r: &Req, ns: &str, pod: Option<&str>) -> Result<Response, ApiError> {
+/// The options object a webhook sees with a write (`CreateOptions`,
+/// `UpdateOptions`, `PatchOptions`): `dryRun` and `fieldManager` from the
+/// query.
+fn write_options(r: &Req, kind: &str) -> Value {
+    let mut o = json!({"kind": kind, "apiVersion": "meta.k8s.io/v1"});
+    if let Some(d) = r.q("dryRun").filter(|d| !d.is_empty()) {
+        o["dryRun"] = json!([d]);
+    }
+    if let Some(m) = r.q("fieldManager").filter(|m| !m.is_empty()) {
+        o["fieldManager"] = json!(m);
+    }
+    o
+}
+
+/// A delete's `DeleteOptions` as a webhook sees them.
+fn delete_options_object(r: &Req) -> Value {
+    let mut o = if r.body.is_empty() {
+        json!({})
+    } else {
+        r.body_json().unwrap_or_else(|_| json!({}))
+    };
+    if !o.is_object() {
+        o = json!({});
+    }
+    o["kind"] = json!("DeleteOptions");
+    o["apiVersion"] = json!("meta.k8s.io/v1");
+    for k in ["propagationPolicy", "gracePeriodSeconds"] {
+        if let Some(v) = r.q(k) {
+            o[k] = v
+                .parse::<i64>()
+                .map(|n| json!(n))
+                .unwrap_or_else(|_| json!(v));
+        }
+    }
+    if let Some(d) = r.q("dryRun").filter(|d| !d.is_empty()) {
+        o["dryRun"] = json!([d]);
+    }
+    o
+}
+
+async fn create_binding(
+    ctx: &Ctx,
+    r: &Req,
+    ns: &str,
+    pod: Option<&str>,
+) -> Result<Response, ApiError> {
     let body = r.body_json()?;
     let dry_run = dry_run(r, "CreateOptions")?;
+    // Admission webhooks see the Binding before the storage checks it.
+    let name = pod
+        .or_else(|| body.pointer("/metadata/name").and_then(Value::as_str))
+        .unwrap_or("")
+        .to_string();
+    let pods = ctx.store.served("", "v1", "pods").expect("pods are served");
+    let body = admission::subresource_create(&ctx.store, &pods, ns, &name, "binding", body).await?;
     ctx.store.bind(
         BindRequest {
             namespace: ns,
@@ -941,6 +1050,7 @@ fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
             }
         },
     };
+    let form = r.form(Verb::List)?;
     let page = ctx.store.list_in(&t.served, &sel, limit, r.q("continue"))?;
     let mut metadata = json!({"resourceVersion": page.rv.to_string()});
     match &page.continue_token {
@@ -952,7 +1062,7 @@ fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
     if let Some(n) = page.remaining {
         metadata["remainingItemCount"] = json!(n);
     }
-    if r.wants_table() {
+    if form == Form::Table {
         let objs: Vec<_> = page.items.iter().map(|s| s.value.clone()).collect();
         let mut tbl = table::table(
             &t.served,
@@ -969,21 +1079,32 @@ fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
     }
     // Items are concatenated from their stored bytes: a list never
     // re-serializes an object.
+    let (kind, api_version) = match form {
+        Form::Metadata => (
+            "PartialObjectMetadataList".to_string(),
+            "meta.k8s.io/v1".to_string(),
+        ),
+        _ => (list_kind(&t.served), t.served.info.api_version()),
+    };
     let head = json!({
-        "kind": list_kind(&t.served),
-        "apiVersion": t.served.info.api_version(),
+        "kind": kind,
+        "apiVersion": api_version,
         "metadata": metadata,
     })
     .to_string();
-    let total: usize = page.items.iter().map(|s| s.json.len() + 1).sum();
+    let items: Vec<Bytes> = match form {
+        Form::Metadata => page.items.iter().map(|s| partial_json(&s.json)).collect(),
+        _ => page.items.iter().map(|s| s.json.clone()).collect(),
+    };
+    let total: usize = items.iter().map(|s| s.len() + 1).sum();
     let mut out = Vec::with_capacity(head.len() + total + 16);
     out.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
     out.extend_from_slice(b",\"items\":[");
-    for (i, s) in page.items.iter().enumerate() {
+    for (i, s) in items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(&s.json);
+        out.extend_from_slice(s);
     }
     out.extend_from_slice(b"]}");
     Ok(json_response(200, out))
@@ -1006,10 +1127,10 @@ fn watch(ctx: &Ctx, r: &Req, t: &Target, name: Option<&str>) -> Result<Response,
             ApiError::BadRequest(format!("timeoutSeconds must be an integer, got {s:?}"))
         })?)),
     };
-    let render = if r.wants_table() {
-        Render::Table { first: true }
-    } else {
-        Render::Json
+    let render = match r.form(Verb::Watch)? {
+        Form::Table => Render::Table { first: true },
+        Form::Metadata => Render::Metadata,
+        Form::Object => Render::Json,
     };
     let tally = WatchTally::new(
         ctx.store.activity(),
@@ -1018,7 +1139,7 @@ fn watch(ctx: &Ctx, r: &Req, t: &Target, name: Option<&str>) -> Result<Response,
     // Instant markers go to a watch that asked for them and for bookmarks,
     // in JSON (a table watch is for people).
     let instants = r.flag("allowWatchBookmarks")
-        && matches!(render, Render::Json)
+        && matches!(render, Render::Json | Render::Metadata)
         && r.headers
             .get(crate::store::INSTANTS_HEADER)
             .and_then(|v| v.to_str().ok())
@@ -1041,7 +1162,7 @@ fn watch(ctx: &Ctx, r: &Req, t: &Target, name: Option<&str>) -> Result<Response,
         .expect("valid response"))
 }
 
-fn delete_collection(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
+async fn delete_collection(ctx: &Ctx, r: &Req, t: &Target<'_>) -> Result<Response, ApiError> {
     let sel = selection(r, t, None)?;
     let opts = delete_options(r)?;
     let page = ctx.store.list_in(&t.served, &sel, None, None)?;
@@ -1061,9 +1182,16 @@ fn delete_collection(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiErro
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        match ctx
-            .store
-            .delete_in(&t.served, &ns, &name, &opts, Origin::Http)
+        match admission::delete(
+            &ctx.store,
+            &t.served,
+            &ns,
+            &name,
+            &opts,
+            delete_options_object(r),
+            Origin::Http,
+        )
+        .await
         {
             Ok(_) => deleted.push((*s.value).clone()),
             Err(ApiError::NotFound { .. }) => {}
@@ -1119,6 +1247,29 @@ fn render_metrics(ctx: &Ctx) -> String {
         out,
         "# TYPE fakeapi_resource_version gauge\nfakeapi_resource_version {}",
         ctx.store.resource_version()
+    );
+    let calls = ctx.store.webhook_calls();
+    if !calls.is_empty() {
+        out.push_str("# HELP fakeapi_webhook_calls_total Admission webhook calls, by configuration, webhook and outcome.\n# TYPE fakeapi_webhook_calls_total counter\n");
+        for (configuration, webhook, c) in calls {
+            for (outcome, n) in [
+                ("allowed", c.allowed),
+                ("patched", c.patched),
+                ("denied", c.denied),
+                ("failed_closed", c.failed_closed),
+                ("failed_open", c.failed_open),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "fakeapi_webhook_calls_total{{configuration=\"{configuration}\",webhook=\"{webhook}\",outcome=\"{outcome}\"}} {n}"
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# TYPE fakeapi_webhook_calls_waiting gauge\nfakeapi_webhook_calls_waiting {}",
+        ctx.store.activity().webhook_calls_waiting()
     );
     if let Some(extra) = ctx.metrics.extra.read().as_ref() {
         out.push_str(&extra());

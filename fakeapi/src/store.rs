@@ -26,12 +26,22 @@ use tokio::sync::mpsc;
 
 use crate::timers::WatchTimers;
 
-mod admission;
+mod admit;
 mod binding;
+mod builtin_admission;
 mod gc;
 
+pub(crate) use admit::PatchTarget;
 pub(crate) use binding::BindRequest;
 pub use gc::Propagation;
+
+/// A create made ready to write ([`Store::prepare_create`]): what is
+/// written under which (namespace, name).
+#[derive(Debug)]
+pub(crate) struct PreparedCreate {
+    pub key: (String, String),
+    pub obj: Value,
+}
 
 /// The store's source of "now" (creationTimestamp, deletionTimestamp,
 /// condition transition times). The broker passes its simulated clock.
@@ -366,6 +376,14 @@ struct State {
 }
 
 impl State {
+    /// Whether namespace `ns` exists.
+    fn namespace_exists(&self, ns: &str) -> bool {
+        let (ns_idx, _) = resources::builtin("", "v1", "namespaces").expect("namespaces row");
+        self.tables[ns_idx]
+            .objects
+            .contains_key(&(String::new(), ns.to_string()))
+    }
+
     /// Queues a marker to every watch that asked for instants (the end of
     /// one: a begin goes only to a watch that sees a change of it). A
     /// watch whose queue is full overflows (it ends with a 410), as for a
@@ -428,6 +446,8 @@ struct Inner {
     hold: HoldState,
     /// The seeded stream of identifiers (`StoreConfig::id_seed`).
     ids: Option<parking_lot::Mutex<u64>>,
+    /// Admission webhook calls by outcome.
+    webhook_stats: crate::admission::Stats,
     #[cfg(test)]
     pub(crate) test_hook: parking_lot::Mutex<Option<TestHook>>,
 }
@@ -669,6 +689,49 @@ fn typed_served<K: k8s_openapi::Resource>() -> Result<Served> {
         })
 }
 
+/// An update's body: an object whose name, if given, is the URL's.
+fn check_update_body(info: &ResourceInfo, ns: &str, name: &str, obj: &Value) -> Result<()> {
+    if !obj.is_object() {
+        return Err(ApiError::BadRequest(
+            "the body must be a JSON object".into(),
+        ));
+    }
+    check_type(info, obj)?;
+    if info.namespaced && meta_str(obj, "namespace").is_some_and(|b| !b.is_empty() && b != ns) {
+        return Err(namespace_mismatch());
+    }
+    if let Some(body_name) = meta_str(obj, "name") {
+        if body_name != name {
+            return Err(ApiError::BadRequest(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+    }
+    if let Some(rv) = meta_str(obj, "resourceVersion").filter(|r| !r.is_empty()) {
+        if rv.parse::<u64>().is_err() {
+            // What kube-apiserver's storage says, as a 500.
+            return Err(ApiError::Storage(format!(
+                "strconv.ParseUint: parsing {}: invalid syntax",
+                crate::error::go_quote(rv)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A write that names a resourceVersion must name the current one (409).
+fn check_resource_version(
+    info: &ResourceInfo,
+    name: &str,
+    obj: &Value,
+    current: u64,
+) -> Result<()> {
+    match meta_str(obj, "resourceVersion") {
+        Some(rv) if rv != current.to_string() => Err(conflict(info, name)),
+        _ => Ok(()),
+    }
+}
+
 /// Whether anything but `metadata` (and `status`, when it has its own
 /// subresource) differs: what bumps `metadata.generation`.
 fn spec_changed(new: &Value, old: &Value, status_apart: bool) -> bool {
@@ -764,6 +827,7 @@ impl Store {
                 activity: Arc::new(Activity::default()),
                 hold: HoldState::default(),
                 ids,
+                webhook_stats: Default::default(),
                 #[cfg(test)]
                 test_hook: Default::default(),
             }),
@@ -775,7 +839,7 @@ impl Store {
                 json!({"metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]}}),
             );
         }
-        for pc in admission::system_priority_classes() {
+        for pc in builtin_admission::system_priority_classes() {
             let _ = store.create("priorityclasses.scheduling.k8s.io", None, pc);
         }
         store
@@ -1453,6 +1517,7 @@ impl Store {
             }
             _ => {}
         }
+        crate::strategy::prepare_create(info, obj)?;
         Ok(name)
     }
 
@@ -1523,53 +1588,83 @@ impl Store {
         &self,
         served: &Served,
         namespace: Option<&str>,
+        obj: Value,
+        origin: Origin,
+        dry_run: bool,
+    ) -> Result<Stored> {
+        let prepared = self.prepare_create(served, namespace, obj, origin)?;
+        self.commit_create(served, prepared, origin, dry_run)
+    }
+
+    /// The namespace a create writes into: the request's, the body's, or
+    /// `default`; `""` for a cluster-scoped resource.
+    fn create_namespace(
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        obj: &Value,
+    ) -> Result<String> {
+        if !info.namespaced {
+            return Ok(String::new());
+        }
+        let body_ns = meta_str(obj, "namespace").map(str::to_string);
+        match (namespace, body_ns) {
+            (Some(p), Some(b)) if p != b && !b.is_empty() => Err(namespace_mismatch()),
+            (Some(p), _) => Ok(p.to_string()),
+            (None, Some(b)) if !b.is_empty() => Ok(b),
+            (None, _) => Ok("default".to_string()),
+        }
+    }
+
+    /// A create up to what is written (metadata, defaults, the kind's
+    /// strategy, validation), before the store is looked at.
+    pub(crate) fn prepare_create(
+        &self,
+        served: &Served,
+        namespace: Option<&str>,
         mut obj: Value,
+        origin: Origin,
+    ) -> Result<PreparedCreate> {
+        let info = served.info;
+        let ns = Self::create_namespace(info, namespace, &obj)?;
+        let name = self.normalize_new(info, &ns, &mut obj, origin)?;
+        // `NamespaceLifecycle` admits before anything is validated.
+        if info.namespaced && !self.inner.state.read().namespace_exists(&ns) {
+            return Err(ApiError::not_found("namespaces", &ns));
+        }
+        self.admit(served, &mut obj, None, origin)?;
+        Ok(PreparedCreate {
+            key: (ns, name),
+            obj,
+        })
+    }
+
+    /// Writes a prepared create (`dry_run`: answers what would be
+    /// written): 404 if its namespace is gone, 409 if the name is taken.
+    pub(crate) fn commit_create(
+        &self,
+        served: &Served,
+        prepared: PreparedCreate,
         origin: Origin,
         dry_run: bool,
     ) -> Result<Stored> {
         let info = served.info;
-        let body_ns = meta_str(&obj, "namespace").map(str::to_string);
-        let ns = if info.namespaced {
-            match (namespace, body_ns) {
-                (Some(p), Some(b)) if p != b && !b.is_empty() => {
-                    return Err(namespace_mismatch());
-                }
-                (Some(p), _) => p.to_string(),
-                (None, Some(b)) if !b.is_empty() => b,
-                (None, _) => "default".to_string(),
-            }
-        } else {
-            String::new()
-        };
-        let name = self.normalize_new(info, &ns, &mut obj, origin)?;
-        // `NamespaceLifecycle` admits before anything is validated.
-        let namespace_exists = |st: &State| {
-            let (ns_idx, _) = resources::builtin("", "v1", "namespaces").expect("namespaces row");
-            st.tables[ns_idx]
-                .objects
-                .contains_key(&(String::new(), ns.clone()))
-        };
-        if info.namespaced && !namespace_exists(&self.inner.state.read()) {
-            return Err(ApiError::not_found("namespaces", &ns));
-        }
-        self.admit(served, &mut obj, None, origin)?;
+        let PreparedCreate { key, mut obj } = prepared;
         let mut st = self.inner.state.write();
         let t = st.live(served)?;
-        if info.namespaced && !namespace_exists(&st) {
-            return Err(ApiError::not_found("namespaces", &ns));
+        if info.namespaced && !st.namespace_exists(&key.0) {
+            return Err(ApiError::not_found("namespaces", &key.0));
         }
-        let key = (ns, name.clone());
         if st.tables[t].objects.contains_key(&key) {
             return Err(ApiError::AlreadyExists {
                 resource: info.qualified_name(),
-                name,
+                name: key.1,
             });
         }
         if served.custom.is_none() && (info.group, info.kind) == ("", "Pod") {
             self.admit_pod(&st, &mut obj, origin)?;
         }
         if served.custom.is_none() && (info.group, info.kind) == ("", "Service") {
-            admission::allocate_service_ip(&st, &mut obj);
+            builtin_admission::allocate_service_ip(&st, &mut obj);
         }
         if dry_run {
             return Ok(served.present(preview(obj, 0)));
@@ -1652,6 +1747,10 @@ impl Store {
         };
         st.gc.changed(idx, &key, old_value.as_deref(), &value, ty);
         st.subscribers.retain(|s| s.send(change.clone()).is_ok());
+        if !st.subscribers.is_empty() {
+            // A subscriber's thread may be blocked waiting for the API.
+            self.inner.activity.poke();
+        }
         if served.custom.is_none() && info.kind == "Event" && ty != EventType::Deleted {
             if let Some(ttl) = self.inner.config.event_ttl {
                 let expiry =
@@ -1811,32 +1910,7 @@ impl Store {
         dry_run: bool,
     ) -> Result<Stored> {
         let info = served.info;
-        if !obj.is_object() {
-            return Err(ApiError::BadRequest(
-                "the body must be a JSON object".into(),
-            ));
-        }
-        check_type(info, &obj)?;
-        if info.namespaced && meta_str(&obj, "namespace").is_some_and(|b| !b.is_empty() && b != ns)
-        {
-            return Err(namespace_mismatch());
-        }
-        if let Some(body_name) = meta_str(&obj, "name") {
-            if body_name != name {
-                return Err(ApiError::BadRequest(format!(
-                    "the name of the object ({body_name}) does not match the name on the URL ({name})"
-                )));
-            }
-        }
-        if let Some(rv) = meta_str(&obj, "resourceVersion").filter(|r| !r.is_empty()) {
-            if rv.parse::<u64>().is_err() {
-                // What kube-apiserver's storage says, as a 500.
-                return Err(ApiError::Internal(format!(
-                    "strconv.ParseUint: parsing {}: invalid syntax",
-                    crate::error::go_quote(rv)
-                )));
-            }
-        }
+        check_update_body(info, ns, name, &obj)?;
         let ns = if info.namespaced { ns } else { "" };
         let mut st = self.inner.state.write();
         let t = st.live(served)?;
@@ -1846,11 +1920,7 @@ impl Store {
             .get(&key)
             .cloned()
             .ok_or_else(|| kind_error(info, name))?;
-        if let Some(rv) = meta_str(&obj, "resourceVersion") {
-            if rv != old.rv.to_string() {
-                return Err(conflict(info, name));
-            }
-        }
+        check_resource_version(info, name, &obj, old.rv)?;
         obj["kind"] = json!(info.kind);
         obj["apiVersion"] = json!(info.api_version());
         let s = self.finish_update(&mut st, served, key, old, obj, subresource, origin, dry_run)?;
@@ -1868,11 +1938,26 @@ impl Store {
         served: &Served,
         key: (String, String),
         old: Stored,
-        mut obj: Value,
+        obj: Value,
         subresource: Option<&str>,
         origin: Origin,
         dry_run: bool,
     ) -> Result<Stored> {
+        let obj = self.shape_update(served, &key, &old, obj, subresource, origin)?;
+        Ok(self.commit_shaped(st, served, key, old, obj, origin, dry_run))
+    }
+
+    /// An update up to what is written (the status rules, immutable
+    /// metadata, the kind's strategy, validation), without the store.
+    pub(crate) fn shape_update(
+        &self,
+        served: &Served,
+        key: &(String, String),
+        old: &Stored,
+        mut obj: Value,
+        subresource: Option<&str>,
+        origin: Origin,
+    ) -> Result<Value> {
         let info = served.info;
         let old_v = &*old.value;
         match subresource {
@@ -1930,22 +2015,25 @@ impl Store {
         if (info.group, info.kind) == ("", "Namespace") {
             label_namespace(&mut obj, &key.1);
         }
+        if served.custom.is_none() {
+            crate::strategy::prepare_update(info, &mut obj, old_v, subresource)?;
+        }
         self.admit(served, &mut obj, Some(old_v), origin)?;
         let deleting = meta(old_v).is_some_and(|m| m.contains_key("deletionTimestamp"));
-        let finalizers = |o: &Value| -> Vec<String> {
-            meta(o)
-                .and_then(|m| m.get("finalizers"))
-                .and_then(Value::as_array)
-                .map(|f| {
-                    f.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let (now_f, then_f) = (finalizers(&obj), finalizers(old_v));
         if deleting {
+            let finalizers = |o: &Value| -> Vec<String> {
+                meta(o)
+                    .and_then(|m| m.get("finalizers"))
+                    .and_then(Value::as_array)
+                    .map(|f| {
+                        f.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let (now_f, then_f) = (finalizers(&obj), finalizers(old_v));
             let added: Vec<&String> = now_f.iter().filter(|f| !then_f.contains(f)).collect();
             if !added.is_empty() {
                 let list: Vec<String> = added.iter().map(|f| crate::error::go_quote(f)).collect();
@@ -1966,21 +2054,41 @@ impl Store {
                 ));
             }
         }
-        if obj == *old_v {
-            return Ok(old);
+        Ok(obj)
+    }
+
+    /// Writes a shaped update of `old` (nothing when it changes nothing;
+    /// `dry_run`: answers what would be written). When it removes the last
+    /// finalizer of an object being deleted, the object goes as it was
+    /// stored, and the writer gets what it wrote (the version it wrote to).
+    fn commit_shaped(
+        &self,
+        st: &mut State,
+        served: &Served,
+        key: (String, String),
+        old: Stored,
+        obj: Value,
+        origin: Origin,
+        dry_run: bool,
+    ) -> Stored {
+        if obj == *old.value {
+            return old;
         }
         if dry_run {
-            return Ok(preview(obj, old.rv));
+            return preview(obj, old.rv);
         }
-        if deleting && now_f.is_empty() {
-            // The last finalizer gone: the object goes as it was stored,
-            // and the writer gets what it wrote (the version it wrote to).
+        let deleting = meta(&old.value).is_some_and(|m| m.contains_key("deletionTimestamp"));
+        let finalizers_left = meta(&obj)
+            .and_then(|m| m.get("finalizers"))
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        if deleting && !finalizers_left {
             let answer = preview(obj, old.rv);
             let gone = (*old.value).clone();
             self.commit(st, served, key, gone, Some(old), EventType::Deleted, origin);
-            return Ok(answer);
+            return answer;
         }
-        Ok(self.commit(st, served, key, obj, Some(old), EventType::Modified, origin))
+        self.commit(st, served, key, obj, Some(old), EventType::Modified, origin)
     }
 
     /// Read-modify-write under the lock (for the Rust API and bindings).
@@ -2074,11 +2182,7 @@ impl Store {
             return Err(kind_error(info, name));
         };
         let patched = patch(&served.present(old.clone()).value)?;
-        if let Some(rv) = meta_str(&patched, "resourceVersion") {
-            if rv != old.rv.to_string() {
-                return Err(conflict(info, name));
-            }
-        }
+        check_resource_version(info, name, &patched, old.rv)?;
         // Patches through the main resource of an object with a status
         // subresource cannot change status over HTTP; the status path can
         // change only status. `finish_update` enforces both.

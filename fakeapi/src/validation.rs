@@ -451,23 +451,7 @@ pub(crate) fn validate(
                 }
             }
         }
-        ("batch", "Job") => {
-            validate_selector(obj, &mut out);
-            if let Some(spec) = obj.pointer("/spec/template/spec") {
-                validate_pod_spec(spec, "spec.template.spec", &mut out);
-                let policy = spec
-                    .get("restartPolicy")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                if policy != "OnFailure" && policy != "Never" {
-                    out.push(FieldError::not_supported(
-                        "spec.template.spec.restartPolicy",
-                        &json!(policy),
-                        &["OnFailure", "Never"].map(String::from),
-                    ));
-                }
-            }
-        }
+        // batch/v1 Jobs: `crate::strategy` (with their immutable fields).
         ("coordination.k8s.io", "Lease") => {
             if let Some(d) = obj
                 .pointer("/spec/leaseDurationSeconds")

@@ -11,6 +11,7 @@
 
 use crate::activity::{AccountingViolation, PendingEvents, WatchTally};
 use crate::conn::ConnTrack;
+use crate::negotiate::partial_json;
 use crate::registry::Served;
 use crate::resources::ResourceInfo;
 use crate::store::{
@@ -42,6 +43,9 @@ pub(crate) enum Render {
     Table {
         first: bool,
     },
+    /// `meta.k8s.io/v1 PartialObjectMetadata` (client-go's metadata
+    /// informers), bookmarks included.
+    Metadata,
 }
 
 pub(crate) struct WatchStream {
@@ -101,18 +105,35 @@ pub(crate) fn gone_line(message: &str) -> Bytes {
     event_line("ERROR", &serde_json::to_vec(&status).expect("json"))
 }
 
+/// A BOOKMARK event, written straight into its line: one is sent on every
+/// watch that asks for instant markers at every instant, so it is built
+/// without a JSON tree (keys in kube-apiserver's order).
 fn bookmark_line(info: &ResourceInfo, rv: u64, mark: Mark) -> Bytes {
-    let mut metadata = json!({"resourceVersion": rv.to_string()});
+    bookmark_line_as(info.kind, &info.api_version(), rv, mark)
+}
+
+/// A BOOKMARK of `kind` in `api_version` (a metadata-only watch's are
+/// `PartialObjectMetadata` in `meta.k8s.io/v1`).
+fn bookmark_line_as(kind: &str, api_version: &str, rv: u64, mark: Mark) -> Bytes {
+    use std::io::Write;
+    let mut v = Vec::with_capacity(160 + kind.len() + api_version.len());
+    v.extend_from_slice(b"{\"type\":\"BOOKMARK\",\"object\":{\"kind\":");
+    serde_json::to_writer(&mut v, kind).expect("json");
+    v.extend_from_slice(b",\"apiVersion\":");
+    serde_json::to_writer(&mut v, api_version).expect("json");
+    write!(v, ",\"metadata\":{{\"resourceVersion\":\"{rv}\"").expect("vec");
     match mark {
         Mark::Periodic => {}
         Mark::InitialEnd => {
-            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+            v.extend_from_slice(b",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}")
         }
-        Mark::Begin(n) => metadata["annotations"] = json!({ INSTANT_BEGIN: n.to_string() }),
-        Mark::End(n) => metadata["annotations"] = json!({ INSTANT_END: n.to_string() }),
+        Mark::Begin(n) => {
+            write!(v, ",\"annotations\":{{\"{INSTANT_BEGIN}\":\"{n}\"}}").expect("vec")
+        }
+        Mark::End(n) => write!(v, ",\"annotations\":{{\"{INSTANT_END}\":\"{n}\"}}").expect("vec"),
     }
-    let obj = json!({"kind": info.kind, "apiVersion": info.api_version(), "metadata": metadata});
-    event_line("BOOKMARK", &serde_json::to_vec(&obj).expect("json"))
+    v.extend_from_slice(b"}}}\n");
+    Bytes::from(v)
 }
 
 /// Events ready together go out in one write: a single ready event is sent
@@ -143,7 +164,10 @@ impl Batch {
     fn push(&mut self, b: Bytes, count: PendingEvents) {
         let first = &self.first;
         let buf = self.rest.get_or_insert_with(|| {
-            let mut m = BytesMut::with_capacity(BATCH_BYTES + b.len());
+            // Grown as needed: most batches are an instant's few small
+            // frames, and a buffer of BATCH_BYTES each time (past malloc's
+            // mmap threshold) cost a map and an unmap per frame.
+            let mut m = BytesMut::with_capacity((2 * (first.len() + b.len())).max(4096));
             m.extend_from_slice(first);
             m
         });
@@ -218,7 +242,16 @@ impl WatchStream {
 
     fn render_item(&mut self, item: WatchItem) -> Bytes {
         match (self.render, item) {
+            (Render::Metadata, WatchItem::Bookmark { rv, mark }) => {
+                bookmark_line_as("PartialObjectMetadata", "meta.k8s.io/v1", rv, mark)
+            }
             (_, WatchItem::Bookmark { rv, mark }) => bookmark_line(self.served.info, rv, mark),
+            (Render::Metadata, WatchItem::Change(ty, e)) => {
+                event_line(ty.as_str(), &partial_json(&e.json))
+            }
+            (Render::Metadata, WatchItem::Initial(s)) => {
+                event_line("ADDED", &partial_json(&s.json))
+            }
             (Render::Json, WatchItem::Change(ty, e)) if !self.served.converts() => e.line(ty),
             (Render::Json, WatchItem::Change(ty, e)) => {
                 event_line(ty.as_str(), &self.served.present_json(&e.json_as(ty)))
@@ -368,15 +401,15 @@ impl Stream for WatchStream {
         };
         if let Some(fired) = tick {
             if let Some(rv) = this.store.bookmark_rv(&this.rx) {
-                if matches!(this.render, Render::Json) {
+                if matches!(this.render, Render::Json | Render::Metadata) {
                     if let Some(f) = fired {
                         this.handed(f);
                     }
-                    return Poll::Ready(Some(Ok(bookmark_line(
-                        this.served.info,
+                    let line = this.render_item(WatchItem::Bookmark {
                         rv,
-                        Mark::Periodic,
-                    ))));
+                        mark: Mark::Periodic,
+                    });
+                    return Poll::Ready(Some(Ok(line)));
                 }
             }
             // A queued event: let the next poll deliver it (a fired count
@@ -440,6 +473,50 @@ mod tests {
     fn pod(name: &str) -> serde_json::Value {
         json!({"metadata": {"name": name, "namespace": "default"},
                "spec": {"containers": [{"name": "c", "image": "i"}]}})
+    }
+
+    /// The bookmark written by hand is the object a JSON tree makes, for
+    /// every mark and for core and grouped kinds, its keys in the order
+    /// kube-apiserver writes them (kind, apiVersion, metadata) whether or
+    /// not serde_json preserves insertion order in this build.
+    #[test]
+    fn bookmark_lines_are_the_serialized_objects() {
+        let store = Store::new();
+        for plural in ["pods", "leases.coordination.k8s.io"] {
+            let info = store.resolve(plural).unwrap().info;
+            for mark in [
+                Mark::Periodic,
+                Mark::InitialEnd,
+                Mark::Begin(7),
+                Mark::End(12),
+            ] {
+                let mut metadata = json!({"resourceVersion": "42"});
+                match mark {
+                    Mark::Periodic => {}
+                    Mark::InitialEnd => {
+                        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"})
+                    }
+                    Mark::Begin(n) => {
+                        metadata["annotations"] = json!({ INSTANT_BEGIN: n.to_string() })
+                    }
+                    Mark::End(n) => metadata["annotations"] = json!({ INSTANT_END: n.to_string() }),
+                }
+                let obj = json!({"kind": info.kind, "apiVersion": info.api_version(), "metadata": metadata});
+                let line = bookmark_line(info, 42, mark);
+                let got: serde_json::Value = serde_json::from_slice(&line).unwrap();
+                assert_eq!(
+                    got,
+                    json!({"type": "BOOKMARK", "object": obj}),
+                    "{plural} {mark:?}"
+                );
+                assert!(line.ends_with(b"}\n"));
+            }
+        }
+        let info = store.resolve("pods").unwrap().info;
+        assert_eq!(
+            &bookmark_line(info, 3, Mark::End(2))[..],
+            &b"{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"3\",\"annotations\":{\"batkube.io/instant-end\":\"2\"}}}}\n"[..]
+        );
     }
 
     fn open_watch(store: &Store) -> WatchStream {

@@ -1,8 +1,9 @@
 //! client-go's default wire format over real HTTP: protobuf bodies
 //! (`k8s\0` + `runtime.Unknown`) for the writes the upstream kube-scheduler
 //! makes with only `--kubeconfig` (its leader-election lease, bindings,
-//! events, the DeleteOptions of a preemption), with client-go's Accept
-//! header; answers are JSON, which that header allows.
+//! events, the DeleteOptions of a preemption) and the pods a scheduler
+//! makes or fails itself (YuniKorn's), with client-go's Accept header;
+//! answers are JSON, which that header allows.
 
 mod common;
 
@@ -265,4 +266,83 @@ async fn unreadable_protobuf_and_protobuf_only_accept_are_refused_clearly() {
     let r = raw(a, "GET", "/api/v1/nodes", &[("Accept", PROTOBUF)], None).await;
     assert_eq!(r.status, 406);
     assert_eq!(r.json()["reason"], "NotAcceptable");
+}
+
+/// A scheduler that makes pods of its own (YuniKorn's gang placeholders)
+/// creates them, and writes pod statuses (YuniKorn fails the pods of an
+/// application it rejects), as whole protobuf Pods.
+#[tokio::test]
+async fn pods_created_and_failed_in_protobuf() {
+    use k8s_pb::api::core::v1 as pb;
+    let (store, server, _client) = start(StoreConfig::default()).await;
+    let a = server.addr();
+    let headers = [("Content-Type", PROTOBUF), ("Accept", ACCEPT)];
+    let cpu = k8s_pb::apimachinery::pkg::api::resource::Quantity {
+        string: Some("1".into()),
+    };
+    let mut pod = pb::Pod {
+        metadata: Some(pb_meta::ObjectMeta {
+            name: Some("tg-app-1-gang-abc".into()),
+            namespace: Some("default".into()),
+            labels: [(
+                "yunikorn.apache.org/app-id".to_string(),
+                "app-1".to_string(),
+            )]
+            .into(),
+            ..Default::default()
+        }),
+        spec: Some(pb::PodSpec {
+            scheduler_name: Some("yunikorn".into()),
+            restart_policy: Some("Never".into()),
+            containers: vec![pb::Container {
+                name: Some("pause".into()),
+                image: Some("registry.k8s.io/pause:3.7".into()),
+                resources: Some(pb::ResourceRequirements {
+                    requests: [("cpu".to_string(), cpu.clone())].into(),
+                    limits: [("cpu".to_string(), cpu)].into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let r = raw(
+        a,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        &headers,
+        Some(&envelope("v1", "Pod", &pod)),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let created = store.get_pod("default", "tg-app-1-gang-abc").unwrap();
+    let spec = created.spec.as_ref().unwrap();
+    assert_eq!(spec.scheduler_name.as_deref(), Some("yunikorn"));
+    let resources = spec.containers[0].resources.as_ref().unwrap();
+    assert_eq!(resources.requests.as_ref().unwrap()["cpu"].0, "1");
+    assert_eq!(resources.limits.as_ref().unwrap()["cpu"].0, "1");
+    // Its status written whole, with the resourceVersion it was read at.
+    let rv = created.metadata.resource_version.clone();
+    pod.metadata.as_mut().unwrap().resource_version = rv;
+    pod.status = Some(pb::PodStatus {
+        phase: Some("Failed".into()),
+        reason: Some("ApplicationRejected".into()),
+        message: Some(" failed to place application app-1".into()),
+        ..Default::default()
+    });
+    let r = raw(
+        a,
+        "PUT",
+        "/api/v1/namespaces/default/pods/tg-app-1-gang-abc/status",
+        &headers,
+        Some(&envelope("v1", "Pod", &pod)),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let failed = store.get_pod("default", "tg-app-1-gang-abc").unwrap();
+    let status = failed.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Failed"));
+    assert_eq!(status.reason.as_deref(), Some("ApplicationRejected"));
 }

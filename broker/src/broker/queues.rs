@@ -6,7 +6,10 @@
 //! ClusterQueue's (`spec.clusterQueue`), where quotas live, when the
 //! LocalQueue exists at the job's submission. The quota of a row is read
 //! from the API: a Volcano Queue's `spec.capability`, or the sum of a Kueue
-//! ClusterQueue's `nominalQuota` over its resource groups and flavors.
+//! ClusterQueue's `nominalQuota` over its resource groups and flavors, or a
+//! YuniKorn queue's `max` resources (else its `guaranteed` ones) in
+//! YuniKorn's configuration (the `queues.yaml` of the ConfigMap
+//! `yunikorn-configs` in `default`; a job's `tenant-a` is `root.tenant-a`).
 //!
 //! Counts are per job (a gang is one job): `pending` from submission until
 //! it starts (its pods pending or bound), `running` from its start until
@@ -39,6 +42,10 @@ const QUOTA_KINDS: [&str; 2] = [
 ];
 /// Kueue's namespaced queue pointing at a ClusterQueue.
 const LOCAL_QUEUES: &str = "localqueues.kueue.x-k8s.io";
+/// YuniKorn's configuration: the ConfigMap it reads in its namespace (the
+/// scheduler's `NAMESPACE`, `default` unless set) and the key of its queues.
+const YUNIKORN_CONFIGMAP: (&str, &str) = ("default", "yunikorn-configs");
+const YUNIKORN_QUEUES_KEY: &str = "queues.yaml";
 
 /// Bounded slowdown's threshold (seconds), the usual 10 s.
 const BSLD_TAU: f64 = 10.0;
@@ -153,6 +160,9 @@ pub struct Queues {
     /// Where `queues.csv` goes once there is a queue.
     streamed: Option<std::path::PathBuf>,
     open_error: Option<std::io::Error>,
+    /// YuniKorn's parsed `queues.yaml`, with the ConfigMap's
+    /// resourceVersion it was parsed from (parsed again when it changes).
+    yunikorn: Option<(String, Value)>,
 }
 
 impl Queues {
@@ -242,8 +252,11 @@ impl Queues {
             }
         }
         for q in std::mem::take(&mut self.dirty) {
+            let (cpu_quota_m, memory_quota) = match quota(store, &q) {
+                (None, None) => self.yunikorn_quota(store, &q),
+                found => found,
+            };
             let s = &self.queues[&q];
-            let (cpu_quota_m, memory_quota) = quota(store, &q);
             self.rows.push(QueueRow {
                 time: now,
                 queue: q.clone(),
@@ -308,6 +321,84 @@ impl Queues {
         self.rows.flush()
     }
 }
+
+impl Queues {
+    /// The cpu and memory of YuniKorn's queue `name` (`root.` prefixed
+    /// unless it is a full path) in the default partition of its
+    /// configuration: its `max` resources, else its `guaranteed` ones
+    /// (`vcore` as a cpu quantity, `10` or `500m`; `memory` as bytes or
+    /// with a suffix).
+    fn yunikorn_quota(&mut self, store: &Store, name: &str) -> (Option<i64>, Option<i64>) {
+        let (ns, cm) = YUNIKORN_CONFIGMAP;
+        let Ok(obj) = store.get("configmaps", Some(ns), cm) else {
+            return (None, None);
+        };
+        let rv = obj["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if self.yunikorn.as_ref().is_none_or(|(v, _)| *v != rv) {
+            let parsed = obj["data"][YUNIKORN_QUEUES_KEY]
+                .as_str()
+                .and_then(|text| serde_yaml::from_str::<Value>(text).ok())
+                .unwrap_or(Value::Null);
+            self.yunikorn = Some((rv, parsed));
+        }
+        let Some((_, conf)) = &self.yunikorn else {
+            return (None, None);
+        };
+        yunikorn_queue(conf, name)
+            .map(|q| {
+                let res = &q["resources"];
+                let limits = if res["max"].is_object() {
+                    &res["max"]
+                } else {
+                    &res["guaranteed"]
+                };
+                let read = |resource: &str, key: &str| {
+                    let v = match &limits[key] {
+                        Value::Number(n) => Value::String(n.to_string()),
+                        other => other.clone(),
+                    };
+                    translate::parse_quantity(resource, &v).ok()
+                };
+                (read("cpu", "vcore"), read("memory", "memory"))
+            })
+            .unwrap_or((None, None))
+    }
+}
+
+/// The queue at `name` (`a.b` under root, or `root.a.b`) in YuniKorn's
+/// configuration's `default` partition (else its only one).
+fn yunikorn_queue<'a>(conf: &'a Value, name: &str) -> Option<&'a Value> {
+    let partitions = conf["partitions"].as_array()?;
+    let partition = partitions
+        .iter()
+        .find(|p| p["name"] == "default")
+        .or_else(|| (partitions.len() == 1).then(|| &partitions[0]))?;
+    let path = if name == "root" || name.starts_with("root.") {
+        name.to_string()
+    } else {
+        format!("root.{name}")
+    };
+    let mut level = partition["queues"].as_array()?;
+    let mut found = None;
+    for part in path.split('.') {
+        let q = level.iter().find(|q| {
+            q["name"]
+                .as_str()
+                .is_some_and(|n| n.eq_ignore_ascii_case(part))
+        })?;
+        found = Some(q);
+        level = match q["queues"].as_array() {
+            Some(children) => children,
+            None => &EMPTY,
+        };
+    }
+    found
+}
+
+static EMPTY: Vec<Value> = Vec::new();
 
 /// A queue's cpu and memory quota from its object in the API, if any.
 fn quota(store: &Store, name: &str) -> (Option<i64>, Option<i64>) {
@@ -433,5 +524,39 @@ mod tests {
         assert_eq!(ta.cpu_share, 4000.0 * 20.0 / (8000.0 * 50.0));
         assert_eq!(ta.peak_cpu_allocated_m, 4000);
         assert_eq!(s["team-b"].jobs_finished, 0);
+    }
+
+    /// YuniKorn's queues: `max` where given, else `guaranteed`, read from
+    /// its ConfigMap, and read again when the ConfigMap changes.
+    #[test]
+    fn yunikorn_quotas_come_from_its_configmap() {
+        let store = Store::new();
+        let conf = |b_max: &str| {
+            serde_json::json!({"metadata": {"name": "yunikorn-configs", "namespace": "default"},
+                "data": {"queues.yaml": format!(
+                    "partitions:\n- name: default\n  queues:\n  - name: root\n    queues:\n\
+                     \x20   - name: a\n      resources:\n        guaranteed: {{vcore: 10, memory: 40Gi}}\n\
+                     \x20   - name: b\n      resources:\n        guaranteed: {{vcore: \"2\"}}\n\
+                     \x20       max: {{vcore: {b_max}, memory: \"1073741824\"}}\n")}})
+        };
+        store
+            .create("configmaps", Some("default"), conf("6"))
+            .unwrap();
+        let mut qs = Queues::default();
+        assert_eq!(
+            qs.yunikorn_quota(&store, "a"),
+            (Some(10_000), Some(40 << 30))
+        );
+        assert_eq!(
+            qs.yunikorn_quota(&store, "root.b"),
+            (Some(6000), Some(1 << 30))
+        );
+        assert_eq!(qs.yunikorn_quota(&store, "c"), (None, None));
+        let mut cm = store
+            .get("configmaps", Some("default"), "yunikorn-configs")
+            .unwrap();
+        cm["data"] = conf("500m")["data"].clone();
+        store.update("configmaps", Some("default"), cm).unwrap();
+        assert_eq!(qs.yunikorn_quota(&store, "b"), (Some(500), Some(1 << 30)));
     }
 }

@@ -201,7 +201,11 @@ impl ShimSide {
                     return Ok(Quiet::Busy);
                 }
                 skipped += 1;
-                std::thread::sleep(Duration::from_micros(20));
+                // Woken as soon as it is idle, or a change is published
+                // (the broker reacts to it at once).
+                let left = bound.saturating_sub(start.elapsed());
+                self.activity
+                    .wait_idle_for(left.min(Duration::from_millis(2)), changed);
                 continue;
             }
             skipped = 0;
@@ -493,13 +497,25 @@ impl Gate {
         let start = Instant::now();
         let mut last = (u64::MAX, usize::MAX);
         let mut since = Instant::now();
+        let mut looks = 0u32;
         loop {
+            looks += 1;
             let s = self.activity.snapshot();
-            let bytes = in_flight(&self.activity, &mut self.diag.lock(), self.api_port);
-            if s.watch_events_pending == 0 && s.requests_in_flight == 0 && bytes == 0 {
+            // While the API is still writing the instant's frames, the
+            // sockets cannot hold all of it yet: the byte counts (a
+            // sock_diag lookup per connection) wait until it is done. A
+            // write blocked on a full receive window keeps it busy for
+            // good: looked for after a few rounds.
+            let writing = s.watch_events_pending != 0 || s.requests_in_flight != 0;
+            let bytes = if writing {
+                u64::MAX
+            } else {
+                in_flight(&self.activity, &mut self.diag.lock(), self.api_port)
+            };
+            if bytes == 0 {
                 return false;
             }
-            if self.activity.window_limited() {
+            if (!writing || looks > 4) && self.activity.window_limited() {
                 tracing::debug!(bytes, "an instant larger than a receive window: the gate opens for the scheduler to read it");
                 return true;
             }
@@ -514,7 +530,17 @@ impl Gate {
                 );
                 return true;
             }
-            std::thread::sleep(Duration::from_micros(10));
+            // The API's workers write an instant within microseconds (it
+            // wakes this thread when done); the kernel then delivers the
+            // bytes: yield to it first, sleep only if it takes longer.
+            if writing {
+                self.activity
+                    .wait_idle_for(Duration::from_micros(500), &|| false);
+            } else if looks < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(10));
+            }
         }
     }
 }

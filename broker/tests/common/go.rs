@@ -24,7 +24,8 @@ pub fn go_dir() -> PathBuf {
 /// `<target>/go/<name>`, built first if this process has not built it yet.
 /// `name` is a program of build-go.sh (`kube-scheduler`,
 /// `kube-scheduler-with-plugin`, `kube-scheduler-explain`, `kube-scheduler-coscheduling`,
-/// `vc-scheduler`, `vc-controller-manager`); `check` adds
+/// `kube-controller-manager`, `vc-scheduler`, `vc-controller-manager`,
+/// `vc-webhook-manager`, `kueue-manager`, `yunikorn-scheduler`); `check` adds
 /// build-go.sh's `--check` (go vet and go test in that program's module).
 /// Needs bash, Go and, the first time on a machine, the Go module proxy.
 /// A failed build fails every test that asks for the program.

@@ -90,8 +90,8 @@ impl Store {
         }
         match invalid.len() {
             0 => {}
-            1 => return Err(ApiError::Internal(invalid.remove(0))),
-            _ => return Err(ApiError::Internal(format!("[{}]", invalid.join(", ")))),
+            1 => return Err(ApiError::Storage(invalid.remove(0))),
+            _ => return Err(ApiError::Storage(format!("[{}]", invalid.join(", ")))),
         }
         check_path_segment(pod)?;
 

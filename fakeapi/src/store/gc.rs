@@ -156,6 +156,20 @@ impl Graph {
         new: &Value,
         ty: EventType,
     ) {
+        // An update that keeps the owners as they were, of an object that
+        // owns nothing and is not being deleted with a policy, calls for
+        // nothing: the common case (a pod's status written), decided
+        // without building the owner sets.
+        if let Some(o) = old {
+            if ty != EventType::Deleted
+                && owner_refs(o)
+                    .map(|r| r.uid)
+                    .eq(owner_refs(new).map(|r| r.uid))
+                && !self.may_own(new)
+            {
+                return;
+            }
+        }
         let before = uids(old);
         let after = if ty == EventType::Deleted {
             BTreeSet::new()

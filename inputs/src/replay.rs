@@ -24,7 +24,7 @@ use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::translate;
+use batkube_translate as translate;
 use batsim::protocol::Job;
 use batsim::workload::{ProfileKind, Workload, WorkloadJob};
 
@@ -61,7 +61,7 @@ pub struct ReplayArgs {
 }
 
 /// The pod for one job, exactly as the broker makes it
-/// ([`crate::translate::pod_from_job`]: name from the Batsim id `w0!<id>`,
+/// ([`batkube_translate::pod_from_job`]: name from the Batsim id `w0!<id>`,
 /// requests from the job or its profile, schedulerName, priority,
 /// nodeSelector, labels, the job id in an annotation, `sleep <delay>`,
 /// restartPolicy Never), so replayed and simulated pods are the same pods.

@@ -173,7 +173,7 @@ async fn replays_a_workload_on_a_cluster_and_records_it_in_batsim_layout() {
     .unwrap();
     let kubelet = tokio::spawn(kubelet(store.clone(), changes, 7));
     let out = dir.path().join("out");
-    let args = batkube::tools::replay::ReplayArgs {
+    let args = batkube_inputs::replay::ReplayArgs {
         kubeconfig,
         workload,
         out: out.clone(),
@@ -184,7 +184,7 @@ async fn replays_a_workload_on_a_cluster_and_records_it_in_batsim_layout() {
         deadline: Some(120.0),
         keep_pods: false,
     };
-    let ok = batkube::tools::replay::replay(&args).await.unwrap();
+    let ok = batkube_inputs::replay::replay(&args).await.unwrap();
     assert_eq!(ok, 7);
     kubelet.await.unwrap();
 

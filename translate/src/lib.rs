@@ -411,6 +411,12 @@ pub enum GangStyle {
     /// `kueue.x-k8s.io/pod-group-name`, annotated
     /// `kueue.x-k8s.io/pod-group-total-count` (Kueue makes the Workload).
     Kueue,
+    /// Apache YuniKorn: every job an application (`applicationId`) in its
+    /// queue (`queue`), `schedulerName: yunikorn`, what YuniKorn's
+    /// admission controller writes; a gang one task group
+    /// (`yunikorn.apache.org/task-groups`, `task-group-name`,
+    /// `schedulingPolicyParameters`) whose placeholders YuniKorn creates.
+    Yunikorn,
     /// Plain pods (with their anti-affinity): no group for the scheduler.
     None,
 }
@@ -421,7 +427,21 @@ impl GangStyle {
             GangStyle::Coscheduling => "coscheduling",
             GangStyle::Volcano => "volcano",
             GangStyle::Kueue => "kueue",
+            GangStyle::Yunikorn => "yunikorn",
             GangStyle::None => "none",
+        }
+    }
+
+    /// The `schedulerName` this style's pods get when their job names none
+    /// and `--scheduler-name` is not given: the scheduler whose convention
+    /// it is, where that scheduler serves another name than
+    /// `default-scheduler` (Volcano's programs serve `volcano`; YuniKorn's
+    /// admission controller writes `yunikorn`).
+    pub fn scheduler_name(self) -> Option<&'static str> {
+        match self {
+            GangStyle::Volcano => Some("volcano"),
+            GangStyle::Yunikorn => Some(YUNIKORN_SCHEDULER_NAME),
+            GangStyle::Coscheduling | GangStyle::Kueue | GangStyle::None => None,
         }
     }
 
@@ -431,7 +451,7 @@ impl GangStyle {
         match self {
             GangStyle::Coscheduling => Some("podgroups.scheduling.x-k8s.io"),
             GangStyle::Volcano => Some("podgroups.scheduling.volcano.sh"),
-            GangStyle::Kueue | GangStyle::None => None,
+            GangStyle::Kueue | GangStyle::Yunikorn | GangStyle::None => None,
         }
     }
 }
@@ -464,7 +484,7 @@ pub fn group_object(
                 "spec": spec,
             }))
         }
-        GangStyle::Kueue | GangStyle::None => None,
+        GangStyle::Kueue | GangStyle::Yunikorn | GangStyle::None => None,
     }
 }
 
@@ -513,6 +533,96 @@ fn kueue_admission(pod: &mut Pod, queue: Option<&str>) {
             });
     }
 }
+
+/// The scheduler name YuniKorn serves (`constants.SchedulerName`).
+pub const YUNIKORN_SCHEDULER_NAME: &str = "yunikorn";
+/// YuniKorn's application id: the canonical label and the older one its
+/// admission controller adds beside it.
+pub const YUNIKORN_APP_ID_LABEL: &str = "yunikorn.apache.org/app-id";
+pub const YUNIKORN_APPLICATION_ID: &str = "applicationId";
+/// YuniKorn's queue: the canonical label and the older one its admission
+/// controller adds beside it.
+pub const YUNIKORN_QUEUE_LABEL: &str = "yunikorn.apache.org/queue";
+pub const YUNIKORN_QUEUE: &str = "queue";
+/// YuniKorn's gang annotations: the pod's task group, the application's
+/// task groups (JSON) and its gang policy.
+pub const YUNIKORN_TASK_GROUP_NAME: &str = "yunikorn.apache.org/task-group-name";
+pub const YUNIKORN_TASK_GROUPS: &str = "yunikorn.apache.org/task-groups";
+pub const YUNIKORN_SCHEDULING_POLICY: &str = "yunikorn.apache.org/schedulingPolicyParameters";
+/// The label a gang's placeholders carry (through its task group), and
+/// their anti-affinity selects on, one placeholder per node. Not
+/// [`GANG_LABEL`]: a real pod replaces a placeholder on its node, and
+/// YuniKorn checks the real pod's own anti-affinity (on [`GANG_LABEL`])
+/// there while the placeholder is still on it.
+pub const YUNIKORN_PLACEHOLDER_LABEL: &str = "batkube.io/placeholder-of";
+/// The gang policy written on a gang's pods: YuniKorn's defaults (15
+/// minutes for the placeholders to be allocated and replaced, then, Soft,
+/// the pods are scheduled one by one), written out. Hard would fail the
+/// application's pods instead.
+pub const YUNIKORN_GANG_POLICY: &str = "placeholderTimeoutInSeconds=900 gangSchedulingStyle=Soft";
+
+/// What YuniKorn's admission controller (yunikorn-k8shim v1.8
+/// `pkg/admission`, `processPod`, with its defaults) writes on a pod it
+/// admits, written here because batkube runs no admission webhooks:
+/// `schedulerName: yunikorn` (set by the broker through
+/// [`GangStyle::scheduler_name`] on the pods of jobs that name no
+/// scheduler), the application id labels (the id is what the submitter
+/// gives: here the job's pod name, so that a gang is one application),
+/// the queue labels when the job has a queue (the canonical label and the
+/// older `queue` one the controller adds beside it), the user who created
+/// the pod (`yunikorn.apache.org/user.info`: the broker, `batkube`, in
+/// `system:authenticated`; it matters for the queues' ACLs and user
+/// limits) and `yunikorn.apache.org/allow-preemption: "true"` (a pod
+/// without a PriorityClass may be preempted).
+fn yunikorn_admission(pod: &mut Pod, app_id: &str, queue: Option<&str>) {
+    let m = &mut pod.metadata;
+    let labels = m.labels.get_or_insert_with(BTreeMap::new);
+    labels.insert(YUNIKORN_APP_ID_LABEL.into(), app_id.to_string());
+    labels.insert(YUNIKORN_APPLICATION_ID.into(), app_id.to_string());
+    if let Some(q) = queue.filter(|q| !q.is_empty()) {
+        labels.insert(YUNIKORN_QUEUE_LABEL.into(), q.to_string());
+        labels.insert(YUNIKORN_QUEUE.into(), q.to_string());
+    }
+    let annotations = m.annotations.get_or_insert_with(BTreeMap::new);
+    annotations.insert(
+        "yunikorn.apache.org/user.info".into(),
+        r#"{"user":"batkube","groups":["system:authenticated"]}"#.into(),
+    );
+    annotations.insert("yunikorn.apache.org/allow-preemption".into(), "true".into());
+}
+
+/// A gang's task group, as YuniKorn's gang scheduling documentation has
+/// the submitter write it (`yunikorn.apache.org/task-groups`): `size`
+/// members of the pods' requests, its placeholders placed as the pods
+/// would be (the job's nodeSelector) and one per node (a required
+/// anti-affinity on [`YUNIKORN_PLACEHOLDER_LABEL`]).
+fn yunikorn_task_groups(group: &str, size: u32, template: &Pod) -> String {
+    let requests: Map<String, Value> = pod_requests(template)
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(format_quantity(k, *v).0)))
+        .collect();
+    let mut tg = serde_json::json!({
+        "name": YUNIKORN_TASK_GROUP,
+        "minMember": size,
+        "minResource": requests,
+        "labels": {YUNIKORN_PLACEHOLDER_LABEL: group},
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {YUNIKORN_PLACEHOLDER_LABEL: group}},
+            "topologyKey": "kubernetes.io/hostname",
+        }]}},
+    });
+    if let Some(sel) = template
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_selector.as_ref())
+    {
+        tg["nodeSelector"] = serde_json::json!(sel);
+    }
+    Value::Array(vec![tg]).to_string()
+}
+
+/// The name of a gang's one task group.
+pub const YUNIKORN_TASK_GROUP: &str = "gang";
 
 /// The queue a job names (`queue`, in the job or its profile).
 pub fn job_queue<'a>(job: &'a Job, profile: Option<&'a Value>) -> Option<&'a str> {
@@ -569,10 +679,14 @@ pub fn pods_from_job(
     if style == GangStyle::Kueue {
         kueue_admission(&mut pod, queue);
     }
+    let group = pod_name(job_id);
+    if style == GangStyle::Yunikorn {
+        yunikorn_admission(&mut pod, &group, queue);
+    }
     if n == 1 {
         return Ok(vec![pod]);
     }
-    let group = pod_name(job_id);
+    let task_groups = (style == GangStyle::Yunikorn).then(|| yunikorn_task_groups(&group, n, &pod));
     let anti = PodAffinityTerm {
         label_selector: Some(LabelSelector {
             match_labels: Some(BTreeMap::from([(GANG_LABEL.to_string(), group.clone())])),
@@ -608,6 +722,20 @@ pub fn pods_from_job(
                     // pods (seen: re-admitted every 40 ms of simulated time,
                     // for ever) and never releases the pods' finalizers.
                     annotations.insert(KUEUE_RETRIABLE_IN_GROUP.into(), "false".into());
+                }
+                GangStyle::Yunikorn => {
+                    // The application id and queue are the template's
+                    // (yunikorn_admission); every member carries the task
+                    // groups (YuniKorn reads them from the first pod it
+                    // sees of the application).
+                    annotations.insert(YUNIKORN_TASK_GROUP_NAME.into(), YUNIKORN_TASK_GROUP.into());
+                    if let Some(tg) = &task_groups {
+                        annotations.insert(YUNIKORN_TASK_GROUPS.into(), tg.clone());
+                    }
+                    annotations.insert(
+                        YUNIKORN_SCHEDULING_POLICY.into(),
+                        YUNIKORN_GANG_POLICY.into(),
+                    );
                 }
                 GangStyle::None => {}
             }
@@ -786,6 +914,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+    use std::collections::BTreeSet;
 
     fn t0() -> Time {
         Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
@@ -886,6 +1015,7 @@ mod tests {
             GangStyle::Coscheduling,
             GangStyle::Volcano,
             GangStyle::Kueue,
+            GangStyle::Yunikorn,
             GangStyle::None,
         ] {
             let pods = pods_from_job("w0!7", &j, Some(&p), t0(), style, Some("other")).unwrap();
@@ -938,6 +1068,17 @@ mod tests {
                         );
                         let gates = pod.spec.as_ref().unwrap().scheduling_gates.as_ref();
                         assert_eq!(gates.unwrap()[0].name, "kueue.x-k8s.io/admission");
+                    }
+                    GangStyle::Yunikorn => {
+                        assert_eq!(labels[YUNIKORN_APP_ID_LABEL], "w0-7");
+                        assert_eq!(labels[YUNIKORN_APPLICATION_ID], "w0-7");
+                        assert_eq!(labels[YUNIKORN_QUEUE], "q1");
+                        assert_eq!(ann[YUNIKORN_TASK_GROUP_NAME], YUNIKORN_TASK_GROUP);
+                        assert_eq!(ann[YUNIKORN_SCHEDULING_POLICY], YUNIKORN_GANG_POLICY);
+                        let tg: Value = serde_json::from_str(&ann[YUNIKORN_TASK_GROUPS]).unwrap();
+                        assert_eq!(tg[0]["name"], YUNIKORN_TASK_GROUP);
+                        assert_eq!(tg[0]["minMember"], 3);
+                        assert_eq!(tg[0]["minResource"], json!({"cpu": "2"}));
                     }
                     GangStyle::None => {}
                 }
@@ -1046,6 +1187,76 @@ mod tests {
             .as_ref()
             .unwrap()
             .contains_key(KUEUE_MANAGED));
+    }
+
+    /// What YuniKorn's admission controller would write, and a gang's task
+    /// group as its documentation has the submitter write it.
+    #[test]
+    fn yunikorn_pods_carry_its_application_queue_and_task_group() {
+        let p = json!({"type": "delay", "delay": 5, "cpu": "1", "memory": "2Gi"});
+        let y = GangStyle::Yunikorn;
+        assert_eq!(y.scheduler_name(), Some("yunikorn"));
+        assert_eq!(GangStyle::Kueue.scheduler_name(), None);
+        assert_eq!(y.group_resource(), None);
+        assert!(group_object(y, "w0-1", 2, Some("q")).is_none());
+        // A job on one machine: an application of one pod, no task group.
+        let one = job(json!({"id": "w0!1", "subtime": 0, "res": 1, "profile": "d", "queue": "q1"}));
+        let pods = pods_from_job("w0!1", &one, Some(&p), t0(), y, None).unwrap();
+        let m = &pods[0].metadata;
+        let labels = m.labels.as_ref().unwrap();
+        let ann = m.annotations.as_ref().unwrap();
+        assert_eq!(labels[YUNIKORN_APP_ID_LABEL], "w0-1");
+        assert_eq!(labels[YUNIKORN_QUEUE_LABEL], "q1");
+        assert_eq!(labels[YUNIKORN_QUEUE], "q1");
+        assert_eq!(ann["yunikorn.apache.org/allow-preemption"], "true");
+        let user: Value = serde_json::from_str(&ann["yunikorn.apache.org/user.info"]).unwrap();
+        assert_eq!(user["user"], "batkube");
+        assert!(!ann.contains_key(YUNIKORN_TASK_GROUPS));
+        // No queue named or given: no queue label (YuniKorn's placement
+        // rules decide).
+        let plain = job(json!({"id": "w0!2", "subtime": 0, "res": 1, "profile": "d"}));
+        let pods = pods_from_job("w0!2", &plain, Some(&p), t0(), y, None).unwrap();
+        assert!(!pods[0]
+            .metadata
+            .labels
+            .as_ref()
+            .unwrap()
+            .contains_key(YUNIKORN_QUEUE));
+        let pods = pods_from_job("w0!2", &plain, Some(&p), t0(), y, Some("dq")).unwrap();
+        assert_eq!(
+            pods[0].metadata.labels.as_ref().unwrap()[YUNIKORN_QUEUE],
+            "dq"
+        );
+        // A gang: one application, one task group of its size and requests,
+        // its placeholders one per node, where the job's nodeSelector says.
+        let gang = job(json!({"id": "w0!3", "subtime": 0, "res": 4, "profile": "d",
+            "queue": "q1", "nodeSelector": {"zone": "a"}}));
+        let pods = pods_from_job("w0!3", &gang, Some(&p), t0(), y, None).unwrap();
+        assert_eq!(pods.len(), 4);
+        let groups: BTreeSet<&String> = pods
+            .iter()
+            .map(|p| &p.metadata.annotations.as_ref().unwrap()[YUNIKORN_TASK_GROUPS])
+            .collect();
+        assert_eq!(groups.len(), 1, "every member carries the same task groups");
+        let tg: Value = serde_json::from_str(groups.into_iter().next().unwrap()).unwrap();
+        assert_eq!(
+            tg,
+            json!([{
+                "name": "gang", "minMember": 4,
+                "minResource": {"cpu": "1", "memory": "2147483648"},
+                "labels": {YUNIKORN_PLACEHOLDER_LABEL: "w0-3"},
+                "nodeSelector": {"zone": "a"},
+                "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "labelSelector": {"matchLabels": {YUNIKORN_PLACEHOLDER_LABEL: "w0-3"}},
+                    "topologyKey": "kubernetes.io/hostname"}]}},
+            }])
+        );
+        for pod in &pods {
+            let labels = pod.metadata.labels.as_ref().unwrap();
+            assert_eq!(labels[YUNIKORN_APP_ID_LABEL], "w0-3");
+            // The real pods do not carry the placeholders' label.
+            assert!(!labels.contains_key(YUNIKORN_PLACEHOLDER_LABEL));
+        }
     }
 
     #[test]

@@ -112,7 +112,7 @@ pub fn run(cmd: Command) -> anyhow::Result<()> {
                     }
                     Err(e) => {
                         failed += 1;
-                        eprintln!("{}", crate::ending::error_text(&e));
+                        eprintln!("{}", batsim::error_text(&e));
                     }
                 }
             }

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::translate;
+use batkube_translate as translate;
 
 /// Cpu in cores from a JSON value (number or Kubernetes quantity string),
 /// read exactly as the broker reads requests (`translate::parse_quantity`).

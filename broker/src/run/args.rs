@@ -1,0 +1,413 @@
+//! The flags of `batkube run` and `batkube serve`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::bail;
+use timeshim::policy::{Backoff, PolicyConfig, WindowEnd};
+use timeshim::ClockMode;
+
+use super::processes::{carries_shim, scheduler_program};
+use crate::broker::kubelet::{KubeletModel, Latency};
+use batsim::link::DEFAULT_ENDPOINT;
+
+/// How simulated time moves: the policies of timeshim, as flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClockArgs {
+    /// `exact` (the default under the shim): a window ends when the
+    /// scheduler is quiescent. `timeout`: at the first decision or after
+    /// --timeout of wall time.
+    #[arg(long = "sync", value_parser = ["exact", "timeout"])]
+    pub sync: Option<String>,
+    /// Wall time to wait for the scheduler in each window (timeout policy).
+    #[arg(long = "timeout", default_value = "50ms", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Never close a window before this much wall time.
+    #[arg(long = "min-delay", default_value = "0s", value_parser = parse_duration)]
+    pub min_delay: Duration,
+    /// Backoff wake-ups: first timestep (simulated seconds); enables backoff.
+    #[arg(long = "base-timestep")]
+    pub base_timestep: Option<f64>,
+    /// Backoff wake-ups: largest timestep (simulated seconds).
+    #[arg(long = "max-timestep", default_value_t = 1000.0)]
+    pub max_timestep: f64,
+    /// Backoff wake-ups: growth factor while nothing is decided.
+    #[arg(long = "backoff-multiplier", default_value_t = 2.0)]
+    pub backoff_multiplier: f64,
+    /// With no pending pod, let Batsim jump to its next event.
+    #[arg(long = "fast-forward", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub fast_forward: bool,
+    /// Fail when pods are pending, nothing runs and nothing was decided for
+    /// this many simulated seconds.
+    #[arg(long = "scheduler-crash-timeout")]
+    pub crash_timeout: Option<f64>,
+    /// `frozen` (default): decisions take no simulated time. `realtime`:
+    /// simulated time runs with wall time during a window.
+    #[arg(long = "clock", value_parser = ["frozen", "realtime"])]
+    pub clock: Option<String>,
+    /// Exact policy: wall-clock safety bound of one window.
+    #[arg(long = "window-bound", default_value = "60s", value_parser = parse_duration)]
+    pub window_bound: Duration,
+}
+
+impl ClockArgs {
+    /// The policy, given whether the scheduler runs under the shim.
+    pub fn policy(&self, shim: bool) -> anyhow::Result<PolicyConfig> {
+        let sync = self
+            .sync
+            .clone()
+            .unwrap_or_else(|| if shim { "exact" } else { "timeout" }.into());
+        let mut p = match sync.as_str() {
+            "exact" => {
+                if !shim {
+                    bail!(
+                        "--sync exact needs the scheduler under the time shim (batkube run with \
+                         --shim linked or preload); use --sync timeout for other schedulers"
+                    );
+                }
+                PolicyConfig::exact(self.window_bound)
+            }
+            _ => PolicyConfig::timeout(self.timeout),
+        };
+        if let WindowEnd::Timeout { .. } = p.end {
+            p.end = WindowEnd::Timeout {
+                timeout: self.timeout,
+            };
+        }
+        // Batkube's model polls with growing timesteps while pods wait;
+        // under the exact policy the scheduler's own timers say when.
+        let base = match (self.base_timestep, sync.as_str()) {
+            (Some(b), _) => Some(b),
+            (None, "timeout") => Some(1.0_f64.min(self.max_timestep)),
+            (None, _) => None,
+        };
+        p.min_delay = self.min_delay;
+        p.fast_forward = self.fast_forward;
+        if let Some(base) = base {
+            if !(base > 0.0 && self.max_timestep >= base && self.backoff_multiplier >= 1.0) {
+                bail!("backoff needs 0 < --base-timestep <= --max-timestep and --backoff-multiplier >= 1");
+            }
+            p.backoff = Some(Backoff {
+                base: Duration::from_secs_f64(base),
+                max: Duration::from_secs_f64(self.max_timestep),
+                multiplier: self.backoff_multiplier,
+            });
+        }
+        p.crash_after = self.crash_timeout.map(Duration::from_secs_f64);
+        p.clock = match self.clock.as_deref() {
+            Some("realtime") => ClockMode::Realtime,
+            Some(_) => ClockMode::Frozen,
+            None if sync == "exact" => ClockMode::Frozen,
+            None => ClockMode::Realtime,
+        };
+        Ok(p)
+    }
+}
+
+/// `50ms`, `2s`, `1.5` (seconds), `100us`, `1m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, factor) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (examples: 50ms, 2s, 0.5)"))?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(format!("{s:?} must be a non-negative duration"));
+    }
+    Ok(Duration::from_secs_f64(v * factor))
+}
+
+/// The kubelet model's flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct KubeletArgs {
+    /// Image pull latency (seconds or a file of samples), once per node and image.
+    #[arg(long = "kubelet-pull")]
+    pub pull: Option<String>,
+    /// Container start latency (seconds or a file of samples).
+    #[arg(long = "kubelet-start")]
+    pub start: Option<String>,
+    /// Completion-report latency (seconds or a file of samples).
+    #[arg(long = "kubelet-report")]
+    pub report: Option<String>,
+    /// Seed for drawing from sample files.
+    #[arg(long = "kubelet-seed", default_value_t = 1)]
+    pub seed: u64,
+}
+
+impl KubeletArgs {
+    pub(super) fn model(&self) -> anyhow::Result<KubeletModel> {
+        let parse = |s: &Option<String>| -> anyhow::Result<Option<Latency>> {
+            s.as_deref()
+                .map(Latency::parse)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!(e))
+        };
+        Ok(KubeletModel::new(
+            parse(&self.pull)?,
+            parse(&self.start)?,
+            parse(&self.report)?,
+            self.seed,
+        ))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ShimChoice {
+    /// Linked when the scheduler's binary carries timeshim, else seccomp.
+    Auto,
+    /// The scheduler links timeshim (`timeshim::install()` in main).
+    Linked,
+    /// LD_PRELOAD the shim library into an unmodified binary (--shim-lib).
+    Preload,
+    /// Any unmodified binary (Go, static, C, Rust): its clock reads and
+    /// timed waits are answered by a seccomp supervisor in batkube.
+    Seccomp,
+    /// No shim: the scheduler runs on real time (timeout policy only).
+    None,
+}
+
+/// The `schedulerName` of pods whose job names no scheduler: `--scheduler-name`,
+/// else the `--gang` style's scheduler (`volcano`: the pods of a Volcano
+/// PodGroup are written for it, and its PodGroup controller only groups
+/// pods of the names it serves; `yunikorn`, as its admission controller
+/// writes), else none (`default-scheduler`).
+pub fn scheduler_name(given: Option<String>, gang: crate::translate::GangStyle) -> Option<String> {
+    given.or_else(|| gang.scheduler_name().map(str::to_string))
+}
+
+/// `--shim auto`: linked when the binary carries the shim, else seccomp.
+pub fn resolve_shim(choice: ShimChoice, command: &str) -> ShimChoice {
+    match choice {
+        ShimChoice::Auto => match scheduler_program(command) {
+            Some(p) if carries_shim(&p) => ShimChoice::Linked,
+            _ => ShimChoice::Seccomp,
+        },
+        other => other,
+    }
+}
+
+/// `batkube run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// SimGrid platform file.
+    #[arg(long, short = 'p')]
+    pub platform: PathBuf,
+    /// Batsim workload (repeat for several).
+    #[arg(long = "workload", short = 'w', required = true)]
+    pub workloads: Vec<PathBuf>,
+    /// The scheduler command line, run as `sh -c 'exec CMD'` in batkube's
+    /// working directory, for example 'batkube-scheduler --config
+    /// sched.yaml' or 'RUST_LOG=debug my-scheduler'. Its environment has
+    /// KUBECONFIG (a kubeconfig for the API, also in --out as
+    /// kubeconfig.yaml; programs that ignore the variable take
+    /// --kubeconfig "$KUBECONFIG"); its output goes to --out/scheduler.log.
+    #[arg(long)]
+    pub scheduler: String,
+    /// Another program of the control plane beside the scheduler (a queue
+    /// or job controller, Volcano's controller manager), repeatable: run as
+    /// the scheduler is (`sh -c 'exec CMD'`, the same --shim, on the same
+    /// simulated clock), with its own kubeconfig in KUBECONFIG
+    /// (--out/kubeconfig-controller-N.yaml) and its output in
+    /// --out/controller-N.log (N from 1, in flag order). Quiescence and
+    /// timers cover every one of them; one that exits ends the run
+    /// (`controller-exited`), as the scheduler's exit does.
+    #[arg(long = "controller", value_name = "CMD")]
+    pub controllers: Vec<String>,
+    /// Output directory (created if needed).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Real Batsim binary; without it, `batsim` on PATH, else the built-in stand-in.
+    #[arg(long)]
+    pub batsim: Option<PathBuf>,
+    /// Use the built-in stand-in even if Batsim is installed.
+    #[arg(long = "standin")]
+    pub standin: bool,
+    /// How the scheduler gets simulated time (`auto`: linked when its
+    /// binary carries timeshim, else seccomp, which works for any binary).
+    #[arg(long, value_enum, default_value_t = ShimChoice::Auto)]
+    pub shim: ShimChoice,
+    /// Under `--shim seccomp`: make the randomness the scheduler reads
+    /// (AT_RANDOM, getrandom) a deterministic stream from this seed.
+    #[arg(long = "seed", value_name = "N")]
+    pub scheduler_seed: Option<u64>,
+    /// Under `--shim seccomp`: run each program's threads one at a time, in
+    /// an order decided by the program's state and the seed (0 without
+    /// `--seed`), and let a thread read from the API only once everything
+    /// it asked for has been answered: the same inputs and seed give the
+    /// same outputs, at any machine load. The default with `--seed`. The
+    /// program starts with PATH and batkube's variables only (put a
+    /// variable it needs in its command). See README, "What is
+    /// reproducible", for what it covers and what not yet.
+    #[arg(long)]
+    pub deterministic: bool,
+    /// With `--seed`: the seed decides the program's randomness only, and
+    /// its threads run as the OS schedules them (faster; outcomes may
+    /// change from run to run).
+    #[arg(long = "no-deterministic", conflicts_with = "deterministic")]
+    pub no_deterministic: bool,
+    /// Under a shim, the scheduler starts this many simulated seconds
+    /// before the simulation's time 0, with the nodes already there, and
+    /// runs its own timers until then (the upstream kube-scheduler polls for
+    /// its caches to sync every 100 ms): the workload meets a ready
+    /// scheduler, as on a real cluster.
+    #[arg(long = "warm-up", value_name = "SECS", default_value_t = 1.0)]
+    pub warm_up: f64,
+    /// The preloadable shim library (libtimeshim.so) for --shim preload.
+    #[arg(long = "shim-lib")]
+    pub shim_lib: Option<PathBuf>,
+    /// `schedulerName` of every pod whose job names no scheduler (default:
+    /// `default-scheduler`, or `volcano` under `--gang volcano`), for a
+    /// scheduler that serves another name.
+    #[arg(long = "scheduler-name", value_name = "NAME")]
+    pub scheduler_name: Option<String>,
+    /// A binding that overcommits a node fails the run.
+    #[arg(long)]
+    pub strict: bool,
+    /// Pods still pending when nothing else can happen are rejected after
+    /// this many simulated seconds without a decision.
+    #[arg(long = "give-up-after", default_value_t = 600.0)]
+    pub give_up_after: f64,
+    /// Terminated pods kept in the API (kube-controller-manager's pod GC):
+    /// beyond it the oldest are deleted; 0 keeps every pod.
+    #[arg(long = "terminated-pod-gc-threshold", default_value_t = crate::broker::podgc::DEFAULT_THRESHOLD)]
+    pub terminated_pod_gc_threshold: usize,
+    /// How a parallel job's gang of pods is written for the scheduler:
+    /// coscheduling (a scheduling.x-k8s.io PodGroup, kubernetes-sigs/
+    /// scheduler-plugins), volcano (a scheduling.volcano.sh PodGroup),
+    /// kueue (Kueue's pod-group labels; pods of a job with a queue also
+    /// get what Kueue's pod webhook writes: labels, finalizer, admission
+    /// gate), yunikorn (what YuniKorn's admission controller writes, and a
+    /// task group per gang: YuniKorn makes its placeholders), none (plain
+    /// pods). Every gang's pods carry a required anti-affinity on
+    /// kubernetes.io/hostname.
+    #[arg(long = "gang", value_enum, default_value_t = crate::translate::GangStyle::Coscheduling)]
+    pub gang: crate::translate::GangStyle,
+    /// The queue of every job whose Batsim job names no `queue`, for the
+    /// gang styles with queues (volcano: the PodGroup's `spec.queue` and the
+    /// pods' `scheduling.volcano.sh/queue-name`, else Volcano's `default`;
+    /// kueue: the `kueue.x-k8s.io/queue-name` label of a gang's pods).
+    #[arg(long = "default-queue", value_name = "NAME")]
+    pub default_queue: Option<String>,
+    /// CustomResourceDefinitions (and any other objects) to install in the
+    /// API before the scheduler starts: a file or a directory of YAML/JSON
+    /// manifests, multi-document (repeatable). The PodGroup of
+    /// `--gang coscheduling` is installed without it.
+    #[arg(long = "crds", value_name = "PATH")]
+    pub crds: Vec<PathBuf>,
+    /// ZeroMQ endpoint for real Batsim (default: a free port on 127.0.0.1
+    /// chosen when batkube starts Batsim, so that runs in parallel never
+    /// collide).
+    #[arg(long = "socket-endpoint")]
+    pub socket: Option<String>,
+    /// Record the whole conversation with Batsim in FILE (the shared
+    /// transcript format: seq, dir, wall, raw, msg per message).
+    #[arg(long = "record-protocol", value_name = "FILE")]
+    pub record_protocol: Option<PathBuf>,
+    /// Write report.html in --out at the end (as `batkube report`), however the run ends.
+    #[arg(long = "report")]
+    pub write_report: bool,
+    /// Why each pod went where it went: the scheduler gets BATKUBE_EXPLAIN=1
+    /// in its environment (batkube-scheduler then writes every attempt's
+    /// filter verdicts per node, scores and choice on the pod, in the
+    /// kube-scheduler-simulator's annotations), and the attempts go to
+    /// --out/decisions.jsonl, shown in the report's pod table. (A
+    /// scheduler writing those annotations is recorded without the flag.)
+    #[arg(long)]
+    pub explain: bool,
+    #[command(flatten)]
+    pub clock: ClockArgs,
+    #[command(flatten)]
+    pub kubelet: KubeletArgs,
+    #[command(flatten)]
+    pub dynamics: crate::dynamics::DynamicsArgs,
+}
+
+/// `batkube serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Where Batsim connects.
+    #[arg(long = "socket-endpoint", short = 's', default_value = DEFAULT_ENDPOINT)]
+    pub socket: String,
+    /// API address.
+    #[arg(long = "api", default_value = "127.0.0.1:8001")]
+    pub api: std::net::SocketAddr,
+    /// Output directory (kubeconfig, pods.csv, nodes.csv, summary.json).
+    #[arg(long)]
+    pub out: PathBuf,
+    #[arg(long)]
+    pub strict: bool,
+    #[arg(long = "give-up-after", default_value_t = 600.0)]
+    pub give_up_after: f64,
+    /// Terminated pods kept in the API (kube-controller-manager's pod GC):
+    /// beyond it the oldest are deleted; 0 keeps every pod.
+    #[arg(long = "terminated-pod-gc-threshold", default_value_t = crate::broker::podgc::DEFAULT_THRESHOLD)]
+    pub terminated_pod_gc_threshold: usize,
+    /// How a parallel job's gang of pods is written for the scheduler:
+    /// coscheduling (a scheduling.x-k8s.io PodGroup, kubernetes-sigs/
+    /// scheduler-plugins), volcano (a scheduling.volcano.sh PodGroup),
+    /// kueue (Kueue's pod-group labels), yunikorn (YuniKorn's task
+    /// groups), none (plain pods). Every gang's
+    /// pods carry a required anti-affinity on kubernetes.io/hostname.
+    #[arg(long = "gang", value_enum, default_value_t = crate::translate::GangStyle::Coscheduling)]
+    pub gang: crate::translate::GangStyle,
+    /// The queue of every job whose Batsim job names no `queue`, for the
+    /// gang styles with queues (volcano: the PodGroup's `spec.queue` and the
+    /// pods' `scheduling.volcano.sh/queue-name`, else Volcano's `default`;
+    /// kueue: the `kueue.x-k8s.io/queue-name` label of a gang's pods).
+    #[arg(long = "default-queue", value_name = "NAME")]
+    pub default_queue: Option<String>,
+    /// CustomResourceDefinitions (and any other objects) to install in the
+    /// API before the scheduler starts: a file or a directory of YAML/JSON
+    /// manifests, multi-document (repeatable). The PodGroup of
+    /// `--gang coscheduling` is installed without it.
+    #[arg(long = "crds", value_name = "PATH")]
+    pub crds: Vec<PathBuf>,
+    /// Record the whole conversation with Batsim in FILE (the shared
+    /// transcript format: seq, dir, wall, raw, msg per message).
+    #[arg(long = "record-protocol", value_name = "FILE")]
+    pub record_protocol: Option<PathBuf>,
+    /// Write report.html in --out at the end (as `batkube report`), however the run ends.
+    #[arg(long = "report")]
+    pub write_report: bool,
+    /// Record the attempts the scheduler explains on its pods in
+    /// --out/decisions.jsonl (created even if none come; start the
+    /// scheduler explaining: `batkube-scheduler --explain` or
+    /// BATKUBE_EXPLAIN=1). Without the flag, they are recorded if any come.
+    #[arg(long)]
+    pub explain: bool,
+    #[command(flatten)]
+    pub clock: ClockArgs,
+    #[command(flatten)]
+    pub kubelet: KubeletArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scheduler_name;
+    use crate::translate::GangStyle;
+
+    #[test]
+    fn volcano_gangs_are_written_for_volcano_unless_told_otherwise() {
+        assert_eq!(
+            scheduler_name(None, GangStyle::Volcano).as_deref(),
+            Some("volcano")
+        );
+        assert_eq!(scheduler_name(None, GangStyle::Coscheduling), None);
+        assert_eq!(scheduler_name(None, GangStyle::Kueue), None);
+        assert_eq!(
+            scheduler_name(Some("mine".into()), GangStyle::Volcano).as_deref(),
+            Some("mine")
+        );
+    }
+}

@@ -1,0 +1,169 @@
+//! What form a response takes, from the request's `Accept` header, as the
+//! real server negotiates it: the first clause it can serve wins.
+//!
+//! Answers are JSON (see [`crate::protobuf`]); besides the objects
+//! themselves, a clause may ask for a transformation of them with its `as`,
+//! `g` and `v` parameters:
+//!
+//! - `as=Table;g=meta.k8s.io;v=v1` (or `v1beta1`): kubectl's tables;
+//! - `as=PartialObjectMetadata;g=meta.k8s.io;v=v1` (or `v1beta1`) for a get or a
+//!   watch, `as=PartialObjectMetadataList` for a list: metadata only, as
+//!   client-go's metadata client asks (the garbage collector and quota
+//!   controller of kube-controller-manager watch every resource this way).
+//!
+//! A protobuf clause is skipped (client-go always offers JSON after it),
+//! and so is a clause asking for a transformation that does not apply to
+//! the request (a `PartialObjectMetadataList` for a get), as the real
+//! server skips what it cannot produce; nothing acceptable is a 406.
+//!
+//! ```
+//! use fakeapi::negotiate::{negotiate, Form, Verb};
+//! let metadata = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,\
+//!                 application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+//! assert_eq!(negotiate(metadata, Verb::List), Some(Form::Metadata));
+//! assert_eq!(negotiate(metadata, Verb::Get), Some(Form::Object));
+//! assert_eq!(negotiate("application/json;as=Table;v=v1;g=meta.k8s.io,application/json", Verb::Get), Some(Form::Table));
+//! assert_eq!(negotiate("application/vnd.kubernetes.protobuf", Verb::Get), None);
+//! ```
+
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+
+/// The kind of read the response answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    /// One object (a get, or what a write returns).
+    Get,
+    List,
+    /// Each event's object.
+    Watch,
+}
+
+/// The form of the objects in a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// The objects as stored (in the version asked for).
+    Object,
+    /// A `meta.k8s.io/v1 Table`.
+    Table,
+    /// `meta.k8s.io/v1 PartialObjectMetadata` (a list: a
+    /// `PartialObjectMetadataList` of them).
+    Metadata,
+}
+
+/// The form the first acceptable clause of `accept` asks for, or `None`
+/// when no clause can be served (the server answers 406). An empty header
+/// accepts anything.
+pub fn negotiate(accept: &str, verb: Verb) -> Option<Form> {
+    if accept.trim().is_empty() {
+        return Some(Form::Object);
+    }
+    accept
+        .split(',')
+        .find_map(|clause| clause_form(clause, verb))
+}
+
+fn clause_form(clause: &str, verb: Verb) -> Option<Form> {
+    let mut parts = clause.split(';');
+    let media = parts.next().unwrap_or("").trim();
+    if !matches!(media, "application/json" | "*/*" | "application/*") {
+        return None;
+    }
+    let (mut r#as, mut g, mut v) = ("", "", "");
+    for p in parts {
+        let Some((k, val)) = p.split_once('=') else {
+            continue;
+        };
+        match k.trim() {
+            "as" => r#as = val.trim(),
+            "g" => g = val.trim(),
+            "v" => v = val.trim(),
+            _ => {}
+        }
+    }
+    if r#as.is_empty() {
+        return Some(Form::Object);
+    }
+    if g != "meta.k8s.io" || !matches!(v, "v1" | "v1beta1") {
+        return None;
+    }
+    match (r#as, verb) {
+        ("Table", _) => Some(Form::Table),
+        ("PartialObjectMetadata", Verb::Get | Verb::Watch) => Some(Form::Metadata),
+        ("PartialObjectMetadataList", Verb::List) => Some(Form::Metadata),
+        _ => None,
+    }
+}
+
+/// The `meta.k8s.io/v1 PartialObjectMetadata` of an object: its metadata,
+/// nothing else.
+pub fn partial_object(obj: &Value) -> Value {
+    partial_of(obj.get("metadata").cloned())
+}
+
+fn partial_of(metadata: Option<Value>) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata.unwrap_or_else(|| Value::Object(Map::new())),
+    })
+}
+
+/// [`partial_object`] of an object's JSON bytes, serialized. Only the
+/// metadata is read: the rest of the object is skipped unparsed.
+pub(crate) fn partial_json(json: &[u8]) -> Bytes {
+    #[derive(serde::Deserialize)]
+    struct OnlyMetadata {
+        metadata: Option<Value>,
+    }
+    let metadata = serde_json::from_slice::<OnlyMetadata>(json)
+        .ok()
+        .and_then(|m| m.metadata);
+    Bytes::from(serde_json::to_vec(&partial_of(metadata)).expect("json"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_servable_clause_wins() {
+        // client-go's metadata client.
+        let get = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+        assert_eq!(negotiate(get, Verb::Get), Some(Form::Metadata));
+        assert_eq!(negotiate(get, Verb::Watch), Some(Form::Metadata));
+        // A list asks for the List form; the object form does not apply.
+        assert_eq!(negotiate(get, Verb::List), Some(Form::Object));
+        assert_eq!(
+            negotiate(
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+                Verb::Get
+            ),
+            None
+        );
+        assert_eq!(
+            negotiate("application/json;as=Table;g=other.io;v=v1", Verb::List),
+            None
+        );
+        assert_eq!(negotiate("", Verb::List), Some(Form::Object));
+        assert_eq!(
+            negotiate("application/vnd.kubernetes.protobuf, */*", Verb::List),
+            Some(Form::Object)
+        );
+        assert_eq!(negotiate("application/yaml", Verb::Get), None);
+    }
+
+    #[test]
+    fn partial_objects_keep_metadata_only() {
+        let pod = json!({"kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": "a", "ownerReferences": [{"uid": "u"}]}, "spec": {"x": 1}});
+        let p = partial_object(&pod);
+        assert_eq!(
+            p,
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                "metadata": {"name": "a", "ownerReferences": [{"uid": "u"}]}})
+        );
+        let bytes = partial_json(&serde_json::to_vec(&pod).unwrap());
+        assert_eq!(serde_json::from_slice::<Value>(&bytes).unwrap(), p);
+    }
+}

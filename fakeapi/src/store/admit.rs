@@ -1,0 +1,211 @@
+//! The store's side of admission (`crate::admission`): a write split into
+//! what the webhooks see and what is then committed, as kube-apiserver's
+//! handlers split it.
+//!
+//! - create: the decoded body with its defaults ([`Store::create_candidate`])
+//!   goes to the mutating webhooks; [`Store::prepare_create`] then fills its
+//!   metadata and runs the kind's strategy and validation; the validating
+//!   webhooks see that; [`Store::commit_create`] writes it.
+//! - update and patch: the body, or the patch applied to the stored object
+//!   ([`Store::update_candidate`], [`Store::patch_candidate`]), goes to the
+//!   mutating webhooks; [`Store::shape_update`] applies the status rules and
+//!   the strategy; the validating webhooks see that; [`Store::commit_update_if`]
+//!   writes it if the object has not changed meanwhile (else the caller
+//!   starts again, as the real server's `GuaranteedUpdate` does).
+
+use super::*;
+
+/// The object a patch will change, or the absence an apply will create.
+pub(crate) enum PatchTarget {
+    Existing {
+        key: (String, String),
+        old: Stored,
+        patched: Value,
+    },
+    /// An apply patch of an object that does not exist: created from the
+    /// patch.
+    Create(Value),
+}
+
+impl Store {
+    /// The defaults a decoded body gets (before mutating webhooks, and
+    /// again after each patch they make): a pod's, a job's, a custom
+    /// object's pruning and schema defaults (in the request's version).
+    pub(crate) fn decode_defaults(&self, served: &Served, obj: &mut Value) {
+        if let Some(cv) = &served.custom {
+            obj["apiVersion"] = json!(cv.info.api_version());
+            cv.def.schema.coerce(obj);
+            return;
+        }
+        let info = served.info;
+        if resources::builtin_index(info).is_some() {
+            crate::defaults::default_object(info.group, info.kind, obj, false);
+        }
+        if (info.group, info.kind) == ("", "Pod") {
+            default_pod(obj, &self.now_str());
+        }
+        crate::strategy::defaults(info, obj);
+    }
+
+    /// A create's body as mutating webhooks see it: its kind and version,
+    /// its namespace, its defaults; no name generated, no uid yet.
+    pub(crate) fn create_candidate(
+        &self,
+        served: &Served,
+        namespace: Option<&str>,
+        mut obj: Value,
+    ) -> Result<(String, Value)> {
+        let info = served.info;
+        if !obj.is_object() {
+            return Err(ApiError::BadRequest(format!(
+                "the body of a {} must be a JSON object",
+                info.kind
+            )));
+        }
+        if let Some(k) = obj.get("kind").and_then(Value::as_str) {
+            if k != info.kind {
+                return Err(ApiError::BadRequest(format!(
+                    "the kind {k:?} does not match the resource {} (kind {})",
+                    info.qualified_name(),
+                    info.kind
+                )));
+            }
+        }
+        let ns = Self::create_namespace(info, namespace, &obj)?;
+        obj["kind"] = json!(info.kind);
+        obj["apiVersion"] = json!(info.api_version());
+        if info.namespaced {
+            meta_mut(&mut obj).insert("namespace".into(), json!(ns));
+        }
+        self.decode_defaults(served, &mut obj);
+        Ok((ns, obj))
+    }
+
+    /// The stored object `ns/name` as `served` shows it, with its key.
+    pub(crate) fn existing_in(
+        &self,
+        served: &Served,
+        ns: &str,
+        name: &str,
+    ) -> Result<((String, String), Stored)> {
+        let (key, s) = self.inner.state.read().existing(served, ns, name)?;
+        Ok((key, s))
+    }
+
+    /// An update's body checked against the stored object (name, a named
+    /// resourceVersion), with its kind and version: what mutating webhooks
+    /// see as the object, the stored one as the old object.
+    pub(crate) fn update_candidate(
+        &self,
+        served: &Served,
+        ns: &str,
+        name: &str,
+        mut obj: Value,
+    ) -> Result<((String, String), Stored, Value)> {
+        let info = served.info;
+        check_update_body(info, ns, name, &obj)?;
+        let (key, old) = self.existing_in(served, ns, name)?;
+        check_resource_version(info, name, &obj, old.rv)?;
+        obj["kind"] = json!(info.kind);
+        obj["apiVersion"] = json!(info.api_version());
+        self.decode_defaults(served, &mut obj);
+        Ok((key, old, obj))
+    }
+
+    /// A patch applied to the stored object (or, for an apply of a missing
+    /// object, the object to create).
+    pub(crate) fn patch_candidate(
+        &self,
+        served: &Served,
+        ns: &str,
+        name: &str,
+        subresource: Option<&str>,
+        kind: PatchKind,
+        body: &[u8],
+    ) -> Result<PatchTarget> {
+        let info = served.info;
+        let custom = served.custom.is_some();
+        let patch = |target: &Value| {
+            if custom {
+                crate::patch::apply_patch_custom(
+                    kind,
+                    target,
+                    body,
+                    served.custom.as_ref().map(|cv| &*cv.def.schema),
+                )
+            } else {
+                apply_patch(kind, target, body)
+            }
+        };
+        if custom && kind == PatchKind::StrategicMerge {
+            return Err(patch(&json!({})).expect_err("strategic merge is refused"));
+        }
+        match self.existing_in(served, ns, name) {
+            Ok((key, old)) => {
+                let mut patched = patch(&served.present(old.clone()).value)?;
+                check_resource_version(info, name, &patched, old.rv)?;
+                self.decode_defaults(served, &mut patched);
+                Ok(PatchTarget::Existing { key, old, patched })
+            }
+            Err(ApiError::NotFound { .. }) if kind == PatchKind::Apply && subresource.is_none() => {
+                let mut obj = patch(&json!({}))?;
+                meta_mut(&mut obj).insert("name".into(), json!(name));
+                Ok(PatchTarget::Create(obj))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes a shaped update of `old` if the stored object is still `old`
+    /// (`Ok(None)` otherwise: the caller reads it again and starts over).
+    pub(crate) fn commit_update_if(
+        &self,
+        served: &Served,
+        key: (String, String),
+        old: Stored,
+        obj: Value,
+        origin: Origin,
+        dry_run: bool,
+    ) -> Result<Option<Stored>> {
+        let mut st = self.inner.state.write();
+        let (_, current) = st.existing(served, &key.0, &key.1)?;
+        if current.rv != old.rv {
+            return Ok(None);
+        }
+        let s = self.commit_shaped(&mut st, served, key, old, obj, origin, dry_run);
+        drop(st);
+        Ok(Some(served.present(s)))
+    }
+
+    /// The other served versions of the same resource (a custom
+    /// resource's other versions; none for a built-in one).
+    pub(crate) fn equivalents(&self, served: &Served) -> Vec<Served> {
+        let Some(cv) = &served.custom else {
+            return Vec::new();
+        };
+        let st = self.inner.state.read();
+        st.registry
+            .siblings(cv)
+            .into_iter()
+            .map(Served::custom)
+            .collect()
+    }
+
+    /// The webhook call counts.
+    pub(crate) fn webhook_stats(&self) -> &crate::admission::Stats {
+        &self.inner.webhook_stats
+    }
+
+    /// Calls of each admission webhook so far, by outcome: (configuration,
+    /// webhook, counts), in that order. A run reports which webhooks acted,
+    /// and those that failed open (`failurePolicy: Ignore`).
+    pub fn webhook_calls(&self) -> Vec<(String, String, crate::admission::WebhookCalls)> {
+        self.inner.webhook_stats.snapshot()
+    }
+
+    /// A new object identifier from the store's stream (random, or seeded:
+    /// an AdmissionReview's `uid`).
+    pub(crate) fn review_uid(&self) -> String {
+        self.new_uid().to_string()
+    }
+}
