@@ -1117,6 +1117,10 @@ fn watch(ctx: &Ctx, r: &Req, t: &Target, name: Option<&str>) -> Result<Response,
         WatchStart::InitialEvents
     } else {
         match r.q("resourceVersion") {
+            // kube-apiserver 1.35 serves a watch from "now" (no version)
+            // from etcd, which ends the current objects with the
+            // `k8s.io/initial-events-end` bookmark when bookmarks are allowed.
+            None | Some("") if r.flag("allowWatchBookmarks") => WatchStart::InitialEvents,
             None | Some("") | Some("0") => WatchStart::Current,
             Some(v) => WatchStart::After(v.parse().expect("checked by check_list_options")),
         }
