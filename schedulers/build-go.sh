@@ -25,9 +25,15 @@
 #   yunikorn-scheduler           Apache YuniKorn's scheduler, unmodified (schedulers/yunikorn:
 #                                github.com/apache/yunikorn-k8shim/pkg/cmd/shim, the k8shim
 #                                with yunikorn-core); YuniKorn has no CRDs
+#   kube-apiserver               the real API server, unmodified (apiserver/:
+#                                k8s.io/kubernetes/cmd/kube-apiserver), for fakeapi's
+#                                differential harness; only when named
+#   etcd                         its store (apiserver/: go.etcd.io/etcd/server/v3);
+#                                only when named
 #
 # Usage: schedulers/build-go.sh [--check] [OUT_DIR] [PROGRAM...]
-#   PROGRAM   one of the names above (default: all of them)
+#   PROGRAM   one of the names above (default: all of them but kube-apiserver
+#             and etcd)
 #   OUT_DIR   where the binaries go (default: target/go at the repository root)
 #   --check   also run `go vet` and `go test` in the modules built (not for
 #             Volcano's, which holds no Go code of ours)
@@ -55,6 +61,8 @@ declare -A module=(
 	[vc-controller-manager]=volcano
 	[vc-webhook-manager]=volcano
 	[kueue-manager]=kueue
+	[kube-apiserver]=../apiserver
+	[etcd]=../apiserver
 	[yunikorn-scheduler]=yunikorn
 )
 # program -> the package built, when it is not the module's own main package
@@ -63,8 +71,12 @@ declare -A package=(
 	[vc-scheduler]=volcano.sh/volcano/cmd/scheduler
 	[vc-controller-manager]=volcano.sh/volcano/cmd/controller-manager
 	[vc-webhook-manager]=volcano.sh/volcano/cmd/webhook-manager
+	[kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
+	[etcd]=go.etcd.io/etcd/server/v3
 )
 all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling kube-controller-manager vc-scheduler vc-controller-manager vc-webhook-manager kueue-manager yunikorn-scheduler)
+# Built only when named: the real API server and its store are not schedulers.
+more=(kube-apiserver etcd)
 
 check=0
 out=""
@@ -83,14 +95,14 @@ for arg in "$@"; do
 	*)
 		if [[ -n "${module[$arg]+x}" ]]; then
 			wanted+=("$arg")
-		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == yunikorn* ]]; then
+		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == yunikorn* || $arg == etcd* ]]; then
 			# A misspelt program, not a directory to create.
-			echo "build-go.sh: unknown program $arg (${all[*]})" >&2
+			echo "build-go.sh: unknown program $arg (${all[*]} ${more[*]})" >&2
 			exit 2
 		elif [[ -z "$out" ]]; then
 			out=$arg
 		else
-			echo "build-go.sh: $arg is not a program (${all[*]}) and OUT_DIR is already $out" >&2
+			echo "build-go.sh: $arg is not a program (${all[*]} ${more[*]}) and OUT_DIR is already $out" >&2
 			exit 2
 		fi
 		;;
@@ -234,6 +246,23 @@ build_kueue() {
 	fi
 }
 
+# etcd, stamped as etcd's own build stamps it (the commit the module proxy
+# recorded for the server module).
+build_etcd() {
+	local ever esha ldflags
+	ever=$(modversion go.etcd.io/etcd/server/v3)
+	esha=$(go mod download -json "go.etcd.io/etcd/server/v3@$ever" | sed -n 's/^.*"Hash": *"\([0-9a-f]*\)".*$/\1/p' | head -n1)
+	ldflags="-X go.etcd.io/etcd/api/v3/version.GitSHA=${esha:-module-$ever}"
+	if [[ "${DBG:-0}" != 1 ]]; then
+		ldflags+=" -s -w"
+	fi
+	echo "build-go.sh: etcd (go.etcd.io/etcd/server/v3 $ever) -> $out/etcd" >&2
+	go build -trimpath -buildvcs=false -ldflags="$ldflags" -o "$out/etcd" go.etcd.io/etcd/server/v3
+	if [[ $check == 1 ]]; then
+		echo "build-go.sh: etcd: nothing of ours to vet or test" >&2
+	fi
+}
+
 # YuniKorn's scheduler: the k8shim's main package (its Makefile's
 # `scheduler` target builds ./pkg/cmd/shim as yunikorn-scheduler), built
 # from the module cache (go.mod's `tool` line), with the Makefile's flags
@@ -276,6 +305,10 @@ for bin in "${wanted[@]}"; do
 		build_kueue
 		continue
 	fi
+	if [[ $bin == etcd ]]; then
+		build_etcd
+		continue
+	fi
 	if [[ $bin == yunikorn-scheduler ]]; then
 		build_yunikorn
 		continue
@@ -289,7 +322,7 @@ for bin in "${wanted[@]}"; do
 	ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
 	ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor"
 	ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
-	if [[ -n "${package[$bin]+x}" ]]; then
+	if [[ $bin == vc-* ]]; then
 		# Volcano stamps its own version package (as its Makefile does),
 		# from the module's version and the commit the proxy recorded.
 		vver=$(modversion volcano.sh/volcano)

@@ -15,10 +15,25 @@ pub enum ApiError {
     NotFoundPath(String),
     #[error("{resource} \"{name}\" already exists")]
     AlreadyExists { resource: String, name: String },
-    #[error("{0}")]
-    Conflict(String),
+    /// 409 about one object, as apimachinery's `NewConflict` words it:
+    /// `Operation cannot be fulfilled on <resource> "<name>": <cause>`, with
+    /// `details` naming the object (`resource` is qualified, `leases.coordination.k8s.io`,
+    /// or a subresource, `pods/binding`).
+    #[error("Operation cannot be fulfilled on {resource} {}: {cause}", go_quote(.name))]
+    Conflict {
+        resource: String,
+        name: String,
+        cause: String,
+    },
     #[error("{0}")]
     Gone(String),
+    /// 403, as an admission plugin refuses: `pods "p" is forbidden: <why>`.
+    #[error("{resource} {} is forbidden: {message}", go_quote(.name))]
+    Forbidden {
+        resource: String,
+        name: String,
+        message: String,
+    },
     #[error("{0}")]
     MethodNotAllowed(String),
     #[error("{0}")]
@@ -31,6 +46,20 @@ pub enum ApiError {
     /// and object validation (`details.causes[].field`).
     #[error("{0}")]
     InvalidFields(Box<InvalidObject>),
+    /// A Status with empty `details`, as kube-apiserver's generic errors
+    /// (`NewGenericServerResponse`) carry: a failed JSON patch (422), a
+    /// patch of an unknown content type (415).
+    #[error("{message}")]
+    Plain {
+        code: u16,
+        reason: &'static str,
+        message: String,
+    },
+    /// A 500 with no reason: what kube-apiserver answers when its storage
+    /// returns an error that is not a `Status` (`ErrorToAPIStatus`), as a
+    /// Binding's validation does.
+    #[error("{0}")]
+    Storage(String),
     /// A 500 `InternalError` (a webhook that could not be called, with
     /// `failurePolicy: Fail`): the message is `Internal error occurred: `
     /// and this, which is also the one cause of its details.
@@ -57,13 +86,15 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => 400,
             ApiError::NotFound { .. } | ApiError::NotFoundPath(_) => 404,
-            ApiError::AlreadyExists { .. } | ApiError::Conflict(_) => 409,
+            ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => 409,
             ApiError::Gone(_) => 410,
+            ApiError::Forbidden { .. } => 403,
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::NotAcceptable(_) => 406,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Invalid(_) | ApiError::InvalidFields(_) => 422,
-            ApiError::Internal(_) => 500,
+            ApiError::Internal(_) | ApiError::Storage(_) => 500,
+            ApiError::Plain { code, .. } => *code,
             ApiError::Status(s) => s.code,
         }
     }
@@ -73,14 +104,28 @@ impl ApiError {
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::NotFound { .. } | ApiError::NotFoundPath(_) => "NotFound",
             ApiError::AlreadyExists { .. } => "AlreadyExists",
-            ApiError::Conflict(_) => "Conflict",
+            ApiError::Conflict { .. } => "Conflict",
             ApiError::Gone(_) => "Expired",
+            ApiError::Forbidden { .. } => "Forbidden",
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
             ApiError::NotAcceptable(_) => "NotAcceptable",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Invalid(_) | ApiError::InvalidFields(_) => "Invalid",
             ApiError::Internal(_) => "InternalError",
             ApiError::Status(s) => &s.reason,
+            // `StatusReasonUnknown`, which the Status leaves out.
+            ApiError::Storage(_) => "",
+            ApiError::Plain { reason, .. } => reason,
+        }
+    }
+
+    /// A 409 on object `name` of `resource` (qualified, or a subresource
+    /// such as `pods/binding`) because of `cause`.
+    pub(crate) fn conflict(resource: &str, name: &str, cause: impl Into<String>) -> Self {
+        ApiError::Conflict {
+            resource: resource.to_string(),
+            name: name.to_string(),
+            cause: cause.into(),
         }
     }
 
@@ -120,10 +165,26 @@ impl ApiError {
             "reason": self.reason(),
             "code": self.code(),
         });
+        if self.reason().is_empty() {
+            status.as_object_mut().expect("an object").remove("reason");
+        }
+        // `StatusDetails`: empty fields left out (`omitempty`), as in Go.
+        let details = |name: &str, group: &str, kind: &str| {
+            let mut d = serde_json::Map::new();
+            for (k, v) in [("name", name), ("group", group), ("kind", kind)] {
+                if !v.is_empty() {
+                    d.insert(k.to_string(), json!(v));
+                }
+            }
+            d
+        };
         match self {
-            ApiError::NotFound { resource, name } | ApiError::AlreadyExists { resource, name } => {
+            ApiError::NotFound { resource, name }
+            | ApiError::AlreadyExists { resource, name }
+            | ApiError::Conflict { resource, name, .. }
+            | ApiError::Forbidden { resource, name, .. } => {
                 let (kind, group) = resource.split_once('.').unwrap_or((resource, ""));
-                status["details"] = json!({"name": name, "group": group, "kind": kind});
+                status["details"] = Value::Object(details(name, group, kind));
             }
             ApiError::InvalidFields(i) => {
                 let causes: Vec<Value> = i
@@ -131,9 +192,11 @@ impl ApiError {
                     .iter()
                     .map(|c| json!({"reason": c.kind.reason(), "message": c.body(), "field": c.field}))
                     .collect();
-                status["details"] =
-                    json!({"name": i.name, "group": i.group, "kind": i.kind, "causes": causes});
+                let mut d = details(&i.name, &i.group, &i.kind);
+                d.insert("causes".to_string(), Value::Array(causes));
+                status["details"] = Value::Object(d);
             }
+            ApiError::Plain { .. } => status["details"] = json!({}),
             ApiError::Internal(m) => {
                 status["details"] = json!({"causes": [{"message": m}]});
             }

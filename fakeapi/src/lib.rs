@@ -47,6 +47,7 @@ mod activity;
 mod admission;
 mod conn;
 mod crd;
+mod defaults;
 mod discovery;
 mod error;
 mod manifest;
@@ -62,6 +63,7 @@ mod store;
 mod strategy;
 mod table;
 mod timers;
+mod validation;
 mod watch;
 
 pub use activity::{

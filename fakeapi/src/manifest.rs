@@ -220,7 +220,7 @@ impl Store {
                 .map_err(|e: ApiError| at(e.to_string()))?;
             let namespace = m.object["metadata"]["namespace"].as_str();
             let obj = self
-                .create_in(&served, namespace, m.object.clone(), Origin::Api)
+                .create_in(&served, namespace, m.object.clone(), Origin::Api, false)
                 .map_err(|e| at(e.to_string()))?;
             created.push((*obj.value).clone());
         }

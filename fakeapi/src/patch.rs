@@ -64,10 +64,15 @@ pub fn apply_patch(kind: PatchKind, target: &Value, body: &[u8]) -> Result<Value
     match kind {
         PatchKind::Json => {
             let p: json_patch::Patch = serde_json::from_slice(body)
-                .map_err(|e| ApiError::BadRequest(format!("invalid JSON patch: {e}")))?;
+                .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))?;
             let mut doc = target.clone();
-            json_patch::patch(&mut doc, &p)
-                .map_err(|e| ApiError::Invalid(format!("the JSON patch failed to apply: {e}")))?;
+            // kube-apiserver says no more (the patch library's error is
+            // logged, not sent).
+            json_patch::patch(&mut doc, &p).map_err(|_| ApiError::Plain {
+                code: 422,
+                reason: "Invalid",
+                message: "the server rejected our request due to an error in our request".into(),
+            })?;
             Ok(doc)
         }
         PatchKind::Merge => {
@@ -84,7 +89,7 @@ pub fn apply_patch(kind: PatchKind, target: &Value, body: &[u8]) -> Result<Value
             let p: Value = serde_yaml::from_slice(body).map_err(|e| {
                 ApiError::BadRequest(format!("invalid apply patch (YAML or JSON expected): {e}"))
             })?;
-            Ok(strategic_merge(target, &p))
+            Ok(apply_merge(target, &p))
         }
     }
 }
@@ -134,7 +139,7 @@ pub(crate) fn apply_patch_custom(
 
 fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
     let p: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::BadRequest(format!("invalid patch body (JSON expected): {e}")))?;
+        .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}")))?;
     if !p.is_object() {
         return Err(ApiError::BadRequest(
             "a merge patch must be a JSON object".to_string(),
@@ -145,13 +150,38 @@ fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
 
 /// Strategic merge patch of `patch` onto `target`.
 pub fn strategic_merge(target: &Value, patch: &Value) -> Value {
+    merge_value(target, patch, Order::Strategic)
+}
+
+/// An applied configuration merged onto `target` (server-side apply, with
+/// no field ownership): as a strategic merge, but entries new to a list
+/// with merge keys go after the live ones, as structured-merge-diff puts
+/// them.
+pub fn apply_merge(target: &Value, patch: &Value) -> Value {
+    merge_value(target, patch, Order::Apply)
+}
+
+/// Where entries a patch adds to a keyed list go.
+#[derive(Clone, Copy, PartialEq)]
+enum Order {
+    /// Among the live ones, by apimachinery's `mergeSortedSlice`.
+    Strategic,
+    /// After the live ones.
+    Apply,
+}
+
+fn merge_value(target: &Value, patch: &Value, order: Order) -> Value {
     match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => Value::Object(merge_map(t, p)),
+        (Value::Object(t), Value::Object(p)) => Value::Object(merge_map(t, p, order)),
         (_, p) => strip_directives(p),
     }
 }
 
-fn merge_map(target: &Map<String, Value>, patch: &Map<String, Value>) -> Map<String, Value> {
+fn merge_map(
+    target: &Map<String, Value>,
+    patch: &Map<String, Value>,
+    order: Order,
+) -> Map<String, Value> {
     if patch.get("$patch").and_then(Value::as_str) == Some("replace") {
         return match strip_directives(&Value::Object(patch.clone())) {
             Value::Object(m) => m,
@@ -179,10 +209,10 @@ fn merge_map(target: &Map<String, Value>, patch: &Map<String, Value>) -> Map<Str
                     out.remove(k);
                     continue;
                 }
-                Value::Object(merge_map(tv, pm))
+                Value::Object(merge_map(tv, pm, order))
             }
-            (Some(Value::Array(tl)), Value::Array(pl)) => merge_list(k, tl, pl),
-            (None, Value::Array(pl)) => merge_list(k, &[], pl),
+            (Some(Value::Array(tl)), Value::Array(pl)) => merge_list(k, tl, pl, order),
+            (None, Value::Array(pl)) => merge_list(k, &[], pl, order),
             (_, p) => strip_directives(p),
         };
         out.insert(k.clone(), merged);
@@ -190,7 +220,7 @@ fn merge_map(target: &Map<String, Value>, patch: &Map<String, Value>) -> Map<Str
     out
 }
 
-fn merge_list(field: &str, target: &[Value], patch: &[Value]) -> Value {
+fn merge_list(field: &str, target: &[Value], patch: &[Value], order: Order) -> Value {
     if patch
         .iter()
         .any(|p| p.get("$patch").and_then(Value::as_str) == Some("replace"))
@@ -215,21 +245,67 @@ fn merge_list(field: &str, target: &[Value], patch: &[Value]) -> Value {
     let Some(key) = merge_key(field) else {
         return Value::Array(patch.iter().map(strip_directives).collect());
     };
-    let mut out = target.to_vec();
-    for p in patch {
-        let Some(pk) = p.get(key) else {
-            out.push(strip_directives(p));
-            continue;
-        };
-        let pos = out.iter().position(|t| t.get(key) == Some(pk));
-        let delete = p.get("$patch").and_then(Value::as_str) == Some("delete");
-        match (pos, delete) {
-            (Some(i), true) => {
-                out.remove(i);
+    if order == Order::Apply {
+        let mut out = target.to_vec();
+        for p in patch {
+            let Some(pk) = p.get(key) else {
+                out.push(strip_directives(p));
+                continue;
+            };
+            let pos = out.iter().position(|t| t.get(key) == Some(pk));
+            let delete = p.get("$patch").and_then(Value::as_str) == Some("delete");
+            match (pos, delete) {
+                (Some(i), true) => {
+                    out.remove(i);
+                }
+                (None, true) => {}
+                (Some(i), false) => out[i] = merge_value(&out[i], p, order),
+                (None, false) => out.push(strip_directives(p)),
             }
-            (None, true) => {}
-            (Some(i), false) => out[i] = strategic_merge(&out[i], p),
-            (None, false) => out.push(strip_directives(p)),
+        }
+        return Value::Array(out);
+    }
+    // As apimachinery's strategic merge: the patch's items (merged with
+    // the live ones of the same key) in the patch's order, and the live
+    // items the patch does not name put back among them by their live
+    // order (`mergeSortedSlice`: an item goes before the first patch item
+    // it preceded in the live list; new items go first).
+    let position = |v: &Value| {
+        v.get(key)
+            .and_then(|k| target.iter().position(|t| t.get(key) == Some(k)))
+    };
+    let mut patched = Vec::new();
+    for p in patch {
+        let delete = p.get("$patch").and_then(Value::as_str) == Some("delete");
+        if delete {
+            continue;
+        }
+        match position(p) {
+            Some(i) if p.get(key).is_some() => patched.push(merge_value(&target[i], p, order)),
+            _ => patched.push(strip_directives(p)),
+        }
+    }
+    let named = |t: &Value| {
+        t.get(key)
+            .is_some_and(|k| patch.iter().any(|p| p.get(key) == Some(k)))
+    };
+    let server_only: Vec<Value> = target.iter().filter(|t| !named(t)).cloned().collect();
+    let mut out = Vec::with_capacity(patched.len() + server_only.len());
+    let (mut i, mut j) = (0, 0);
+    while i < server_only.len() || j < patched.len() {
+        let take_left = if i >= server_only.len() {
+            false
+        } else if j >= patched.len() {
+            true
+        } else {
+            matches!((position(&server_only[i]), position(&patched[j])), (Some(l), Some(r)) if l < r)
+        };
+        if take_left {
+            out.push(server_only[i].clone());
+            i += 1;
+        } else {
+            out.push(patched[j].clone());
+            j += 1;
         }
     }
     Value::Array(out)
@@ -262,12 +338,21 @@ mod tests {
             {"type": "PodScheduled", "status": "True", "reason": null},
             {"type": "DisruptionTarget", "status": "True"}]}});
         let out = strategic_merge(&pod, &p);
+        // The patch's order, live items put back by their live order: a new
+        // item comes before the live ones that follow the patch's.
         assert_eq!(
             out,
             json!({"status": {"phase": "Pending", "conditions": [
                 {"type": "PodScheduled", "status": "True"},
-                {"type": "Ready", "status": "False"},
-                {"type": "DisruptionTarget", "status": "True"}]}})
+                {"type": "DisruptionTarget", "status": "True"},
+                {"type": "Ready", "status": "False"}]}})
+        );
+        // The live order wins between items it knows.
+        let p = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        let out = strategic_merge(&pod, &p);
+        assert_eq!(
+            out["status"]["conditions"],
+            json!([{"type": "PodScheduled", "status": "False"}, {"type": "Ready", "status": "True"}])
         );
     }
 

@@ -496,6 +496,32 @@ pub fn lookup_qualified(name: &str) -> Option<&'static ResourceInfo> {
 }
 
 /// A built-in row and its index in [`RESOURCES`] (the store's table).
+/// Whether kube-apiserver's storage of this built-in kind answers a
+/// deletion with the deleted object (`ReturnDeletedObject`) rather than a
+/// `Status`.
+pub(crate) fn returns_deleted_object(info: &ResourceInfo) -> bool {
+    matches!(
+        (info.group, info.plural),
+        (
+            "",
+            "pods"
+                | "namespaces"
+                | "persistentvolumes"
+                | "persistentvolumeclaims"
+                | "podtemplates"
+                | "resourcequotas"
+                | "services"
+                | "serviceaccounts"
+        ) | (
+            "resource.k8s.io",
+            "deviceclasses" | "resourceclaims" | "resourceclaimtemplates" | "resourceslices"
+        ) | (
+            "storage.k8s.io",
+            "csidrivers" | "csinodes" | "storageclasses" | "volumeattachments"
+        )
+    )
+}
+
 pub(crate) fn builtin(
     group: &str,
     version: &str,

@@ -60,6 +60,15 @@ impl LabelSelector {
     pub fn parse(s: &str) -> Result<Self, ApiError> {
         let mut reqs = Vec::new();
         for part in split_top(s) {
+            // An operator with no key before it, in the words of
+            // apimachinery's selector lexer.
+            for op in ["!=", "==", "="] {
+                if part.trim_start().starts_with(op) {
+                    return Err(ApiError::BadRequest(format!(
+                        "found '{op}', expected: !, identifier, or 'end of string'"
+                    )));
+                }
+            }
             let req = if let Some((k, v)) = part.split_once("!=") {
                 LabelReq::NotEq(k.trim().into(), v.trim().into())
             } else if let Some((k, v)) = part.split_once("==") {
@@ -187,7 +196,7 @@ impl FieldSelector {
                 (k, true, v)
             } else {
                 return Err(ApiError::BadRequest(format!(
-                    "invalid selector: {part:?}; can't understand it (expected field=value or field!=value)"
+                    "invalid selector: '{s}'; can't understand '{part}'"
                 )));
             };
             let path = k.trim().split('.').map(str::to_string).collect();
@@ -203,6 +212,15 @@ impl FieldSelector {
     /// The fields selected on, as written (`spec.nodeName`).
     pub fn fields(&self) -> impl Iterator<Item = String> + '_ {
         self.0.iter().map(|(path, _, _)| path.join("."))
+    }
+
+    /// Renames a field (an alias the server accepts: a pod's `spec.host`).
+    pub fn rename(&mut self, from: &str, to: &str) {
+        for (path, _, _) in &mut self.0 {
+            if path.join(".") == from {
+                *path = to.split('.').map(str::to_string).collect();
+            }
+        }
     }
 
     pub fn matches(&self, obj: &Value) -> bool {
@@ -221,6 +239,95 @@ impl FieldSelector {
             (value == *want) == *eq
         })
     }
+}
+
+/// The fields a built-in kind can be selected on (kube-apiserver's field
+/// label conversions), with the error for any other, and aliases.
+pub(crate) fn check_builtin_fields(
+    group: &str,
+    kind: &str,
+    sel: &mut FieldSelector,
+) -> Result<(), ApiError> {
+    const META: &[&str] = &["metadata.name", "metadata.namespace"];
+    let known: &[&str] = match (group, kind) {
+        ("", "Pod") => &[
+            "metadata.name",
+            "metadata.namespace",
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs",
+            "status.nominatedNodeName",
+            "spec.host",
+        ],
+        ("", "Node") => &["metadata.name", "spec.unschedulable"],
+        ("", "ReplicationController") => {
+            &["metadata.name", "metadata.namespace", "status.replicas"]
+        }
+        ("", "Event") => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+            "metadata.namespace",
+            "metadata.name",
+        ],
+        ("events.k8s.io", "Event") => &[
+            "reason",
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
+            "reportingController",
+            "type",
+            "metadata.namespace",
+            "metadata.name",
+        ],
+        ("", "Namespace") => &["status.phase", "metadata.name"],
+        ("", "Secret") => &["type", "metadata.namespace", "metadata.name"],
+        ("", "Service") => &[
+            "metadata.namespace",
+            "metadata.name",
+            "spec.clusterIP",
+            "spec.type",
+        ],
+        ("batch", "Job") => &["metadata.name", "metadata.namespace", "status.successful"],
+        ("resource.k8s.io", "ResourceSlice") => &["metadata.name", "spec.nodeName", "spec.driver"],
+        _ => META,
+    };
+    for f in sel.fields().collect::<Vec<_>>() {
+        if known.contains(&f.as_str()) {
+            continue;
+        }
+        return Err(ApiError::BadRequest(match (group, kind) {
+            (_, _) if std::ptr::eq(known, META) => format!(
+                "\"{f}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+            ),
+            ("batch", "Job") => format!("field label \"{f}\" not supported for Job"),
+            ("resource.k8s.io", "ResourceSlice") => {
+                format!("field label not supported for resource.k8s.io/v1, Kind=ResourceSlice: {f}")
+            }
+            _ => format!("field label not supported: {f}"),
+        }));
+    }
+    if (group, kind) == ("", "Pod") {
+        sel.rename("spec.host", "spec.nodeName");
+    }
+    Ok(())
 }
 
 /// What a list or watch selects: namespace, labels, fields.

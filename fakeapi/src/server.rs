@@ -5,12 +5,14 @@ use crate::activity::{Activity, InFlight, WatchTally};
 use crate::admission;
 use crate::conn::{ConnHandle, ConnTrack, TrackedListener};
 use crate::discovery;
-use crate::error::ApiError;
+use crate::error::{ApiError, FieldError};
 use crate::negotiate::{negotiate, partial_json, Form, Verb};
 use crate::patch::PatchKind;
 use crate::registry::Served;
 use crate::selector::Selection;
-use crate::store::{DeleteOptions, Origin, Propagation, ScaleWrite, Store, WatchStart};
+use crate::store::{
+    BindRequest, DeleteOptions, Origin, Propagation, ScaleWrite, Store, WatchStart,
+};
 use crate::table::{self, IncludeObject};
 use crate::watch::{Render, WatchStream};
 use axum::body::Body;
@@ -628,7 +630,7 @@ async fn dispatch(
             if served.custom.is_none() && info.plural == "bindings" {
                 return ("create", create_binding(ctx, r, ns, None).await);
             }
-            let res = match body() {
+            let res = match dry_run(r, "CreateOptions").and_then(|_| body()) {
                 Ok(body) => admission::create(
                     store,
                     served,
@@ -671,7 +673,7 @@ async fn dispatch(
             ("update", res)
         }
         (&Method::PUT, Some(name), sub) => {
-            let res = match body() {
+            let res = match dry_run(r, "UpdateOptions").and_then(|_| body()) {
                 Ok(body) => admission::update(
                     store,
                     served,
@@ -695,26 +697,37 @@ async fn dispatch(
                     "the body of the request was in an unknown format - accepted media types include: {}",
                     crate::patch::CUSTOM_PATCH_TYPES.join(", ")
                 ))),
-                None => Err(ApiError::UnsupportedMediaType(format!(
-                    "the patch content type {ct:?} is not supported: use application/merge-patch+json, application/strategic-merge-patch+json, application/json-patch+json or application/apply-patch+yaml"
-                ))),
-                Some(kind) => match strict_patch(r, served, kind) {
+                // What kube-apiserver's router says of a content type no
+                // patch handler takes.
+                None => Err(ApiError::Plain {
+                    code: 415,
+                    reason: "UnsupportedMediaType",
+                    message: "415: Unsupported Media Type".into(),
+                }),
+                Some(kind) => match patch_options(r, kind)
+                    .and_then(|()| strict_patch(r, served, kind))
+                {
                     Err(e) => Err(e),
                     Ok(()) if sub == Some("scale") => store
                         .write_scale(served, ns, name, ScaleWrite::Patch(kind, &r.body), Origin::Http)
                         .map(|s| value_response(200, &s)),
-                    Ok(()) => admission::update(
-                        store,
-                        served,
-                        ns,
-                        name,
-                        sub,
-                        admission::Change::Patch(kind, &r.body),
-                        write_options(r, "PatchOptions"),
-                        Origin::Http,
-                    )
-                    .await
-                    .map(|(s, created)| json_response(if created { 201 } else { 200 }, s.json)),
+                    Ok(()) => match dry_run(r, "PatchOptions") {
+                        Err(e) => Err(e),
+                        Ok(_) => admission::update(
+                            store,
+                            served,
+                            ns,
+                            name,
+                            sub,
+                            admission::Change::Patch(kind, &r.body),
+                            write_options(r, "PatchOptions"),
+                            Origin::Http,
+                        )
+                        .await
+                        .map(|(s, created)| {
+                            json_response(if created { 201 } else { 200 }, s.json)
+                        }),
+                    },
                 },
             };
             ("patch", res)
@@ -731,7 +744,7 @@ async fn dispatch(
                     Origin::Http,
                 )
                 .await
-                .map(|s| json_response(200, s.json)),
+                .map(|d| deleted_response(served, d)),
                 Err(e) => Err(e),
             };
             ("delete", res)
@@ -745,6 +758,29 @@ async fn dispatch(
                 info.qualified_name()
             ))),
         ),
+    }
+}
+
+/// `PatchOptions` as kube-apiserver checks them: an apply names its field
+/// manager, only an apply may force.
+fn patch_options(r: &Req, kind: PatchKind) -> Result<(), ApiError> {
+    let mut errs = Vec::new();
+    if kind == PatchKind::Apply && r.q("fieldManager").is_none_or(str::is_empty) {
+        errs.push(FieldError::required(
+            "fieldManager",
+            "is required for apply patch",
+        ));
+    }
+    if kind != PatchKind::Apply && r.q("force").is_some() {
+        errs.push(FieldError::forbidden(
+            "force",
+            "may not be specified for non-apply patch",
+        ));
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid("meta.k8s.io", "PatchOptions", "", errs))
     }
 }
 
@@ -765,8 +801,10 @@ fn strict_fields(r: &Req, served: &Served, body: &Value) -> Result<(), ApiError>
         .iter()
         .map(|f| format!("unknown field {f:?}"))
         .collect();
+    let kind = cv.info.kind;
+    let version = cv.info.version;
     Err(ApiError::BadRequest(format!(
-        "strict decoding error: {}",
+        "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
         list.join(", ")
     )))
 }
@@ -831,32 +869,81 @@ async fn create_binding(
     ctx: &Ctx,
     r: &Req,
     ns: &str,
-    name: Option<&str>,
+    pod: Option<&str>,
 ) -> Result<Response, ApiError> {
     let body = r.body_json()?;
-    let pod = match name {
-        Some(n) => n.to_string(),
-        None => body
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string(),
-    };
-    if let Some(body_name) = body.pointer("/metadata/name").and_then(Value::as_str) {
-        if !body_name.is_empty() && body_name != pod {
-            return Err(ApiError::BadRequest(format!(
-                "the name of the Binding ({body_name}) does not match the pod on the URL ({pod})"
-            )));
-        }
-    }
+    let dry_run = dry_run(r, "CreateOptions")?;
+    // Admission webhooks see the Binding before the storage checks it.
+    let name = pod
+        .or_else(|| body.pointer("/metadata/name").and_then(Value::as_str))
+        .unwrap_or("")
+        .to_string();
     let pods = ctx.store.served("", "v1", "pods").expect("pods are served");
-    let body = admission::subresource_create(&ctx.store, &pods, ns, &pod, "binding", body).await?;
-    ctx.store.bind(ns, &pod, &body, Origin::Http)?;
+    let body = admission::subresource_create(&ctx.store, &pods, ns, &name, "binding", body).await?;
+    ctx.store.bind(
+        BindRequest {
+            namespace: ns,
+            pod,
+            body: &body,
+            dry_run,
+        },
+        Origin::Http,
+    )?;
     Ok(value_response(201, &success_status(201)))
 }
 
+/// What a DELETE answers: the object while it is only marked; once it
+/// is gone, the object for the kinds whose storage returns it (pods,
+/// services, namespaces, ...), else a `Status` naming what went.
+fn deleted_response(served: &Served, d: crate::store::Deletion) -> Response {
+    if !d.gone || (served.custom.is_none() && crate::resources::returns_deleted_object(served.info))
+    {
+        return json_response(200, d.object.json);
+    }
+    let info = served.info;
+    let mut details = json!({"name": meta_name(&d.object.value), "kind": info.plural});
+    if !info.group.is_empty() {
+        details["group"] = json!(info.group);
+    }
+    if let Some(uid) = d.object.value.pointer("/metadata/uid") {
+        details["uid"] = uid.clone();
+    }
+    value_response(
+        200,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
+    )
+}
+
+fn meta_name(v: &Value) -> &str {
+    v.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// `dryRun`: `All` or nothing, as `ValidateCreateOptions` (and its
+/// siblings for updates, patches and deletes) allows.
+fn dry_run(r: &Req, options: &str) -> Result<bool, ApiError> {
+    match r.q("dryRun") {
+        None => Ok(false),
+        Some("All") => Ok(true),
+        Some(v) => Err(ApiError::invalid(
+            "meta.k8s.io",
+            options,
+            "",
+            vec![FieldError::not_supported(
+                "dryRun",
+                &json!([v]),
+                &["All".to_string()],
+            )],
+        )),
+    }
+}
+
 fn delete_options(r: &Req) -> Result<DeleteOptions, ApiError> {
-    let mut opts = DeleteOptions::default();
+    let mut opts = DeleteOptions {
+        dry_run: dry_run(r, "DeleteOptions")?,
+        ..Default::default()
+    };
     if !r.body.is_empty() {
         let body = r.body_json()?;
         opts.grace_period_seconds = body.get("gracePeriodSeconds").and_then(Value::as_i64);
@@ -873,9 +960,17 @@ fn delete_options(r: &Req) -> Result<DeleteOptions, ApiError> {
         }
         match body.get("orphanDependents").and_then(Value::as_bool) {
             Some(true) if opts.propagation.is_some_and(|p| p != Propagation::Orphan) => {
-                return Err(ApiError::Invalid(
-                    "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: \"propagationPolicy\": orphanDependents and deletionPropagation cannot be both set".into(),
-                ))
+                let policy = body.get("propagationPolicy").cloned().unwrap_or(json!(""));
+                return Err(ApiError::invalid(
+                    "meta.k8s.io",
+                    "DeleteOptions",
+                    "",
+                    vec![FieldError::invalid(
+                        "propagationPolicy",
+                        &policy,
+                        "orphanDependents and deletionPropagation cannot be both set",
+                    )],
+                ));
             }
             Some(true) => opts.propagation = Some(Propagation::Orphan),
             _ => {}
@@ -914,19 +1009,129 @@ fn selection(r: &Req, t: &Target, name: Option<&str>) -> Result<Selection, ApiEr
         }
         fields.push_str(&format!("metadata.name={n}"));
     }
-    Selection::parse(t.ns, r.q("labelSelector"), Some(&fields))
+    let mut sel = Selection::parse(t.ns, r.q("labelSelector"), Some(&fields))?;
+    if t.served.custom.is_none() {
+        let info = t.served.info;
+        crate::selector::check_builtin_fields(info.group, info.kind, &mut sel.fields)?;
+    }
+    Ok(sel)
+}
+
+/// `ListOptions` of a list or a watch, as kube-apiserver checks them: a
+/// 422 naming the fields, a 400 for a version that is not a number.
+fn check_list_options(r: &Req, watching: bool) -> Result<(), ApiError> {
+    let rv = r.q("resourceVersion").unwrap_or("");
+    let matching = r.q("resourceVersionMatch").unwrap_or("");
+    let cont = r.q("continue").unwrap_or("");
+    let initial = r.q("sendInitialEvents").is_some();
+    let forbidden = |field: &str, why: &str| FieldError::forbidden(field, why);
+    let mut errs = Vec::new();
+    if watching {
+        if initial && matching != "NotOlderThan" {
+            errs.push(forbidden(
+                "resourceVersionMatch",
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if !matching.is_empty() {
+            if !initial {
+                errs.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                ));
+            }
+            if matching != "NotOlderThan" {
+                errs.push(FieldError::not_supported(
+                    "resourceVersionMatch",
+                    &json!(matching),
+                    &["NotOlderThan".to_string()],
+                ));
+            }
+            if !cont.is_empty() {
+                errs.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+        }
+    } else {
+        if !matching.is_empty() {
+            if rv.is_empty() {
+                errs.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            if !cont.is_empty() {
+                errs.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+            if matching != "Exact" && matching != "NotOlderThan" {
+                errs.push(FieldError::not_supported(
+                    "resourceVersionMatch",
+                    &json!(matching),
+                    &[
+                        "Exact".to_string(),
+                        "NotOlderThan".to_string(),
+                        String::new(),
+                    ],
+                ));
+            }
+            if matching == "Exact" && rv == "0" {
+                errs.push(forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                ));
+            }
+        }
+        if initial {
+            errs.push(forbidden(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for list",
+            ));
+        }
+    }
+    if !errs.is_empty() {
+        return Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", errs));
+    }
+    if !watching && !cont.is_empty() {
+        if !rv.is_empty() && rv != "0" {
+            return Err(ApiError::BadRequest(
+                "specifying resource version is not allowed when using continue".into(),
+            ));
+        }
+        return Ok(());
+    }
+    if !rv.is_empty() && rv.parse::<u64>().is_err() {
+        let why = if rv.bytes().all(|b| b.is_ascii_digit()) {
+            "value out of range"
+        } else {
+            "invalid syntax"
+        };
+        let q = crate::error::go_quote(rv);
+        return Err(ApiError::BadRequest(format!(
+            "invalid resource version: resourceVersion: Invalid value: {q}: strconv.ParseUint: parsing {q}: {why}"
+        )));
+    }
+    Ok(())
 }
 
 fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
+    check_list_options(r, false)?;
     let sel = selection(r, t, None)?;
+    // A negative limit is no limit; with resourceVersion=0 the list comes
+    // whole (kube-apiserver serves it from its watch cache, unpaged).
     let limit = match r.q("limit") {
         None | Some("") => None,
-        Some(l) => match l.parse::<usize>() {
-            Ok(0) => None,
-            Ok(n) => Some(n),
+        Some(_) if r.q("resourceVersion") == Some("0") => None,
+        Some(l) => match l.parse::<i64>() {
+            Ok(n) if n <= 0 => None,
+            Ok(n) => Some(n as usize),
             Err(_) => {
                 return Err(ApiError::BadRequest(format!(
-                    "limit must be a positive integer, got {l:?}"
+                    "limit must be an integer, got {l:?}"
                 )))
             }
         },
@@ -934,8 +1139,14 @@ fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
     let form = r.form(Verb::List)?;
     let page = ctx.store.list_in(&t.served, &sel, limit, r.q("continue"))?;
     let mut metadata = json!({"resourceVersion": page.rv.to_string()});
-    if let Some(c) = &page.continue_token {
-        metadata["continue"] = json!(c);
+    match &page.continue_token {
+        Some(c) => metadata["continue"] = json!(c),
+        // A custom resource's list (unstructured) says so.
+        None if t.served.custom.is_some() => metadata["continue"] = json!(""),
+        None => {}
+    }
+    if let Some(n) = page.remaining {
+        metadata["remainingItemCount"] = json!(n);
     }
     if form == Form::Table {
         let objs: Vec<_> = page.items.iter().map(|s| s.value.clone()).collect();
@@ -946,6 +1157,9 @@ fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
             true,
             IncludeObject::parse(r.q("includeObject")),
         );
+        if metadata["continue"] == "" {
+            metadata.as_object_mut().map(|m| m.remove("continue"));
+        }
         tbl["metadata"] = metadata;
         return Ok(value_response(200, &tbl));
     }
@@ -983,17 +1197,18 @@ fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
 }
 
 fn watch(ctx: &Ctx, r: &Req, t: &Target, name: Option<&str>) -> Result<Response, ApiError> {
+    check_list_options(r, true)?;
     let sel = selection(r, t, name)?;
     let start = if r.flag("sendInitialEvents") {
         WatchStart::InitialEvents
     } else {
         match r.q("resourceVersion") {
+            // kube-apiserver 1.35 serves a watch from "now" (no version)
+            // from etcd, which ends the current objects with the
+            // `k8s.io/initial-events-end` bookmark when bookmarks are allowed.
+            None | Some("") if r.flag("allowWatchBookmarks") => WatchStart::InitialEvents,
             None | Some("") | Some("0") => WatchStart::Current,
-            Some(v) => WatchStart::After(v.parse().map_err(|_| {
-                ApiError::BadRequest(format!(
-                    "resourceVersion must be a number from a previous response, got {v:?}"
-                ))
-            })?),
+            Some(v) => WatchStart::After(v.parse().expect("checked by check_list_options")),
         }
     };
     let timeout = match r.q("timeoutSeconds") {
@@ -1041,6 +1256,8 @@ async fn delete_collection(ctx: &Ctx, r: &Req, t: &Target<'_>) -> Result<Respons
     let sel = selection(r, t, None)?;
     let opts = delete_options(r)?;
     let page = ctx.store.list_in(&t.served, &sel, None, None)?;
+    // The answer lists the objects as they were listed, before their
+    // deletion (kube-apiserver's DeleteCollection).
     let mut deleted = Vec::new();
     for s in page.items {
         let ns = s
@@ -1066,7 +1283,7 @@ async fn delete_collection(ctx: &Ctx, r: &Req, t: &Target<'_>) -> Result<Respons
         )
         .await
         {
-            Ok(d) => deleted.push((*d.value).clone()),
+            Ok(_) => deleted.push((*s.value).clone()),
             Err(ApiError::NotFound { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -1076,7 +1293,7 @@ async fn delete_collection(ctx: &Ctx, r: &Req, t: &Target<'_>) -> Result<Respons
         &json!({
             "kind": list_kind(&t.served),
             "apiVersion": t.served.info.api_version(),
-            "metadata": {"resourceVersion": ctx.store.resource_version().to_string()},
+            "metadata": {"resourceVersion": page.rv.to_string()},
             "items": deleted,
         }),
     ))

@@ -27,9 +27,12 @@ use tokio::sync::mpsc;
 use crate::timers::WatchTimers;
 
 mod admit;
+mod binding;
+mod builtin_admission;
 mod gc;
 pub use admit::Admitted;
 pub(crate) use admit::PatchTarget;
+pub(crate) use binding::BindRequest;
 pub use gc::Propagation;
 
 /// A create made ready to write ([`Store::prepare_create`]): what is
@@ -71,8 +74,14 @@ pub struct StoreConfig {
     /// Events queued per watcher; a watcher that falls further behind gets a
     /// 410 ERROR event and must relist, so it never slows anyone else.
     pub watch_buffer: usize,
-    /// How often an idle watch that asked for bookmarks gets one.
+    /// How often a watch that asked for bookmarks gets one (besides the
+    /// one 2 s before its timeout). Default: a minute, as kube-apiserver.
     pub bookmark_interval: Duration,
+    /// The `DefaultTolerationSeconds` admission plugin: pods created
+    /// without a toleration of the not-ready and unreachable NoExecute
+    /// taints get one for this long (kube-apiserver's default, 300 s;
+    /// `None`: not done).
+    pub default_toleration_seconds: Option<u64>,
     /// The clock of periodic bookmarks and of watches ended after
     /// `timeoutSeconds` (default: the wall clock). A simulation puts them on
     /// its own clock ([`WatchTimers::Simulated`]): a bookmark or a watch's
@@ -111,7 +120,8 @@ impl Default for StoreConfig {
             watch_history: 100_000,
             event_ttl: Some(Duration::from_secs(3600)),
             watch_buffer: 100_000,
-            bookmark_interval: Duration::from_secs(30),
+            bookmark_interval: Duration::from_secs(60),
+            default_toleration_seconds: Some(300),
             watch_timers: WatchTimers::Wall,
             namespaces: vec![
                 "default".into(),
@@ -133,6 +143,10 @@ impl std::fmt::Debug for StoreConfig {
             .field("event_ttl", &self.event_ttl)
             .field("watch_buffer", &self.watch_buffer)
             .field("bookmark_interval", &self.bookmark_interval)
+            .field(
+                "default_toleration_seconds",
+                &self.default_toleration_seconds,
+            )
             .field("watch_timers", &self.watch_timers)
             .field("namespaces", &self.namespaces)
             .field("graceful_pod_deletion", &self.graceful_pod_deletion)
@@ -236,12 +250,32 @@ impl Event {
     /// modification as ADDED or DELETED when the object enters or leaves
     /// its selection). Built per watcher: a copy of bytes serialized once.
     pub fn line(&self, ty: EventType) -> Bytes {
-        event_line(ty.as_str(), &self.json)
+        event_line(ty.as_str(), &self.json_as(ty))
+    }
+
+    /// The object a watcher sees in this event as `ty`: the object after
+    /// the change, except for one that leaves the watcher's selection,
+    /// which kube-apiserver's watch cache sends as it was before, with
+    /// the version of the change (re-serialized: such exits are rare).
+    pub fn json_as(&self, ty: EventType) -> Bytes {
+        match (&self.old_json, ty, self.ty) {
+            (Some(old), EventType::Deleted, EventType::Modified) => {
+                let mut o: Value = serde_json::from_slice(old).expect("the store serialized it");
+                meta_mut(&mut o).insert("resourceVersion".into(), json!(self.rv.to_string()));
+                Bytes::from(serde_json::to_vec(&o).expect("a Value always serializes"))
+            }
+            _ => self.json.clone(),
+        }
     }
 
     /// The object after the change.
     pub fn object(&self) -> Value {
         serde_json::from_slice(&self.json).expect("the store serialized it")
+    }
+
+    /// The object a watcher sees in this event as `ty` (see [`Event::json_as`]).
+    pub fn object_as(&self, ty: EventType) -> Value {
+        serde_json::from_slice(&self.json_as(ty)).expect("the store serialized it")
     }
 
     fn old_object(&self) -> Option<Value> {
@@ -352,6 +386,14 @@ struct State {
 }
 
 impl State {
+    /// Whether namespace `ns` exists.
+    fn namespace_exists(&self, ns: &str) -> bool {
+        let (ns_idx, _) = resources::builtin("", "v1", "namespaces").expect("namespaces row");
+        self.tables[ns_idx]
+            .objects
+            .contains_key(&(String::new(), ns.to_string()))
+    }
+
     /// Queues a marker to every watch that asked for instants (the end of
     /// one: a begin goes only to a watch that sees a change of it). A
     /// watch whose queue is full overflows (it ends with a 410), as for a
@@ -485,6 +527,15 @@ pub struct DeleteOptions {
     pub precondition_resource_version: Option<String>,
     /// `propagationPolicy` (Background when unset).
     pub propagation: Option<Propagation>,
+    /// `dryRun=All`: answer as if, change nothing.
+    pub dry_run: bool,
+}
+
+/// What a delete did: the object as it is now (marked for deletion), or
+/// as it was when it went (`gone`).
+pub(crate) struct Deletion {
+    pub object: Stored,
+    pub gone: bool,
 }
 
 /// Where a watch starts.
@@ -525,6 +576,9 @@ pub(crate) struct ListPage {
     pub items: Vec<Stored>,
     pub rv: u64,
     pub continue_token: Option<String>,
+    /// `remainingItemCount`: objects after this page, when only a
+    /// namespace selects.
+    pub remaining: Option<usize>,
 }
 
 fn meta(obj: &Value) -> Option<&Map<String, Value>> {
@@ -556,16 +610,76 @@ fn splitmix64(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+fn namespace_mismatch() -> ApiError {
+    ApiError::BadRequest(
+        "the namespace of the provided object does not match the namespace sent on the request"
+            .into(),
+    )
+}
+
+/// A body's `apiVersion` and `kind` against the resource it is sent to,
+/// refused in the words of kube-apiserver's decoder. Either may be left
+/// out (the resource's are taken).
+fn check_type(info: &ResourceInfo, obj: &Value) -> Result<()> {
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    if resources::builtin_index(info).is_none() {
+        // A custom kind: its versions are one kind.
+        if !kind.is_empty() && kind != info.kind {
+            return Err(ApiError::BadRequest(format!(
+                "the kind {kind:?} does not match the resource {} (kind {})",
+                info.qualified_name(),
+                info.kind
+            )));
+        }
+        return Ok(());
+    }
+    if (kind.is_empty() || kind == info.kind)
+        && (api_version.is_empty() || api_version == info.api_version())
+    {
+        return Ok(());
+    }
+    let kind = if kind.is_empty() { info.kind } else { kind };
+    let api_version = if api_version.is_empty() {
+        info.api_version()
+    } else {
+        api_version.to_string()
+    };
+    let version = api_version.rsplit('/').next().unwrap_or("");
+    let known = RESOURCES
+        .iter()
+        .any(|r| r.kind == kind && r.api_version() == api_version && r.plural != "bindings");
+    let why = if known {
+        let internal = if info.group.is_empty() {
+            "core"
+        } else {
+            info.group.split('.').next().unwrap_or(info.group)
+        };
+        format!(
+            "converting ({version}.{kind}) to ({internal}.{}): unknown conversion",
+            info.kind
+        )
+    } else {
+        format!(
+            "no kind \"{kind}\" is registered for version \"{api_version}\" in scheme \"pkg/runtime/scheme.go:111\""
+        )
+    };
+    Err(ApiError::BadRequest(format!(
+        "{kind} in version \"{version}\" cannot be handled as a {}: {why}",
+        info.kind
+    )))
+}
+
 fn kind_error(info: &ResourceInfo, name: &str) -> ApiError {
     ApiError::not_found(&info.qualified_name(), name)
 }
 
 fn conflict(info: &ResourceInfo, name: &str) -> ApiError {
-    ApiError::Conflict(format!(
-        "Operation cannot be fulfilled on {} \"{}\": the object has been modified; please apply your changes to the latest version and try again",
-        info.qualified_name(),
-        name
-    ))
+    ApiError::conflict(
+        &info.qualified_name(),
+        name,
+        "the object has been modified; please apply your changes to the latest version and try again",
+    )
 }
 
 fn not_served() -> ApiError {
@@ -586,16 +700,29 @@ fn typed_served<K: k8s_openapi::Resource>() -> Result<Served> {
 }
 
 /// An update's body: an object whose name, if given, is the URL's.
-fn check_update_body(name: &str, obj: &Value) -> Result<()> {
+fn check_update_body(info: &ResourceInfo, ns: &str, name: &str, obj: &Value) -> Result<()> {
     if !obj.is_object() {
         return Err(ApiError::BadRequest(
             "the body must be a JSON object".into(),
         ));
     }
+    check_type(info, obj)?;
+    if info.namespaced && meta_str(obj, "namespace").is_some_and(|b| !b.is_empty() && b != ns) {
+        return Err(namespace_mismatch());
+    }
     if let Some(body_name) = meta_str(obj, "name") {
         if body_name != name {
             return Err(ApiError::BadRequest(format!(
                 "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+    }
+    if let Some(rv) = meta_str(obj, "resourceVersion").filter(|r| !r.is_empty()) {
+        if rv.parse::<u64>().is_err() {
+            // What kube-apiserver's storage says, as a 500.
+            return Err(ApiError::Storage(format!(
+                "strconv.ParseUint: parsing {}: invalid syntax",
+                crate::error::go_quote(rv)
             )));
         }
     }
@@ -656,6 +783,23 @@ pub(crate) enum ScaleWrite<'a> {
     Patch(PatchKind, &'a [u8]),
 }
 
+/// What a dry run answers: the object as it would be written, with
+/// `rv` (the current version; 0 for a create, which has none yet).
+fn preview(mut obj: Value, rv: u64) -> Stored {
+    let m = meta_mut(&mut obj);
+    if rv == 0 {
+        m.remove("resourceVersion");
+    } else {
+        m.insert("resourceVersion".into(), json!(rv.to_string()));
+    }
+    let json = Bytes::from(serde_json::to_vec(&obj).expect("a Value always serializes"));
+    Stored {
+        value: Arc::new(obj),
+        json,
+        rv,
+    }
+}
+
 fn to_value<T: Serialize>(obj: &T) -> Result<Value> {
     serde_json::to_value(obj).map_err(|e| ApiError::BadRequest(format!("cannot serialize: {e}")))
 }
@@ -704,6 +848,9 @@ impl Store {
                 None,
                 json!({"metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]}}),
             );
+        }
+        for pc in builtin_admission::system_priority_classes() {
+            let _ = store.create("priorityclasses.scheduling.k8s.io", None, pc);
         }
         store
     }
@@ -928,7 +1075,7 @@ impl Store {
     /// ```
     pub fn install_crd(&self, crd: Value) -> Result<Value> {
         let (i, info) = resources::crd_row();
-        self.create_in(&Served::builtin(i, info), None, crd, Origin::Api)
+        self.create_in(&Served::builtin(i, info), None, crd, Origin::Api, false)
             .map(|s| (*s.value).clone())
     }
 
@@ -938,7 +1085,7 @@ impl Store {
     /// `namespace`, else from the object, else `default`.
     pub fn create(&self, resource: &str, namespace: Option<&str>, obj: Value) -> Result<Value> {
         let served = self.resolve(resource)?;
-        self.create_in(&served, namespace, obj, Origin::Api)
+        self.create_in(&served, namespace, obj, Origin::Api, false)
             .map(|s| (*s.value).clone())
     }
 
@@ -977,7 +1124,7 @@ impl Store {
         } else {
             String::new()
         };
-        self.update_in(&served, &ns, &name, None, obj, Origin::Api)
+        self.update_in(&served, &ns, &name, None, obj, Origin::Api, false)
             .map(|s| (*s.value).clone())
     }
 
@@ -999,6 +1146,7 @@ impl Store {
             kind,
             body,
             Origin::Api,
+            false,
         )
         .map(|(s, _)| (*s.value).clone())
     }
@@ -1019,7 +1167,7 @@ impl Store {
     ) -> Result<Value> {
         let served = self.resolve(resource)?;
         self.delete_in(&served, namespace.unwrap_or(""), name, opts, Origin::Api)
-            .map(|s| (*s.value).clone())
+            .map(|d| (*d.object.value).clone())
     }
 
     // ---- typed API ----
@@ -1030,7 +1178,7 @@ impl Store {
         K: k8s_openapi::Resource + Serialize + DeserializeOwned,
     {
         let served = typed_served::<K>()?;
-        let s = self.create_in(&served, None, to_value(obj)?, Origin::Api)?;
+        let s = self.create_in(&served, None, to_value(obj)?, Origin::Api, false)?;
         from_value(&s.value)
     }
 
@@ -1072,7 +1220,7 @@ impl Store {
         };
         from_value(
             &self
-                .update_in(&served, &ns, &name, None, v, Origin::Api)?
+                .update_in(&served, &ns, &name, None, v, Origin::Api, false)?
                 .value,
         )
     }
@@ -1096,7 +1244,7 @@ impl Store {
     /// needs nothing back).
     pub fn add_pod(&self, pod: &k8s_openapi::api::core::v1::Pod) -> Result<()> {
         let served = typed_served::<k8s_openapi::api::core::v1::Pod>()?;
-        self.create_in(&served, None, to_value(pod)?, Origin::Api)
+        self.create_in(&served, None, to_value(pod)?, Origin::Api, false)
             .map(|_| ())
     }
 
@@ -1158,7 +1306,15 @@ impl Store {
     /// Binds a pod to a node as the binding subresource does.
     pub fn bind_pod(&self, namespace: &str, name: &str, node: &str) -> Result<()> {
         let binding = json!({"metadata": {"name": name}, "target": {"kind": "Node", "name": node}});
-        self.bind(namespace, name, &binding, Origin::Api)
+        self.bind(
+            binding::BindRequest {
+                namespace,
+                pod: Some(name),
+                body: &binding,
+                dry_run: false,
+            },
+            Origin::Api,
+        )
     }
 
     // ---- internal operations, shared with the HTTP layer ----
@@ -1214,7 +1370,15 @@ impl Store {
             ),
             _ => (start, Bound::Unbounded),
         };
-        for ((ns, _), s) in table.objects.range(range) {
+        // As etcd pages: a page ends after `limit` selected objects, and has
+        // a continue token if any object (selected or not) follows it.
+        let mut remaining = None;
+        let mut iter = table.objects.range(range).peekable();
+        let in_scope = |ns: &String| match &sel.namespace {
+            Some(want) if info.namespaced => ns == want,
+            _ => true,
+        };
+        while let Some(((ns, _), s)) = iter.next() {
             if let Some(want) = &sel.namespace {
                 if info.namespaced && ns > want {
                     break;
@@ -1223,17 +1387,23 @@ impl Store {
             if !sel.matches(ns, &s.value) {
                 continue;
             }
+            items.push(s.clone());
             if limit.is_some_and(|l| items.len() >= l) {
-                let last: &Stored = items.last().expect("limit > 0");
-                continue_token = Some(format!(
-                    "{}/{}/{}",
-                    rv,
-                    meta_str(&last.value, "namespace").unwrap_or(""),
-                    meta_str(&last.value, "name").unwrap_or("")
-                ));
+                if iter.peek().is_some_and(|((ns, _), _)| in_scope(ns)) {
+                    let last: &Stored = items.last().expect("limit > 0");
+                    continue_token = Some(format!(
+                        "{}/{}/{}",
+                        rv,
+                        meta_str(&last.value, "namespace").unwrap_or(""),
+                        meta_str(&last.value, "name").unwrap_or("")
+                    ));
+                    // Counted only when nothing but a namespace selects.
+                    if sel.labels.is_empty() && sel.fields.is_empty() {
+                        remaining = Some(iter.take_while(|((ns, _), _)| in_scope(ns)).count());
+                    }
+                }
                 break;
             }
-            items.push(s.clone());
         }
         drop(st);
         if served.converts() {
@@ -1243,6 +1413,7 @@ impl Store {
             items,
             rv,
             continue_token,
+            remaining,
         })
     }
 
@@ -1289,15 +1460,7 @@ impl Store {
                 info.kind
             )));
         }
-        if let Some(k) = obj.get("kind").and_then(Value::as_str) {
-            if k != info.kind {
-                return Err(ApiError::BadRequest(format!(
-                    "the kind {k:?} does not match the resource {} (kind {})",
-                    info.qualified_name(),
-                    info.kind
-                )));
-            }
-        }
+        check_type(info, obj)?;
         obj["kind"] = json!(info.kind);
         obj["apiVersion"] = json!(info.api_version());
         let now = self.now_str();
@@ -1313,10 +1476,15 @@ impl Store {
                     name = format!("{prefix}{}", self.name_suffix());
                 }
                 _ => {
-                    return Err(ApiError::Invalid(format!(
-                        "{} \"\" is invalid: metadata.name: Required value: name or generateName is required",
-                        info.kind
-                    )))
+                    return Err(ApiError::invalid(
+                        info.group,
+                        info.kind,
+                        "",
+                        vec![FieldError::required(
+                            "metadata.name",
+                            "name or generateName is required",
+                        )],
+                    ))
                 }
             }
         }
@@ -1338,11 +1506,22 @@ impl Store {
         }
         m.remove("resourceVersion");
         m.remove("managedFields");
+        if resources::builtin_index(info).is_some() {
+            crate::defaults::default_object(info.group, info.kind, obj, origin == Origin::Http);
+        }
         match (info.group, info.kind) {
-            ("", "Pod") => default_pod(obj),
+            ("", "Pod") => default_pod(obj, &now),
             ("", "Namespace") => {
                 if obj.pointer("/status/phase").is_none() {
                     obj["status"] = json!({"phase": "Active"});
+                }
+                // The namespace controller's finalizer (kube-apiserver's
+                // namespace strategy adds it).
+                if obj.pointer("/spec/finalizers").is_none() {
+                    if !obj.get("spec").is_some_and(Value::is_object) {
+                        obj["spec"] = json!({});
+                    }
+                    obj["spec"]["finalizers"] = json!(["kubernetes"]);
                 }
                 label_namespace(obj, &name);
             }
@@ -1383,6 +1562,34 @@ impl Store {
         } else if served.is_crd() {
             crd::admit(obj, old)?;
             set_generation(obj, old, true);
+        } else {
+            let info = served.info;
+            if let Some(old) = old {
+                crate::defaults::default_object(info.group, info.kind, obj, false);
+                if (info.group, info.kind) == ("", "Pod") {
+                    // `Priority` on update: what the pod had stays.
+                    for f in ["priority", "preemptionPolicy"] {
+                        if obj.pointer(&format!("/spec/{f}")).is_none() {
+                            if let Some(v) = old.pointer(&format!("/spec/{f}")) {
+                                obj["spec"][f] = v.clone();
+                            }
+                        }
+                    }
+                }
+            }
+            if origin == Origin::Http {
+                let errs = crate::validation::validate(info.group, info.kind, obj, old);
+                if !errs.is_empty() {
+                    let name = meta_str(obj, "name").unwrap_or("");
+                    // Events are validated in their internal (core) form,
+                    // and named so.
+                    let group = if info.kind == "Event" { "" } else { info.group };
+                    return Err(ApiError::invalid(group, info.kind, name, errs));
+                }
+            }
+            if let Some(status_apart) = crate::defaults::generation(info.group, info.kind) {
+                set_generation(obj, old, status_apart);
+            }
         }
         Ok(())
     }
@@ -1393,9 +1600,10 @@ impl Store {
         namespace: Option<&str>,
         obj: Value,
         origin: Origin,
+        dry_run: bool,
     ) -> Result<Stored> {
         let prepared = self.prepare_create(served, namespace, obj, origin)?;
-        self.commit_create(served, prepared, origin)
+        self.commit_create(served, prepared, origin, dry_run)
     }
 
     /// The namespace a create writes into: the request's, the body's, or
@@ -1410,12 +1618,10 @@ impl Store {
         }
         let body_ns = meta_str(obj, "namespace").map(str::to_string);
         match (namespace, body_ns) {
-            (Some(p), Some(b)) if p != b => Err(ApiError::BadRequest(format!(
-                "the namespace of the provided object ({b}) does not match the namespace sent on the request ({p})"
-            ))),
+            (Some(p), Some(b)) if p != b && !b.is_empty() => Err(namespace_mismatch()),
             (Some(p), _) => Ok(p.to_string()),
-            (None, Some(b)) => Ok(b),
-            (None, None) => Ok("default".to_string()),
+            (None, Some(b)) if !b.is_empty() => Ok(b),
+            (None, _) => Ok("default".to_string()),
         }
     }
 
@@ -1431,6 +1637,10 @@ impl Store {
         let info = served.info;
         let ns = Self::create_namespace(info, namespace, &obj)?;
         let name = self.normalize_new(info, &ns, &mut obj, origin)?;
+        // `NamespaceLifecycle` admits before anything is validated.
+        if info.namespaced && !self.inner.state.read().namespace_exists(&ns) {
+            return Err(ApiError::not_found("namespaces", &ns));
+        }
         self.admit(served, &mut obj, None, origin)?;
         Ok(PreparedCreate {
             key: (ns, name),
@@ -1438,32 +1648,36 @@ impl Store {
         })
     }
 
-    /// Writes a prepared create: 404 if its namespace is gone, 409 if the
-    /// name is taken.
+    /// Writes a prepared create (`dry_run`: answers what would be
+    /// written): 404 if its namespace is gone, 409 if the name is taken.
     pub(crate) fn commit_create(
         &self,
         served: &Served,
         prepared: PreparedCreate,
         origin: Origin,
+        dry_run: bool,
     ) -> Result<Stored> {
         let info = served.info;
-        let PreparedCreate { key, obj } = prepared;
+        let PreparedCreate { key, mut obj } = prepared;
         let mut st = self.inner.state.write();
         let t = st.live(served)?;
-        if info.namespaced {
-            let (ns_idx, _) = resources::builtin("", "v1", "namespaces").expect("namespaces row");
-            if !st.tables[ns_idx]
-                .objects
-                .contains_key(&(String::new(), key.0.clone()))
-            {
-                return Err(ApiError::not_found("namespaces", &key.0));
-            }
+        if info.namespaced && !st.namespace_exists(&key.0) {
+            return Err(ApiError::not_found("namespaces", &key.0));
         }
         if st.tables[t].objects.contains_key(&key) {
             return Err(ApiError::AlreadyExists {
                 resource: info.qualified_name(),
                 name: key.1,
             });
+        }
+        if served.custom.is_none() && (info.group, info.kind) == ("", "Pod") {
+            self.admit_pod(&st, &mut obj, origin)?;
+        }
+        if served.custom.is_none() && (info.group, info.kind) == ("", "Service") {
+            builtin_admission::allocate_service_ip(&st, &mut obj);
+        }
+        if dry_run {
+            return Ok(served.present(preview(obj, 0)));
         }
         let stored = self.commit(&mut st, served, key, obj, None, EventType::Added, origin);
         drop(st);
@@ -1707,9 +1921,10 @@ impl Store {
         subresource: Option<&str>,
         mut obj: Value,
         origin: Origin,
+        dry_run: bool,
     ) -> Result<Stored> {
         let info = served.info;
-        check_update_body(name, &obj)?;
+        check_update_body(info, ns, name, &obj)?;
         let ns = if info.namespaced { ns } else { "" };
         let mut st = self.inner.state.write();
         let t = st.live(served)?;
@@ -1722,7 +1937,7 @@ impl Store {
         check_resource_version(info, name, &obj, old.rv)?;
         obj["kind"] = json!(info.kind);
         obj["apiVersion"] = json!(info.api_version());
-        let s = self.finish_update(&mut st, served, key, old, obj, subresource, origin)?;
+        let s = self.finish_update(&mut st, served, key, old, obj, subresource, origin, dry_run)?;
         drop(st);
         Ok(served.present(s))
     }
@@ -1740,9 +1955,10 @@ impl Store {
         obj: Value,
         subresource: Option<&str>,
         origin: Origin,
+        dry_run: bool,
     ) -> Result<Stored> {
         let obj = self.shape_update(served, &key, &old, obj, subresource, origin)?;
-        Ok(self.commit_shaped(st, served, key, old, obj, origin))
+        Ok(self.commit_shaped(st, served, key, old, obj, origin, dry_run))
     }
 
     /// An update up to what is written (the status rules, immutable
@@ -1817,12 +2033,48 @@ impl Store {
             crate::strategy::prepare_update(info, &mut obj, old_v, subresource)?;
         }
         self.admit(served, &mut obj, Some(old_v), origin)?;
+        let deleting = meta(old_v).is_some_and(|m| m.contains_key("deletionTimestamp"));
+        if deleting {
+            let finalizers = |o: &Value| -> Vec<String> {
+                meta(o)
+                    .and_then(|m| m.get("finalizers"))
+                    .and_then(Value::as_array)
+                    .map(|f| {
+                        f.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let (now_f, then_f) = (finalizers(&obj), finalizers(old_v));
+            let added: Vec<&String> = now_f.iter().filter(|f| !then_f.contains(f)).collect();
+            if !added.is_empty() {
+                let list: Vec<String> = added.iter().map(|f| crate::error::go_quote(f)).collect();
+                let cause = FieldError::forbidden(
+                    "metadata.finalizers",
+                    format!(
+                        "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                        list.join(", ")
+                    ),
+                );
+                // kube-apiserver checks it twice (object meta, then the
+                // update's), and says so twice.
+                return Err(ApiError::invalid(
+                    info.group,
+                    info.kind,
+                    &key.1,
+                    vec![cause.clone(), cause],
+                ));
+            }
+        }
         Ok(obj)
     }
 
     /// Writes a shaped update of `old` (nothing when it changes nothing;
-    /// a deletion when it removes the last finalizer of an object being
-    /// deleted).
+    /// `dry_run`: answers what would be written). When it removes the last
+    /// finalizer of an object being deleted, the object goes as it was
+    /// stored, and the writer gets what it wrote (the version it wrote to).
     fn commit_shaped(
         &self,
         st: &mut State,
@@ -1831,21 +2083,26 @@ impl Store {
         old: Stored,
         obj: Value,
         origin: Origin,
+        dry_run: bool,
     ) -> Stored {
         if obj == *old.value {
             return old;
         }
-        let deleting = meta(&obj).is_some_and(|m| m.contains_key("deletionTimestamp"));
+        if dry_run {
+            return preview(obj, old.rv);
+        }
+        let deleting = meta(&old.value).is_some_and(|m| m.contains_key("deletionTimestamp"));
         let finalizers_left = meta(&obj)
             .and_then(|m| m.get("finalizers"))
             .and_then(Value::as_array)
             .is_some_and(|f| !f.is_empty());
-        let ty = if deleting && !finalizers_left {
-            EventType::Deleted
-        } else {
-            EventType::Modified
-        };
-        self.commit(st, served, key, obj, Some(old), ty, origin)
+        if deleting && !finalizers_left {
+            let answer = preview(obj, old.rv);
+            let gone = (*old.value).clone();
+            self.commit(st, served, key, gone, Some(old), EventType::Deleted, origin);
+            return answer;
+        }
+        self.commit(st, served, key, obj, Some(old), EventType::Modified, origin)
     }
 
     /// Read-modify-write under the lock (for the Rust API and bindings).
@@ -1861,7 +2118,7 @@ impl Store {
         let (key, old) = st.existing(served, ns, name)?;
         let mut obj = (*served.present(old.clone()).value).clone();
         f(&mut obj)?;
-        let s = self.finish_update(&mut st, served, key, old, obj, None, origin)?;
+        let s = self.finish_update(&mut st, served, key, old, obj, None, origin, false)?;
         drop(st);
         Ok(served.present(s))
     }
@@ -1877,6 +2134,7 @@ impl Store {
         kind: PatchKind,
         body: &[u8],
         origin: Origin,
+        dry_run: bool,
     ) -> Result<(Stored, bool)> {
         let info = served.info;
         let custom = served.custom.is_some();
@@ -1900,13 +2158,40 @@ impl Store {
         let mut st = self.inner.state.write();
         let t = st.live(served)?;
         let key = (ns.to_string(), name.to_string());
+        if kind == PatchKind::Apply {
+            // An applied configuration is a whole object: its type and name.
+            let applied: Value = serde_yaml::from_slice(body).unwrap_or(Value::Null);
+            if applied.is_object() {
+                let api_version = applied
+                    .get("apiVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let kind_of = applied.get("kind").and_then(Value::as_str).unwrap_or("");
+                if api_version.is_empty() || kind_of.is_empty() {
+                    let (group, version) = match api_version.split_once('/') {
+                        Some((g, v)) => (g, v),
+                        None => ("", api_version),
+                    };
+                    return Err(ApiError::BadRequest(format!(
+                        "invalid object type: {group}/{version}, Kind={kind_of}"
+                    )));
+                }
+                if let Some(n) = meta_str(&applied, "name").filter(|n| *n != name) {
+                    return Err(ApiError::BadRequest(format!(
+                        "the name of the object ({n}) does not match the name on the URL ({name})"
+                    )));
+                }
+            }
+        }
         let Some(old) = st.tables[t].objects.get(&key).cloned() else {
             if kind == PatchKind::Apply && subresource.is_none() {
                 drop(st);
                 let mut obj = patch(&json!({}))?;
                 meta_mut(&mut obj).insert("name".into(), json!(name));
                 let ns = info.namespaced.then_some(ns);
-                return self.create_in(served, ns, obj, origin).map(|s| (s, true));
+                return self
+                    .create_in(served, ns, obj, origin, dry_run)
+                    .map(|s| (s, true));
             }
             return Err(kind_error(info, name));
         };
@@ -1915,18 +2200,35 @@ impl Store {
         // Patches through the main resource of an object with a status
         // subresource cannot change status over HTTP; the status path can
         // change only status. `finish_update` enforces both.
-        let s = self.finish_update(&mut st, served, key, old, patched, subresource, origin)?;
+        let s = self.finish_update(
+            &mut st,
+            served,
+            key,
+            old,
+            patched,
+            subresource,
+            origin,
+            dry_run,
+        )?;
         drop(st);
         Ok((served.present(s), false))
     }
 
     /// The `autoscaling/v1 Scale` of a custom object with a scale subresource.
     pub(crate) fn get_scale(&self, served: &Served, ns: &str, name: &str) -> Result<Value> {
+        // Without a scale subresource, kube-apiserver's answer names the
+        // object as not found.
         let cv = served
             .custom
             .as_ref()
             .filter(|c| c.def.scale.is_some())
-            .ok_or_else(not_served)?;
+            .ok_or_else(|| {
+                if served.custom.is_some() {
+                    kind_error(served.info, name)
+                } else {
+                    not_served()
+                }
+            })?;
         let s = self.get_in(served, ns, name)?;
         Ok(cv.scale_of(&s.value).expect("a scale subresource"))
     }
@@ -1993,7 +2295,7 @@ impl Store {
         }
         let mut obj = (*current.value).clone();
         registry::set_path(&mut obj, &spec_path, json!(replicas));
-        let s = self.finish_update(&mut st, served, key, old, obj, None, origin)?;
+        let s = self.finish_update(&mut st, served, key, old, obj, None, origin, false)?;
         drop(st);
         Ok(cv
             .scale_of(&served.present(s).value)
@@ -2007,17 +2309,25 @@ impl Store {
         name: &str,
         opts: &DeleteOptions,
         origin: Origin,
-    ) -> Result<Stored> {
+    ) -> Result<Deletion> {
         let mut st = self.inner.state.write();
         let (key, old) = st.existing(served, ns, name)?;
-        let s = self.delete_locked(&mut st, served, key, old, opts, origin)?;
+        let d = self.delete_locked(&mut st, served, key, old, opts, origin)?;
         drop(st);
-        Ok(served.present(s))
+        Ok(Deletion {
+            object: served.present(d.object),
+            gone: d.gone,
+        })
     }
 
-    /// A deletion under the lock: preconditions, then the object goes at
-    /// once, or is marked (`deletionTimestamp`) while finalizers, a pod's
-    /// grace period, or its dependents (foreground, orphan) keep it.
+    /// A deletion under the lock, as kube-apiserver's generic store does
+    /// it: preconditions (`BeforeDelete`'s words), then the object goes at
+    /// once, or is marked (`deletionTimestamp`, `deletionGracePeriodSeconds`,
+    /// `generation` one more) while finalizers, a pod's grace period, or its
+    /// dependents (foreground, orphan) keep it. An object that goes leaves
+    /// as it was stored (a pod with the marks of its deletion, a pod being
+    /// the one kind deleted gracefully); watchers see it DELETED with a
+    /// new resourceVersion.
     fn delete_locked(
         &self,
         st: &mut State,
@@ -2026,27 +2336,45 @@ impl Store {
         old: Stored,
         opts: &DeleteOptions,
         origin: Origin,
-    ) -> Result<Stored> {
+    ) -> Result<Deletion> {
         let info = served.info;
+        // `GroupResource{Group, Resource: Kind}`, as BeforeDelete names it.
+        let kind_resource = if info.group.is_empty() {
+            info.kind.to_string()
+        } else {
+            format!("{}.{}", info.kind, info.group)
+        };
         if let Some(uid) = &opts.precondition_uid {
-            if meta_str(&old.value, "uid") != Some(uid.as_str()) {
-                return Err(ApiError::Conflict(format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    meta_str(&old.value, "uid").unwrap_or("")
-                )));
+            let current = meta_str(&old.value, "uid").unwrap_or("");
+            if uid != current {
+                return Err(ApiError::conflict(
+                    &kind_resource,
+                    &key.1,
+                    format!(
+                        "the UID in the precondition ({uid}) does not match the UID in record ({current}). The object might have been deleted and then recreated"
+                    ),
+                ));
             }
         }
         if let Some(rv) = &opts.precondition_resource_version {
             if *rv != old.rv.to_string() {
-                return Err(ApiError::Conflict(format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                    old.rv
-                )));
+                return Err(ApiError::conflict(
+                    &kind_resource,
+                    &key.1,
+                    format!(
+                        "the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in record ({}). The object might have been modified",
+                        old.rv
+                    ),
+                ));
             }
         }
+        let graceful_kind = served.custom.is_none() && (info.group, info.plural) == ("", "pods");
         let mut obj = (*old.value).clone();
-        let graceful = self.graceful_pod_deletion(info, &obj, opts, origin);
+        let pod_grace = graceful_kind
+            .then(|| self.pod_grace_period(&obj, opts, origin))
+            .flatten();
         let m = meta_mut(&mut obj);
+        let already = m.contains_key("deletionTimestamp");
         // The collector's finalizer for the policy, as the API server adds it.
         let gc_finalizer = match opts.propagation.unwrap_or_default() {
             Propagation::Background => None,
@@ -2065,41 +2393,118 @@ impl Store {
             .get("finalizers")
             .and_then(Value::as_array)
             .is_some_and(|f| !f.is_empty());
-        if !m.contains_key("deletionTimestamp") {
-            let grace = graceful.unwrap_or(opts.grace_period_seconds.unwrap_or(0));
-            let at = self.now() + chrono::Duration::seconds(grace.max(0));
-            m.insert(
-                "deletionTimestamp".into(),
-                json!(at.to_rfc3339_opts(SecondsFormat::Secs, true)),
-            );
-            m.insert("deletionGracePeriodSeconds".into(), json!(grace));
-        }
-        let ty = if has_finalizers || graceful.is_some() {
-            if obj == *old.value {
-                return Ok(old);
+        let now = self.now();
+        let stamp = |at: DateTime<Utc>| json!(at.to_rfc3339_opts(SecondsFormat::Secs, true));
+        let bump_generation = |m: &mut Map<String, Value>| {
+            if let Some(g) = m
+                .get("generation")
+                .and_then(Value::as_i64)
+                .filter(|g| *g > 0)
+            {
+                m.insert("generation".into(), json!(g + 1));
             }
-            EventType::Modified
-        } else {
-            EventType::Deleted
         };
-        Ok(self.commit(st, served, key, obj, Some(old), ty, origin))
+        // What keeps the object: its grace period (pods), its finalizers.
+        let mut grace_left = false;
+        if graceful_kind {
+            let grace = pod_grace.unwrap_or(0);
+            if !already {
+                m.insert(
+                    "deletionTimestamp".into(),
+                    stamp(now + chrono::Duration::seconds(grace)),
+                );
+                m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+                bump_generation(m);
+                grace_left = grace > 0;
+            } else {
+                let current = m
+                    .get("deletionGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                // A shorter grace period shortens a pending one; the
+                // broker (or a store without graceful pod deletion) ends it.
+                let forced =
+                    (!self.inner.config.graceful_pod_deletion || !origin.is_client()).then_some(0);
+                match forced.or(opts.grace_period_seconds) {
+                    Some(g) if g < current => {
+                        let g = g.max(0);
+                        let since = m
+                            .get("deletionTimestamp")
+                            .and_then(Value::as_str)
+                            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                            .map(|t| t.with_timezone(&Utc) - chrono::Duration::seconds(current))
+                            .unwrap_or(now);
+                        let at = (since + chrono::Duration::seconds(g)).max(now);
+                        m.insert("deletionTimestamp".into(), stamp(at));
+                        m.insert("deletionGracePeriodSeconds".into(), json!(g));
+                        grace_left = g > 0;
+                    }
+                    _ => grace_left = current > 0,
+                }
+            }
+        } else if !already && has_finalizers {
+            m.insert("deletionTimestamp".into(), stamp(now));
+            m.insert("deletionGracePeriodSeconds".into(), json!(0));
+            bump_generation(m);
+        }
+        if has_finalizers || grace_left {
+            if obj == *old.value || opts.dry_run {
+                let object = if opts.dry_run {
+                    preview(obj, old.rv)
+                } else {
+                    old
+                };
+                return Ok(Deletion {
+                    object,
+                    gone: false,
+                });
+            }
+            let object = self.commit(st, served, key, obj, Some(old), EventType::Modified, origin);
+            return Ok(Deletion {
+                object,
+                gone: false,
+            });
+        }
+        if opts.dry_run {
+            return Ok(Deletion {
+                object: preview(obj, old.rv),
+                gone: true,
+            });
+        }
+        // kube-apiserver writes a pod's deletion marks, then deletes it: two
+        // changes. With the broker's immediate deletions (no
+        // `graceful_pod_deletion`), one: the marks are only in what goes.
+        let old = if graceful_kind
+            && self.inner.config.graceful_pod_deletion
+            && origin.is_client()
+            && obj != *old.value
+        {
+            let marked = obj.clone();
+            self.commit(
+                st,
+                served,
+                key.clone(),
+                marked,
+                Some(old),
+                EventType::Modified,
+                origin,
+            )
+        } else {
+            old
+        };
+        let object = self.commit(st, served, key, obj, Some(old), EventType::Deleted, origin);
+        Ok(Deletion { object, gone: true })
     }
 
-    /// With [`StoreConfig::graceful_pod_deletion`], an HTTP client deleting a
-    /// bound, non-terminal pod with a non-zero grace period only marks it
-    /// (like a kubelet-managed pod); returns that grace period.
-    fn graceful_pod_deletion(
-        &self,
-        info: &ResourceInfo,
-        pod: &Value,
-        opts: &DeleteOptions,
-        origin: Origin,
-    ) -> Option<i64> {
-        if !self.inner.config.graceful_pod_deletion
-            || !origin.is_client()
-            || (info.group, info.plural) != ("", "pods")
-        {
-            return None;
+    /// A pod's grace period, as kube-apiserver's pod strategy sets it: the
+    /// request's, else the pod's `terminationGracePeriodSeconds` (30); 0
+    /// for a pod not bound or already terminated; 1 for a negative one.
+    /// Without [`StoreConfig::graceful_pod_deletion`] (the broker's runs,
+    /// where no kubelet would finish it) or from the Rust API (the broker
+    /// playing that kubelet), the grace is 0: the pod goes at once.
+    fn pod_grace_period(&self, pod: &Value, opts: &DeleteOptions, origin: Origin) -> Option<i64> {
+        if !self.inner.config.graceful_pod_deletion || !origin.is_client() {
+            return Some(0);
         }
         let bound = pod
             .pointer("/spec/nodeName")
@@ -2114,99 +2519,13 @@ impl Store {
                 .and_then(Value::as_i64)
                 .unwrap_or(30)
         });
-        (bound && !terminal && grace > 0).then_some(grace)
-    }
-
-    /// The binding subresource: sets `spec.nodeName` and `PodScheduled=True`.
-    pub(crate) fn bind(&self, ns: &str, pod: &str, binding: &Value, origin: Origin) -> Result<()> {
-        let (idx, info) = resources::builtin("", "v1", "pods").expect("pods row");
-        let served = Served::builtin(idx, info);
-        let target = binding
-            .pointer("/target/name")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| {
-                ApiError::Invalid(format!(
-                    "Binding \"{pod}\" is invalid: target.name: Required value"
-                ))
-            })?
-            .to_string();
-        if let Some(kind) = binding.pointer("/target/kind").and_then(Value::as_str) {
-            if !kind.is_empty() && kind != "Node" {
-                return Err(ApiError::Invalid(format!(
-                    "Binding \"{pod}\" is invalid: target.kind: Unsupported value: {kind:?}: supported values: \"Node\""
-                )));
-            }
-        }
-        let uid = meta_str(binding, "uid").map(str::to_string);
-        let annotations = binding.pointer("/metadata/annotations").cloned();
-        let now = self.now_str();
-        let mut st = self.inner.state.write();
-        let key = (ns.to_string(), pod.to_string());
-        let old = st.tables[idx]
-            .objects
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| kind_error(info, pod))?;
-        if let Some(uid) = uid {
-            if meta_str(&old.value, "uid") != Some(uid.as_str()) {
-                return Err(ApiError::Conflict(format!(
-                    "Operation cannot be fulfilled on pods/binding \"{pod}\": Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    meta_str(&old.value, "uid").unwrap_or("")
-                )));
-            }
-        }
-        if meta_str(&old.value, "deletionTimestamp").is_some() {
-            return Err(ApiError::Conflict(format!(
-                "Operation cannot be fulfilled on pods/binding \"{pod}\": pod {pod} is being deleted, cannot be assigned to a host"
-            )));
-        }
-        if let Some(node) = old
-            .value
-            .pointer("/spec/nodeName")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-        {
-            return Err(ApiError::Conflict(format!(
-                "Operation cannot be fulfilled on pods/binding \"{pod}\": pod {pod} is already assigned to node \"{node}\""
-            )));
-        }
-        let mut obj = (*old.value).clone();
-        obj["spec"]["nodeName"] = json!(target);
-        if let Some(Value::Object(a)) = annotations {
-            let m = meta_mut(&mut obj);
-            let anns = m.entry("annotations").or_insert_with(|| json!({}));
-            if let Some(anns) = anns.as_object_mut() {
-                anns.extend(a);
-            }
-        }
-        let cond = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now});
-        if !obj.get("status").is_some_and(Value::is_object) {
-            obj["status"] = json!({});
-        }
-        let status = obj["status"].as_object_mut().expect("status is an object");
-        let conds = status.entry("conditions").or_insert_with(|| json!([]));
-        if !conds.is_array() {
-            *conds = json!([]);
-        }
-        let list = conds.as_array_mut().expect("conditions is an array");
-        match list
-            .iter_mut()
-            .find(|c| c.get("type").and_then(Value::as_str) == Some("PodScheduled"))
-        {
-            Some(c) => *c = cond,
-            None => list.push(cond),
-        }
-        self.commit(
-            &mut st,
-            &served,
-            key,
-            obj,
-            Some(old),
-            EventType::Modified,
-            origin,
-        );
-        Ok(())
+        Some(if !bound || terminal {
+            0
+        } else if grace < 0 {
+            1
+        } else {
+            grace
+        })
     }
 
     /// Deletes the Events whose TTL ([`StoreConfig::event_ttl`]) ran out
@@ -2409,7 +2728,7 @@ fn effective_type(
 }
 
 /// The defaults the real API server fills in for a new pod.
-fn default_pod(obj: &mut Value) {
+fn default_pod(obj: &mut Value, now: &str) {
     if !obj.get("spec").is_some_and(Value::is_object) {
         obj["spec"] = json!({});
     }
@@ -2420,9 +2739,7 @@ fn default_pod(obj: &mut Value) {
         ("terminationGracePeriodSeconds", json!(30)),
         ("dnsPolicy", json!("ClusterFirst")),
         ("securityContext", json!({})),
-        ("priority", json!(0)),
         ("enableServiceLinks", json!(true)),
-        ("preemptionPolicy", json!("PreemptLowerPriority")),
     ];
     for (k, v) in defaults {
         spec.entry(k).or_insert(v);
@@ -2434,8 +2751,10 @@ fn default_pod(obj: &mut Value) {
         .pointer("/spec/schedulingGates")
         .and_then(Value::as_array)
         .is_some_and(|g| !g.is_empty());
+    let qos = crate::defaults::qos_class(&obj["spec"]);
     let status = obj["status"].as_object_mut().expect("status is an object");
     status.entry("phase").or_insert(json!("Pending"));
+    status.entry("qosClass").or_insert(json!(qos));
     // As kube-apiserver's pod strategy: a pod created with scheduling gates
     // says why it waits (controllers such as Kueue gate pods until they
     // admit them; the scheduler leaves gated pods alone).
@@ -2449,7 +2768,7 @@ fn default_pod(obj: &mut Value) {
                     "reason": "SchedulingGated",
                     "message": "Scheduling is blocked due to non-empty scheduling gates",
                     "lastProbeTime": null,
-                    "lastTransitionTime": null,
+                    "lastTransitionTime": now,
                 }));
             }
         }
@@ -2632,7 +2951,10 @@ mod tests {
         let marked = s
             .delete_in(info, "default", "bound", &opts, Origin::Http)
             .unwrap();
-        assert_eq!(marked.value["metadata"]["deletionGracePeriodSeconds"], 30);
+        assert_eq!(
+            marked.object.value["metadata"]["deletionGracePeriodSeconds"],
+            30
+        );
         assert!(s.get("pods", Some("default"), "bound").is_ok());
         s.delete_in(info, "default", "pending", &opts, Origin::Http)
             .unwrap();

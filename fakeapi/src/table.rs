@@ -82,6 +82,7 @@ fn columns(info: &ResourceInfo) -> Vec<(&'static str, u8)> {
             ("Container-Runtime", 1),
         ],
         ("", "namespaces") => vec![("Name", 0), ("Status", 0), ("Age", 0)],
+        ("", "configmaps") => vec![("Name", 0), ("Data", 0), ("Age", 0)],
         ("", "events") => vec![
             ("Last Seen", 0),
             ("Type", 0),
@@ -126,7 +127,7 @@ fn cells(info: &ResourceInfo, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 json!(name),
                 json!(format!("{ready}/{total}")),
                 json!(status),
-                json!(restarts),
+                json!(restarts.to_string()),
                 json!(created),
                 json!(or_none(s(o, "/status/podIP"))),
                 json!(or_none(s(o, "/spec/nodeName"))),
@@ -196,6 +197,14 @@ fn cells(info: &ResourceInfo, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                     s(o, "/involvedObject/name")
                 )),
                 json!(s(o, "/message")),
+            ]
+        }
+        ("", "configmaps") => {
+            let keys = |f: &str| o.get(f).and_then(Value::as_object).map_or(0, |m| m.len());
+            vec![
+                json!(name),
+                json!(keys("data") + keys("binaryData")),
+                json!(created),
             ]
         }
         _ => vec![json!(name), json!(created)],
@@ -296,7 +305,7 @@ pub(crate) fn table(
             .map(|(name, priority)| {
                 json!({
                     "name": name,
-                    "type": if name == "Restarts" { "integer" } else { "string" },
+                    "type": "string",
                     "format": if name == "Name" { "name" } else { "" },
                     "description": "",
                     "priority": priority,

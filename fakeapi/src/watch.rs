@@ -21,6 +21,7 @@ use crate::store::{
 use crate::table;
 use crate::timers::{next_tick, SimTimer, WatchTimers};
 use bytes::{Bytes, BytesMut};
+use chrono::{DateTime, Utc};
 use futures_util::Stream;
 use serde_json::json;
 use std::collections::VecDeque;
@@ -32,7 +33,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::mpsc;
-use tokio::time::{Instant, Interval, Sleep};
+use tokio::time::{Instant, Sleep};
 
 /// How each event's object is rendered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,11 +75,25 @@ enum Deadline {
     Sim(SimTimer),
 }
 
-/// When an idle watch gets a bookmark.
+/// When a watch that allows them gets a bookmark: every interval, and
+/// once 2 s before its timeout (kube-apiserver's cacher: "right before the
+/// watcher timeout", so that a client resumes from as close to now as
+/// possible).
 enum Bookmarks {
-    Wall(Interval),
-    /// The timer of the next tick, and the interval.
-    Sim(SimTimer, Duration),
+    /// The sleep to the next one, the interval, the pre-timeout instant.
+    Wall(Pin<Box<Sleep>>, Duration, Option<Instant>),
+    /// The timer of the next one, the interval, the pre-timeout instant.
+    Sim(SimTimer, Duration, Option<DateTime<Utc>>),
+}
+
+/// The bookmark after `now`: the next periodic one, or the pre-timeout one
+/// if it comes first and is still ahead (a watch of 2 s or less gets none
+/// before its end).
+fn next_bookmark<T: Ord + Copy>(now: T, periodic: T, pre: Option<T>) -> T {
+    match pre {
+        Some(p) if p > now && p < periodic => p,
+        _ => periodic,
+    }
 }
 
 /// A `Status` 410 ERROR event line.
@@ -179,26 +194,31 @@ impl WatchStream {
         conn: Option<Arc<ConnTrack>>,
     ) -> Self {
         let interval = store.config().bookmark_interval;
+        let pre_timeout = timeout.map(|t| t.saturating_sub(Duration::from_secs(2)));
         let (deadline, bookmarks) = match &store.config().watch_timers {
             WatchTimers::Off => (None, None),
-            WatchTimers::Wall => (
-                timeout.map(|t| Deadline::Wall(Box::pin(tokio::time::sleep(t)))),
-                allow_bookmarks.then(|| {
-                    let mut i = tokio::time::interval_at(Instant::now() + interval, interval);
-                    i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                    Bookmarks::Wall(i)
-                }),
-            ),
+            WatchTimers::Wall => {
+                let now = Instant::now();
+                let pre = pre_timeout.map(|p| now + p);
+                (
+                    timeout.map(|t| Deadline::Wall(Box::pin(tokio::time::sleep(t)))),
+                    allow_bookmarks.then(|| {
+                        let first = next_bookmark(now, now + interval, pre);
+                        Bookmarks::Wall(Box::pin(tokio::time::sleep_until(first)), interval, pre)
+                    }),
+                )
+            }
             WatchTimers::Simulated(timers) => {
                 let now = store.now();
+                let after = |d: Duration| {
+                    now + chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+                };
+                let pre = pre_timeout.map(after);
                 (
-                    timeout.map(|t| {
-                        let at =
-                            now + chrono::Duration::from_std(t).unwrap_or(chrono::Duration::MAX);
-                        Deadline::Sim(timers.arm(at, &reg.tally))
-                    }),
+                    timeout.map(|t| Deadline::Sim(timers.arm(after(t), &reg.tally))),
                     allow_bookmarks.then(|| {
-                        Bookmarks::Sim(timers.arm(next_tick(now, interval), &reg.tally), interval)
+                        let first = next_bookmark(now, next_tick(now, interval), pre);
+                        Bookmarks::Sim(timers.arm(first, &reg.tally), interval, pre)
                     }),
                 )
             }
@@ -234,25 +254,29 @@ impl WatchStream {
             }
             (Render::Json, WatchItem::Change(ty, e)) if !self.served.converts() => e.line(ty),
             (Render::Json, WatchItem::Change(ty, e)) => {
-                event_line(ty.as_str(), &self.served.present_json(&e.json))
+                event_line(ty.as_str(), &self.served.present_json(&e.json_as(ty)))
             }
             (Render::Json, WatchItem::Initial(s)) => {
                 event_line("ADDED", &self.served.present_json(&s.json))
             }
             (Render::Table { first }, item) => {
                 let (ty, obj) = match item {
-                    WatchItem::Change(ty, e) => (ty.as_str(), Arc::new(e.object())),
+                    WatchItem::Change(ty, e) => (ty.as_str(), Arc::new(e.object_as(ty))),
                     WatchItem::Initial(s) => ("ADDED", s.value.clone()),
                     WatchItem::Bookmark { .. } => unreachable!("handled above"),
                 };
                 self.render = Render::Table { first: false };
-                let t = table::table(
+                let mut t = table::table(
                     &self.served,
                     std::slice::from_ref(&obj),
                     self.store.now(),
                     first,
                     table::IncludeObject::Metadata,
                 );
+                // The version of the object the event is about.
+                if let Some(rv) = obj.pointer("/metadata/resourceVersion") {
+                    t["metadata"]["resourceVersion"] = rv.clone();
+                }
                 event_line(ty, &serde_json::to_vec(&t).expect("json"))
             }
         }
@@ -354,10 +378,20 @@ impl Stream for WatchStream {
             None => {}
         }
         let tick = match this.bookmarks.as_mut() {
-            Some(Bookmarks::Wall(b)) => b.poll_tick(cx).is_ready().then_some(None),
-            Some(Bookmarks::Sim(t, interval)) => match t.poll_fired(cx.waker()) {
+            Some(Bookmarks::Wall(sleep, interval, pre)) => {
+                if sleep.as_mut().poll(cx).is_ready() {
+                    let now = Instant::now();
+                    let next = next_bookmark(now, now + *interval, *pre);
+                    sleep.as_mut().reset(next);
+                    Some(None)
+                } else {
+                    None
+                }
+            }
+            Some(Bookmarks::Sim(t, interval, pre)) => match t.poll_fired(cx.waker()) {
                 Some(fired) => {
-                    let next = next_tick(this.store.now().max(t.deadline()), *interval);
+                    let at = this.store.now().max(t.deadline());
+                    let next = next_bookmark(at, next_tick(at, *interval), *pre);
                     t.rearm(next, &this.tally);
                     Some(Some(fired))
                 }

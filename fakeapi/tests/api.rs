@@ -175,7 +175,9 @@ async fn update_conflicts_and_patches() {
         .unwrap();
     let conds = s.status.unwrap().conditions.unwrap();
     assert_eq!(conds.len(), 2, "{conds:?}");
-    assert_eq!(conds[0].reason.as_deref(), Some("Unschedulable"));
+    // As apimachinery orders them: the patch's entry (new) before the live one.
+    assert_eq!(conds[0].type_, "Ready");
+    assert_eq!(conds[1].reason.as_deref(), Some("Unschedulable"));
     // Server-side apply of the DisruptionTarget condition, as kube-scheduler's preemption does.
     let apply = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "default"},
         "status": {"conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]}});
@@ -195,7 +197,7 @@ async fn update_conflicts_and_patches() {
         .into_iter()
         .map(|c| c.type_)
         .collect();
-    assert_eq!(types, ["PodScheduled", "Ready", "DisruptionTarget"]);
+    assert_eq!(types, ["Ready", "PodScheduled", "DisruptionTarget"]);
     // JSON patch; a failing test op is 422.
     let jp: json_patch::Patch = serde_json::from_value(
         json!([{"op": "add", "path": "/metadata/annotations", "value": {"k": "v"}}]),

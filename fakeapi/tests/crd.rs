@@ -969,7 +969,7 @@ async fn schema_defaults_pruning_and_validation() {
     assert_eq!(r.status, 400);
     assert_eq!(
         r.json()["message"],
-        "strict decoding error: unknown field \"spec.bogus\""
+        "Widget in version \"v1\" cannot be handled as a Widget: strict decoding error: unknown field \"spec.bogus\""
     );
 
     // A default added to the schema later shows on objects stored before it.

@@ -59,7 +59,7 @@ mod resolve;
 use crate::error::{ApiError, Result, StatusError};
 use crate::patch::PatchKind;
 use crate::registry::Served;
-use crate::store::{DeleteOptions, Origin, PatchTarget, Stored};
+use crate::store::{DeleteOptions, Deletion, Origin, PatchTarget, Stored};
 use crate::Store;
 use config::Hook;
 use parking_lot::Mutex;
@@ -555,7 +555,7 @@ pub(crate) async fn create(
     origin: Origin,
 ) -> Result<Stored> {
     if !any_registered(store) {
-        return store.create_in(served, namespace, body, origin);
+        return store.create_in(served, namespace, body, origin, dry_run(&options));
     }
     let (ns, obj) = store.create_candidate(served, namespace, body)?;
     let mut attr = Attributes {
@@ -577,7 +577,7 @@ pub(crate) async fn create(
     let ns_arg = served.info.namespaced.then_some(ns.as_str());
     let Some((mutating, validating)) = hooks_for(store, &attr) else {
         let obj = attr.object.take().expect("an object");
-        return store.create_in(served, ns_arg, obj, origin);
+        return store.create_in(served, ns_arg, obj, origin, attr.dry_run);
     };
     mutate(store, &mutating, &mut attr).await?;
     let obj = attr.object.take().expect("an object");
@@ -585,7 +585,7 @@ pub(crate) async fn create(
     attr.name = prepared.key.1.clone();
     attr.object = Some(served_view(served, &prepared.obj));
     validate(store, &validating, &attr).await?;
-    store.commit_create(served, prepared, origin)
+    store.commit_create(served, prepared, origin, attr.dry_run)
 }
 
 /// The webhooks (configuration, webhook, mutating) a create of `obj` in
@@ -660,13 +660,14 @@ pub(crate) async fn update(
     options: Value,
     origin: Origin,
 ) -> Result<(Stored, bool)> {
+    let dry = dry_run(&options);
     if !any_registered(store) {
         return match change {
             Change::Replace(body) => store
-                .update_in(served, ns, name, subresource, body, origin)
+                .update_in(served, ns, name, subresource, body, origin, dry)
                 .map(|s| (s, false)),
             Change::Patch(kind, bytes) => {
-                store.patch_in(served, ns, name, subresource, kind, bytes, origin)
+                store.patch_in(served, ns, name, subresource, kind, bytes, origin, dry)
             }
         };
     }
@@ -710,7 +711,7 @@ pub(crate) async fn update(
             attr.object = Some(served_view(served, &shaped));
             validate(store, validating, &attr).await?;
         }
-        if let Some(s) = store.commit_update_if(served, key, old, shaped, origin)? {
+        if let Some(s) = store.commit_update_if(served, key, old, shaped, origin, dry)? {
             return Ok((s, false));
         }
     }
@@ -725,7 +726,7 @@ pub(crate) async fn delete(
     opts: &DeleteOptions,
     options: Value,
     origin: Origin,
-) -> Result<Stored> {
+) -> Result<Deletion> {
     if !any_registered(store) {
         return store.delete_in(served, ns, name, opts, origin);
     }

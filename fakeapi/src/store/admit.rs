@@ -38,8 +38,11 @@ impl Store {
             return;
         }
         let info = served.info;
+        if resources::builtin_index(info).is_some() {
+            crate::defaults::default_object(info.group, info.kind, obj, false);
+        }
         if (info.group, info.kind) == ("", "Pod") {
-            default_pod(obj);
+            default_pod(obj, &self.now_str());
         }
         crate::strategy::defaults(info, obj);
     }
@@ -100,7 +103,7 @@ impl Store {
         mut obj: Value,
     ) -> Result<((String, String), Stored, Value)> {
         let info = served.info;
-        check_update_body(name, &obj)?;
+        check_update_body(info, ns, name, &obj)?;
         let (key, old) = self.existing_in(served, ns, name)?;
         check_resource_version(info, name, &obj, old.rv)?;
         obj["kind"] = json!(info.kind);
@@ -162,13 +165,14 @@ impl Store {
         old: Stored,
         obj: Value,
         origin: Origin,
+        dry_run: bool,
     ) -> Result<Option<Stored>> {
         let mut st = self.inner.state.write();
         let (_, current) = st.existing(served, &key.0, &key.1)?;
         if current.rv != old.rv {
             return Ok(None);
         }
-        let s = self.commit_shaped(&mut st, served, key, old, obj, origin);
+        let s = self.commit_shaped(&mut st, served, key, old, obj, origin, dry_run);
         drop(st);
         Ok(Some(served.present(s)))
     }

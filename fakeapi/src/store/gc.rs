@@ -53,9 +53,16 @@ impl Propagation {
             "Background" => Ok(Propagation::Background),
             "Foreground" => Ok(Propagation::Foreground),
             "Orphan" => Ok(Propagation::Orphan),
-            other => Err(ApiError::Invalid(format!(
-                "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
-            ))),
+            other => Err(ApiError::invalid(
+                "meta.k8s.io",
+                "DeleteOptions",
+                "",
+                vec![crate::error::FieldError::not_supported(
+                    "propagationPolicy",
+                    &serde_json::json!(other),
+                    &["Foreground", "Background", "Orphan", "nil"].map(String::from),
+                )],
+            )),
         }
     }
 }

@@ -296,6 +296,60 @@ async fn pods_are_decided_in_priority_order() {
     );
 }
 
+/// A pod that still carries a scheduling gate cannot be bound: the API
+/// refuses the binding as kube-apiserver does (409, "has non-empty
+/// .spec.schedulingGates"; this scheduler, like kube-scheduler before 1.27
+/// without `PodSchedulingReadiness`, does not look at gates itself), the
+/// scheduler puts the pod back and, once the gate is gone (as Kueue admits
+/// a workload), its retry binds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gated_pods_binding_is_refused_and_retried_after_the_gate_goes() {
+    let mut gated = pod("gated", "1", 0);
+    gated.spec.as_mut().unwrap().scheduling_gates = Some(vec![serde_json::from_value(
+        json!({"name": "kueue.x-k8s.io/admission"}),
+    )
+    .unwrap()]);
+    let mut h = start(
+        fast_backoff(SchedulerConfig::default()),
+        vec![node("node-0", "2")],
+        vec![gated],
+    )
+    .await;
+    loop {
+        match h.next_notice().await {
+            Notice::BindingFailed { pod, error } => {
+                assert_eq!(pod, "default/gated");
+                assert!(
+                    error.contains("pod gated has non-empty .spec.schedulingGates"),
+                    "{error}"
+                );
+                break;
+            }
+            Notice::Bound { pod, node } => panic!("{pod} bound to {node} with its gate"),
+            _ => {}
+        }
+    }
+    let p = h.store.get_pod("default", "gated").unwrap();
+    assert_eq!(p.spec.unwrap().node_name, None);
+    h.store
+        .patch(
+            "pods",
+            Some("default"),
+            "gated",
+            fakeapi::PatchKind::Merge,
+            br#"{"spec": {"schedulingGates": null}}"#,
+        )
+        .unwrap();
+    loop {
+        if let Notice::Bound { pod, node } = h.next_notice().await {
+            assert_eq!((pod.as_str(), node.as_str()), ("default/gated", "node-0"));
+            break;
+        }
+    }
+    let p = h.store.get_pod("default", "gated").unwrap();
+    assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("node-0"));
+}
+
 /// An unschedulable pod gets the upstream condition and event, and is
 /// retried when a node is added.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
