@@ -272,3 +272,35 @@ fn a_seed_makes_the_randomness_a_program_is_given_reproducible() {
         assert_ne!(a, free, "{p}: without a seed the randomness is the OS's");
     }
 }
+
+/// Go's runtime forces a collection when none ran for two minutes of its
+/// clock, the simulated one: over months of simulated time, one per
+/// program wake-up. The launcher sets the period to never (stripped
+/// binaries too); `TIMESHIM_GO_FORCED_GC=keep` leaves it, and the same ten
+/// idle minutes then force collections. What the program computes is the
+/// same either way.
+#[test]
+fn go_programs_are_not_forced_to_collect_on_simulated_time() {
+    for probe in [
+        support::go_build("gcprobe"),
+        support::go_build_stripped("gcprobe"),
+    ] {
+        let p = probe.to_str().unwrap();
+        let off = simrun(&[], &[p]);
+        let kept = simrun_env(&[], &[p], &[("TIMESHIM_GO_FORCED_GC", "keep")]);
+        let forced = |o: &Output| -> u64 {
+            stdout(o)
+                .iter()
+                .find_map(|l| l.strip_prefix("idle collections ")?.parse().ok())
+                .unwrap_or_else(|| panic!("no forced count: {:?}", stdout(o)))
+        };
+        assert_eq!(
+            stdout(&off),
+            ["slept 600", "idle collections 0", "heap 4096"],
+            "{p}: stderr {}",
+            String::from_utf8_lossy(&off.stderr)
+        );
+        assert!(forced(&kept) >= 3, "{p}: {:?}", stdout(&kept));
+        assert_eq!(stdout(&kept)[0], "slept 600");
+    }
+}

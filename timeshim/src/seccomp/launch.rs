@@ -601,6 +601,14 @@ fn next_exec(
             None => false,
         };
         rewrite_auxv(pid, seed, !patched)?;
+        if !wrapper && !super::gort::keep_forced_gc() {
+            match super::gort::unforce_gc(pid) {
+                Ok(done) => tracing::debug!(pid, ?done, "seccomp launcher: Go's forced collection"),
+                Err(e) => {
+                    tracing::warn!(pid, error = %e, "seccomp launcher: could not look for Go's forced collection period")
+                }
+            }
+        }
         if deterministic && !wrapper {
             match super::tsc::patch_go_cputicks(pid) {
                 Ok(n) => tracing::debug!(
