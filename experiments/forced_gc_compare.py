@@ -5,11 +5,15 @@ Under `--shim seccomp` the launcher sets each Go program's
 `runtime.forcegcperiod` to never (timeshim/src/seccomp/gort.rs): no full
 collection every two minutes of simulated time, and an idle program's
 sysmon sleeps until its next timer rather than waking every simulated
-minute. `TIMESHIM_GO_FORCED_GC=keep` in batkube's environment leaves the
-period as it was. This runs each case twice, exactly (`--seed 1`, so the
+minute, except in deterministic runs (`--seed`), where it keeps the period
+unless `TIMESHIM_GO_FORCED_GC=never` is in batkube's environment (`keep`
+keeps it everywhere). This runs each case twice, exactly (`--seed 1`, so the
 Go programs are deterministic, and `--log-requests`): with the period kept
-(`kept/`) and with the launcher's default (`never/`), then `batkube compare`
-names the first difference in jobs.csv, pods.csv or any program's requests.
+(`kept/`, `TIMESHIM_GO_FORCED_GC=keep`) and set to never (`never/`,
+`TIMESHIM_GO_FORCED_GC=never`), then `batkube compare` names the first
+difference in jobs.csv, pods.csv or any program's requests. Each is
+reproducible; where they differ, the seed names another outcome without the
+forced collections.
 The cases are `elide_compare.py`'s (two tenants' parallel jobs on 16
 machines, another seed per case), and optionally a prefix of the NASA trace.
 
@@ -74,9 +78,7 @@ def main():
                 shutil.rmtree(d, ignore_errors=True)
                 d.mkdir(parents=True)
                 env = dict(os.environ)
-                env.pop("TIMESHIM_GO_FORCED_GC", None)
-                if variant == "kept":
-                    env["TIMESHIM_GO_FORCED_GC"] = "keep"
+                env["TIMESHIM_GO_FORCED_GC"] = "keep" if variant == "kept" else "never"
                 print(f"[run] {setup} {name} {variant}", file=sys.stderr)
                 t0 = time.monotonic()
                 try:

@@ -278,7 +278,8 @@ fn a_seed_makes_the_randomness_a_program_is_given_reproducible() {
 /// program wake-up. The launcher sets the period to never (stripped
 /// binaries too); `TIMESHIM_GO_FORCED_GC=keep` leaves it, and the same ten
 /// idle minutes then force collections. What the program computes is the
-/// same either way.
+/// same either way. (A deterministic run keeps the period unless
+/// `TIMESHIM_GO_FORCED_GC=never`: `gort`'s unit tests.)
 #[test]
 fn go_programs_are_not_forced_to_collect_on_simulated_time() {
     for probe in [

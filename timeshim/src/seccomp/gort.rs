@@ -16,16 +16,25 @@
 //! (a variable "for testing purposes", runtime/proc.go) to `i64::MAX`: no
 //! forced collection, and an idle sysmon sleeps until the next timer. The
 //! collections the heap's growth triggers (`GOGC`, `GOMEMLIMIT`) are
-//! unchanged, and so is everything the program computes: what it
-//! allocates, frees and decides does not depend on when a collection ran.
+//! unchanged, and so is what the program computes: what it allocates,
+//! frees and decides does not depend on when a collection ran.
+//!
+//! Except in a deterministic run (`--deterministic`, `--seed`): there the
+//! runtime's own threads are part of the schedule a seed names (the seeded
+//! pick among ready threads sees the collector's workers and sysmon), so
+//! without the forced collections a seed names another of the program's
+//! possible outcomes (a status update that loses a race, a tie between
+//! equal nodes drawn otherwise; `experiments/forced_gc_compare.py`). A
+//! seed keeps naming the outcome it named before: the period is kept
+//! there unless asked. `TIMESHIM_GO_FORCED_GC=never` or `=keep` in the
+//! controller's environment decides for every run.
 //!
 //! The variable is found in stripped binaries too: `.gopclntab` (which
 //! the runtime needs, so no build strips it) names `runtime.sysmon`; of the
 //! addresses its code reads RIP-relative, the one in the writable data
 //! that holds 2 minutes in nanoseconds is the period (sysmon reads it for
 //! its sleep and its trigger). Exactly one such address, or nothing is
-//! changed. `TIMESHIM_GO_FORCED_GC=keep` in the controller's environment
-//! leaves every program's period as it is.
+//! changed.
 
 use std::fs::File;
 use std::io;
@@ -48,10 +57,22 @@ pub(crate) enum ForcedGc {
     NotFound,
 }
 
-/// Whether the launcher leaves the forced collection on simulated time
-/// (`TIMESHIM_GO_FORCED_GC=keep`).
-pub(crate) fn keep_forced_gc() -> bool {
-    std::env::var_os("TIMESHIM_GO_FORCED_GC").as_deref() == Some("keep".as_ref())
+/// Whether the launcher turns the forced collection off in a program it
+/// starts: `TIMESHIM_GO_FORCED_GC=never` or `=keep` if set, else off
+/// except in a deterministic run (see the module's documentation).
+pub(crate) fn unforce_gc_wanted(deterministic: bool) -> bool {
+    wanted(
+        std::env::var("TIMESHIM_GO_FORCED_GC").ok().as_deref(),
+        deterministic,
+    )
+}
+
+fn wanted(setting: Option<&str>, deterministic: bool) -> bool {
+    match setting {
+        Some("never") => true,
+        Some("keep") => false,
+        _ => !deterministic,
+    }
 }
 
 /// Sets `runtime.forcegcperiod` to never in the stopped tracee `pid`
@@ -275,7 +296,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_period_of_a_go_test_binary_is_found_once() {
+    fn off_by_default_kept_in_deterministic_runs_unless_asked() {
+        assert!(wanted(None, false));
+        assert!(!wanted(None, true));
+        assert!(wanted(Some("never"), true));
+        assert!(!wanted(Some("keep"), false));
+        // Anything else: the default.
+        assert!(wanted(Some(""), false));
+        assert!(!wanted(Some("yes"), true));
+    }
+
+    #[test]
+    fn a_binary_that_is_not_go_is_left_alone() {
         // The test binary is not Go: nothing found, nothing claimed.
         let me = File::open("/proc/self/exe").unwrap();
         let elf = Elf::read(&me).unwrap().expect("an ELF executable");

@@ -601,7 +601,7 @@ fn next_exec(
             None => false,
         };
         rewrite_auxv(pid, seed, !patched)?;
-        if !wrapper && !super::gort::keep_forced_gc() {
+        if !wrapper && super::gort::unforce_gc_wanted(deterministic) {
             match super::gort::unforce_gc(pid) {
                 Ok(done) => tracing::debug!(pid, ?done, "seccomp launcher: Go's forced collection"),
                 Err(e) => {
