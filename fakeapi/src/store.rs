@@ -784,17 +784,6 @@ pub(crate) enum ScaleWrite<'a> {
 }
 
 /// What a dry run answers: the object as it would be written, with
-/// An object's JSON text as the store keeps it (with the object, and in
-/// the watch history until the history forgets the change), in a buffer of
-/// its own length: serialization grows its buffer by doubling, and the
-/// slack (a quarter of the buffer on average) stayed allocated for as long
-/// as the text did.
-fn stored_json(obj: &Value) -> Bytes {
-    let mut json = serde_json::to_vec(obj).expect("a Value always serializes");
-    json.shrink_to_fit();
-    Bytes::from(json)
-}
-
 /// `rv` (the current version; 0 for a create, which has none yet).
 fn preview(mut obj: Value, rv: u64) -> Stored {
     let m = meta_mut(&mut obj);
@@ -1737,7 +1726,7 @@ impl Store {
         st.rv += 1;
         let rv = st.rv;
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
-        let json = stored_json(&obj);
+        let json = Bytes::from(serde_json::to_vec(&obj).expect("a Value always serializes"));
         let value = Arc::new(obj);
         let stored = Stored {
             value: value.clone(),
@@ -1883,7 +1872,7 @@ impl Store {
                 v["apiVersion"] = json!(cv.storage.api_version());
                 cv.def.schema.coerce(&mut v);
                 if v != *s.value {
-                    s.json = stored_json(&v);
+                    s.json = Bytes::from(serde_json::to_vec(&v).expect("a Value serializes"));
                     s.value = Arc::new(v);
                 }
             }
