@@ -644,8 +644,8 @@ pub struct StandIn {
     /// Batsim's live actors by id, and SimGrid's run queue. An actor
     /// leaves the map when it ends: a run creates several per job (a
     /// request-reply per message, an executor per job), and keeping the
-    /// ended ones made the map grow with the run's length (150 MB at
-    /// 100,000 jobs). Ids are never reused; an id not in the map is an
+    /// ended ones made the table grow with the run's length (about 100 MB of
+    /// peak RSS at 100,000 jobs). Ids are never reused; an id not in the map is an
     /// ended actor.
     actors: BTreeMap<usize, Actor>,
     /// The id of the next actor created (SimGrid's creation order).
