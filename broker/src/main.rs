@@ -170,6 +170,21 @@ struct BatsimArgs {
     replay: Option<PathBuf>,
 }
 
+/// At most two glibc malloc arenas (glibc's default is eight per core).
+/// The API's objects are made on the runtime's worker threads and the
+/// broker's thread and freed on others (a pod's versions, the watch
+/// history, the pod GC): with an arena per thread, each arena kept its own
+/// free memory, and a run's peak RSS held that slack (583 -> 448 MB at
+/// 100,000 jobs, 315 -> 293 MB at 10,000). Set before any thread starts;
+/// `MALLOC_ARENA_MAX` in the environment still decides when given.
+fn few_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt with integer arguments, before other threads exist.
+        unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
+    }
+}
+
 fn main() -> ExitCode {
     // The broker's waits for the scheduler are short sleeps (tens of
     // microseconds) on its critical path; Linux stretches every sleep of a
@@ -177,6 +192,7 @@ fn main() -> ExitCode {
     // later inherit this; the scheduler's own sleeps are simulated.
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
+    few_malloc_arenas();
     let cli = Cli::parse();
     let level = match cli.verbose {
         0 => "warn",

@@ -113,7 +113,7 @@ pub mod fcfs;
 pub mod kernel;
 pub mod output;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -408,6 +408,16 @@ struct Actor {
     isent: Option<u64>,
 }
 
+impl Actor {
+    /// An actor with nothing left to run and no message sent.
+    fn ended() -> Actor {
+        Actor {
+            program: None,
+            isent: None,
+        }
+    }
+}
+
 /// What an actor asks of SimGrid's kernel when it stops running.
 enum Simcall {
     Sleep(f64),
@@ -631,8 +641,15 @@ pub struct StandIn {
     /// `kernel.now`, as every handler reads it.
     now: f64,
     outbox: Vec<(f64, EventData)>,
-    /// Batsim's actors (`None` once ended) and SimGrid's run queue.
-    actors: Vec<Actor>,
+    /// Batsim's live actors by id, and SimGrid's run queue. An actor
+    /// leaves the map when it ends: a run creates several per job (a
+    /// request-reply per message, an executor per job), and keeping the
+    /// ended ones made the table grow with the run's length (about 100 MB of
+    /// peak RSS at 100,000 jobs). Ids are never reused; an id not in the map is an
+    /// ended actor.
+    actors: BTreeMap<usize, Actor>,
+    /// The id of the next actor created (SimGrid's creation order).
+    next_actor: usize,
     to_run: Vec<usize>,
     server: usize,
     /// The message the server just received.
@@ -721,7 +738,8 @@ impl StandIn {
             resources,
             now: 0.0,
             outbox: Vec::new(),
-            actors: Vec::new(),
+            actors: BTreeMap::new(),
+            next_actor: 0,
             to_run: Vec::new(),
             server: 0,
             server_msg: None,
@@ -806,13 +824,22 @@ impl StandIn {
         Ok(s)
     }
 
+    /// A live actor's program (`None` for an ended actor).
+    fn program_mut(&mut self, id: usize) -> Option<&mut Program> {
+        self.actors.get_mut(&id).and_then(|a| a.program.as_mut())
+    }
+
     /// A new actor, run next.
     fn spawn(&mut self, program: Program) -> usize {
-        self.actors.push(Actor {
-            program: Some(program),
-            isent: None,
-        });
-        let id = self.actors.len() - 1;
+        let id = self.next_actor;
+        self.next_actor += 1;
+        self.actors.insert(
+            id,
+            Actor {
+                program: Some(program),
+                isent: None,
+            },
+        );
         self.to_run.push(id);
         id
     }
@@ -1015,7 +1042,7 @@ impl StandIn {
                     task,
                     timeout,
                     ..
-                }) = self.actors[actor].program.as_mut()
+                }) = self.actors.get_mut(&actor).and_then(|a| a.program.as_mut())
                 else {
                     return;
                 };
@@ -1072,7 +1099,10 @@ impl StandIn {
                 } else {
                     self.mailbox.push_back(c);
                 }
-                self.actors[id].isent = Some(c);
+                // (An actor killed in this round of simcalls gets its entry
+                // back: it waits for its message, then ends, as it did
+                // when ended actors stayed in place.)
+                self.actors.entry(id).or_insert_with(Actor::ended).isent = Some(c);
                 self.to_run.push(id);
             }
             Simcall::Wait(c) => {
@@ -1094,7 +1124,7 @@ impl StandIn {
                     .kernel
                     .execute(t.latency, t.bound, t.elements, t.no_work);
                 self.owners.insert(a, Owner::Task(id));
-                if let Some(Program::Executor { task, .. }) = self.actors[id].program.as_mut() {
+                if let Some(Program::Executor { task, .. }) = self.program_mut(id) {
                     *task = Some(a);
                 }
                 self.to_run.push(id);
@@ -1103,14 +1133,14 @@ impl StandIn {
                 if t >= 0.0 {
                     let a = self.kernel.sleep(t);
                     self.owners.insert(a, Owner::Timeout(id));
-                    if let Some(Program::Executor { timeout, .. }) =
-                        self.actors[id].program.as_mut()
-                    {
+                    if let Some(Program::Executor { timeout, .. }) = self.program_mut(id) {
                         *timeout = Some(a);
                     }
                 }
             }
-            Simcall::Exit => self.actors[id].program = None,
+            Simcall::Exit => {
+                self.actors.remove(&id);
+            }
         }
     }
 
@@ -1127,10 +1157,13 @@ impl StandIn {
 
     /// Runs an actor until its next simcall.
     fn run_actor(&mut self, id: usize, dp: &mut dyn DecisionProcess) -> anyhow::Result<Simcall> {
-        if let Some(c) = self.actors[id].isent.take() {
+        let Some(actor) = self.actors.get_mut(&id) else {
+            return Ok(Simcall::Exit);
+        };
+        if let Some(c) = actor.isent.take() {
             return Ok(Simcall::Wait(c));
         }
-        let Some(mut program) = self.actors[id].program.take() else {
+        let Some(mut program) = actor.program.take() else {
             return Ok(Simcall::Exit);
         };
         let call = match &mut program {
@@ -1196,7 +1229,7 @@ impl StandIn {
 
     fn keep(&mut self, id: usize, program: Program, call: Simcall) -> anyhow::Result<Simcall> {
         if !matches!(call, Simcall::Exit) {
-            self.actors[id].program = Some(program);
+            self.actors.entry(id).or_insert_with(Actor::ended).program = Some(program);
         } else if let Program::Executor { task: Some(t), .. } = program {
             // An executor's task still running (over its walltime) is
             // cancelled as the actor ends (`ActorImpl::cleanup_from_self`).
@@ -2008,18 +2041,19 @@ impl StandIn {
     /// parallel task still had to do.
     fn stop_executor(&mut self, i: usize) -> Option<f64> {
         let mut remains = None;
-        for id in 0..self.actors.len() {
-            let Some(Program::Executor {
-                job, task, timeout, ..
-            }) = &self.actors[id].program
-            else {
-                continue;
-            };
-            if *job != i {
-                continue;
-            }
-            for a in [*task, *timeout].into_iter().flatten() {
-                if Some(a) == *task {
+        let executors: Vec<(usize, Option<ActionId>, Option<ActionId>)> = self
+            .actors
+            .iter()
+            .filter_map(|(&id, a)| match &a.program {
+                Some(Program::Executor {
+                    job, task, timeout, ..
+                }) if *job == i => Some((id, *task, *timeout)),
+                _ => None,
+            })
+            .collect();
+        for (id, task, timeout) in executors {
+            for a in [task, timeout].into_iter().flatten() {
+                if Some(a) == task {
                     remains = self.kernel.remains(a);
                 }
                 self.kernel.cancel(a);
@@ -2035,7 +2069,7 @@ impl StandIn {
                 self.kernel.cancel(a);
                 self.owners.remove(&a);
             }
-            self.actors[id].program = None;
+            self.actors.remove(&id);
             self.to_run.retain(|&x| x != id);
         }
         self.creations
