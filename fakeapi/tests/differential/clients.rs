@@ -6,8 +6,9 @@
 //! - `kubectl`: `clients/kubectl.sh` (get, apply, patch, delete, wait,
 //!   events), with the `kubectl` on PATH;
 //! - `client-go-informer`: `clients/informer/` (a shared informer's
-//!   streaming list, a reflector's list and watch, a watch from a version
-//!   too old, 410 Gone, and the relist), built by `schedulers/build-go.sh
+//!   streaming list, a reflector's list and a watch from version 1, which
+//!   kube-apiserver 1.35 serves from etcd's history while etcd has not
+//!   compacted it, rather than 410 Gone), built by `schedulers/build-go.sh
 //!   apidiff-informer`;
 //! - `kube-rs-reflector`: kube-rs's watcher and reflector, in this process
 //!   (the paged list then watch, and the streaming list).
@@ -29,7 +30,7 @@ pub fn about(client: &str) -> &'static str {
             "kubectl's requests (clients/kubectl.sh: get, apply client-side and server-side, patch, wait, delete, events), recorded through the proxy of record.rs"
         }
         "client-go-informer" => {
-            "client-go v0.35.8 informers (clients/informer: a shared informer's streaming list, writes it sees, a reflector's watch from a version too old, 410 Gone, relist), recorded through the proxy of record.rs"
+            "client-go v0.35.8 informers (clients/informer: a shared informer's streaming list, writes it sees, a reflector's list then watch from version 1, served from etcd's uncompacted history), recorded through the proxy of record.rs"
         }
         "kube-rs-reflector" => {
             "kube-rs 5 watchers and reflectors (a paged list then watch, a streaming list; writes they see), recorded through the proxy of record.rs"

@@ -2,8 +2,10 @@
 // recorded by fakeapi's differential harness (tests/differential/record.rs)
 // against a real kube-apiserver: an informer of the shared factory (client-go
 // 1.35 starts it with a streaming list, sendInitialEvents), writes it sees,
-// and a reflector whose first watch asks for a version the server no longer
-// has (410 Gone, "too old resource version"), which relists and watches again.
+// and a reflector whose first watch asks for version 1, as a client away for
+// long would: kube-apiserver 1.35 answers 410 Gone once etcd has compacted
+// that version, and until then (as in a short recording) serves the history
+// since from etcd.
 //
 // Usage: apidiff-informer (KUBECONFIG and NS from the environment). Every
 // step waits on what the informers saw, never on a timer, and the program
@@ -29,7 +31,7 @@ import (
 )
 
 // tooOld makes a reflector's first watch start from version 1, older than
-// anything the server keeps: what a client that was away too long sends.
+// anything the watch cache keeps: what a client that was away long sends.
 type tooOld struct {
 	lw    *cache.ListWatch
 	mu    sync.Mutex
