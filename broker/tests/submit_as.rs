@@ -225,6 +225,87 @@ fn jobs_run_as_batch_v1_jobs_under_the_job_controller() {
     );
 }
 
+/// A Job whose pods fail within its `backoffLimit`: the job controller
+/// makes new pods after its backoff, and that second attempt is a new
+/// Batsim job (`<id>-r1`, registered with the same profile) that runs on
+/// its own machines and ends as the first did (its walltime), after which
+/// the Job is Failed and the run ends. The pods of both attempts are in
+/// pods.csv under their own job; summary.json counts the registration.
+#[test]
+fn a_job_retried_by_its_controller_is_a_new_batsim_job() {
+    let sched = command(
+        &common::go::go_program("kube-scheduler", false),
+        "--leader-elect=false --secure-port=0",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().join("w.json");
+    std::fs::write(
+        &w,
+        json!({"nb_res": 16, "jobs": [
+            {"id": "1", "subtime": 0, "res": 2, "profile": "d30", "walltime": 8, "backoffLimit": 3},
+            {"id": "2", "subtime": 0, "res": 1, "profile": "d10"}],
+          "profiles": {"d30": {"type": "delay", "delay": 30, "cpu": "1"},
+                       "d10": {"type": "delay", "delay": 10, "cpu": "1"}}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = run(
+        &out,
+        &w,
+        &[
+            "--gang",
+            "none",
+            "--submit-as",
+            "job",
+            "--scheduler",
+            &sched,
+            "--controller",
+            &kcm(),
+        ],
+    );
+    let s = succeeded(&out, &o);
+    assert_eq!(s["resubmissions"], 1, "{s}");
+    assert_eq!(s["warnings"], json!([]), "{s}");
+    let jobs = csv(&out.join("jobs.csv"));
+    let row = |id: &str| {
+        jobs.iter()
+            .find(|r| r[0] == id)
+            .unwrap_or_else(|| panic!("no job {id}: {jobs:?}"))
+            .clone()
+    };
+    // Two pods failed of 3 allowed: one more attempt, whose two failures
+    // exceed the limit.
+    assert_eq!(row("1")[7], "COMPLETED_WALLTIME_REACHED");
+    assert_eq!(row("1-r1")[7], "COMPLETED_WALLTIME_REACHED");
+    assert_eq!(row("2")[7], "COMPLETED_SUCCESSFULLY");
+    assert_eq!(jobs.len(), 3, "no third attempt: {jobs:?}");
+    let first_end: f64 = row("1")[10].parse().unwrap();
+    let second_start: f64 = row("1-r1")[8].parse().unwrap();
+    assert!(
+        second_start > first_end + 1.0,
+        "the controller's backoff before the new pods: {first_end} -> {second_start}"
+    );
+    let pods = pods_by_job(&out);
+    let retry = &pods["w0!1-r1"];
+    assert_eq!(retry.len(), 2, "{pods:?}");
+    for (pod, _, outcome) in retry {
+        assert!(pod.starts_with("w0-1-"), "the Job's own pods: {pod}");
+        assert_eq!(outcome, "COMPLETED_WALLTIME_REACHED");
+        assert!(
+            !pods["w0!1"].iter().any(|r| &r.0 == pod),
+            "new pods, not the first attempt's"
+        );
+    }
+    let timeline = csv(&out.join("timeline.csv"));
+    assert!(timeline
+        .iter()
+        .any(|r| r[2] == "REGISTER_JOB" && r[5] == "w0!1-r1"));
+    assert!(timeline
+        .iter()
+        .any(|r| r[3] == "Job" && r[5] == "w0-1" && r[6].contains("Failed")));
+}
+
 /// Three jobs as Volcano Jobs under vc-scheduler and vc-controller-manager:
 /// the controller makes each one's PodGroup and pods (JOB-main-INDEX), the
 /// gangs start together, and the Volcano Jobs end Completed.

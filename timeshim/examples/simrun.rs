@@ -103,7 +103,16 @@ fn main() {
         (clock.now() - t0).as_secs_f64(),
         wall.elapsed().as_secs_f64()
     );
+    // A program ended by a signal says which (the exit code cannot).
+    if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(&status) {
+        eprintln!("simrun: {} ended by signal {sig}", cmd[0]);
+    }
     // process::exit skips destructors: the controller removes its page.
     drop(clock);
-    std::process::exit(status.code().unwrap_or(128 + 9));
+    std::process::exit(
+        status
+            .code()
+            .or(std::os::unix::process::ExitStatusExt::signal(&status).map(|s| 128 + s))
+            .unwrap_or(128 + 9),
+    );
 }

@@ -328,6 +328,16 @@ impl Controller {
     /// spawn for the linked and preloaded modes; for [`ShimMode::Seccomp`],
     /// under the seccomp filter with its supervisor (one program per
     /// controller).
+    ///
+    /// Under seccomp the `Child` is a reaper that runs no program: it ends
+    /// as the program ends (its exit code, or by its signal) and passes on
+    /// the signals it is sent; [`attached_pid`](Self::attached_pid) is the
+    /// program's pid. `spawn` returns once the program past the command's
+    /// wrappers (`sh -c 'exec …'`, `env`, `unshare`…) has been exec'd, or
+    /// once the command, not having exec'd one, is plainly waiting for
+    /// what only the clock or the world outside can give (every thread of
+    /// it and of its children asleep, nothing for the supervisor to do:
+    /// a script that sleeps, or waits for a child that does), or has ended.
     pub fn spawn(&self, mut cmd: Command, mode: &ShimMode) -> io::Result<Child> {
         if let ShimMode::Seccomp {
             seed,
@@ -361,17 +371,23 @@ impl Controller {
                 *shared.settle.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
             }
             *slot = Some(Supervised {
-                shared,
+                shared: shared.clone(),
                 thread: Some(thread),
             });
-            let child = launching
-                .child
-                .recv()
-                .unwrap_or_else(|_| Err(io::Error::other("the launcher thread died")));
-            if child.is_err() {
-                *slot = None;
-            }
-            return child;
+            drop(slot);
+            let child = match launching.child.recv() {
+                Ok(Ok(child)) => child,
+                Ok(Err(e)) => {
+                    *self.sup() = None;
+                    return Err(e);
+                }
+                Err(_) => {
+                    *self.sup() = None;
+                    return Err(io::Error::other("the seccomp launcher thread died"));
+                }
+            };
+            wait_started(launching.pid, &launching.started, &shared);
+            return Ok(child);
         }
         self.configure(&mut cmd, mode);
         cmd.spawn()
@@ -796,6 +812,50 @@ impl Controller {
                 poll = (poll * 2).min(Duration::from_millis(1));
             }
         }
+    }
+}
+
+/// Waits until the program the launcher follows has been exec'd (or the
+/// command ended), or until the command's process tree is asleep with
+/// nothing for the supervisor to do, seen twice with nothing run in
+/// between (in deterministic mode, the supervisor found nothing to run
+/// too): a state only the clock or the world outside can change, whatever
+/// the machine's load. No wall-clock deadline decides anything here; the
+/// polling interval only spaces the looks.
+fn wait_started(
+    pid: u32,
+    started: &std::sync::mpsc::Receiver<()>,
+    shared: &crate::seccomp::supervisor::Shared,
+) {
+    use std::sync::mpsc::RecvTimeoutError;
+    let mut poll = Duration::from_millis(1);
+    let mut last = None;
+    loop {
+        match started.recv_timeout(poll) {
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        poll = (poll * 2).min(Duration::from_millis(20));
+        let det = shared.deterministic;
+        let generation = shared.generation.load(Ordering::Acquire);
+        let idle = |s: &crate::seccomp::supervisor::Shared| {
+            !s.pending() && (!det || s.det_quiet.load(Ordering::Acquire))
+        };
+        let look = idle(shared)
+            .then(|| crate::seccomp::launch::tree_asleep(pid, det))
+            .flatten()
+            .filter(|_| idle(shared) && shared.generation.load(Ordering::Acquire) == generation)
+            .map(|tree| (tree, generation));
+        if look.is_some() && look == last {
+            tracing::info!(
+                pid,
+                "seccomp launcher: the command waits (on the clock or the world outside) \
+                 without having exec'd a program past its wrappers; handing it over, \
+                 still followed"
+            );
+            return;
+        }
+        last = look;
     }
 }
 

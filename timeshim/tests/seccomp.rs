@@ -211,6 +211,40 @@ fn static_c_program_runs_on_simulated_time() {
     );
 }
 
+/// A wrapper that works for seconds of wall time before it execs the
+/// program (Kueue's run.sh makes certificates so; on a loaded machine it
+/// took over the 2 s the launcher once waited before handing the process
+/// over with the vDSO hidden): the program still gets its vDSO pointed at
+/// the clock page (no clock read reaches the supervisor) and runs exactly
+/// as without the wrapper. The wrapper measures wall time with
+/// `/proc/uptime`, which no simulated clock touches, and spins over 2 s.
+#[test]
+fn a_wrapper_that_works_seconds_before_its_exec_leaves_the_program_on_the_clock_page() {
+    let probe = support::cc_static("timeprobe.c");
+    let probe = probe.to_str().unwrap();
+    let direct = simrun(&["--seed", "3"], &[probe]);
+    let script = format!(
+        "read t0 _ < /proc/uptime; t0=${{t0%.*}}; \
+         while :; do read t _ < /proc/uptime; [ $(( ${{t%.*}} - t0 )) -ge 3 ] && break; done; \
+         exec env {probe}"
+    );
+    let wall = Instant::now();
+    let wrapped = simrun(&["--seed", "3"], &["/bin/sh", "-c", &script]);
+    assert!(
+        wall.elapsed() >= Duration::from_secs(2),
+        "the wrapper did not work long: {:?}",
+        wall.elapsed()
+    );
+    assert_eq!(stdout(&wrapped), stdout(&direct));
+    assert_eq!(
+        supervisor_clock_reads(&wrapped),
+        0,
+        "the program's clock reads reached the supervisor (vDSO not patched): {}",
+        String::from_utf8_lossy(&wrapped.stderr)
+    );
+    assert_eq!(stdout(&wrapped)[0], "start 1700000000 1700000000");
+}
+
 #[test]
 fn a_seed_makes_the_randomness_a_program_is_given_reproducible() {
     for probe in [
@@ -236,5 +270,37 @@ fn a_seed_makes_the_randomness_a_program_is_given_reproducible() {
         assert_eq!(a, b, "{p}: the same seed gave different randomness");
         assert_ne!(a, c, "{p}: two seeds gave the same randomness");
         assert_ne!(a, free, "{p}: without a seed the randomness is the OS's");
+    }
+}
+
+/// Go's runtime forces a collection when none ran for two minutes of its
+/// clock, the simulated one: over months of simulated time, one per
+/// program wake-up. The launcher sets the period to never (stripped
+/// binaries too); `TIMESHIM_GO_FORCED_GC=keep` leaves it, and the same ten
+/// idle minutes then force collections. What the program computes is the
+/// same either way.
+#[test]
+fn go_programs_are_not_forced_to_collect_on_simulated_time() {
+    for probe in [
+        support::go_build("gcprobe"),
+        support::go_build_stripped("gcprobe"),
+    ] {
+        let p = probe.to_str().unwrap();
+        let off = simrun(&[], &[p]);
+        let kept = simrun_env(&[], &[p], &[("TIMESHIM_GO_FORCED_GC", "keep")]);
+        let forced = |o: &Output| -> u64 {
+            stdout(o)
+                .iter()
+                .find_map(|l| l.strip_prefix("idle collections ")?.parse().ok())
+                .unwrap_or_else(|| panic!("no forced count: {:?}", stdout(o)))
+        };
+        assert_eq!(
+            stdout(&off),
+            ["slept 600", "idle collections 0", "heap 4096"],
+            "{p}: stderr {}",
+            String::from_utf8_lossy(&off.stderr)
+        );
+        assert!(forced(&kept) >= 3, "{p}: {:?}", stdout(&kept));
+        assert_eq!(stdout(&kept)[0], "slept 600");
     }
 }

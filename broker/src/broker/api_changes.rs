@@ -80,6 +80,9 @@ impl Broker {
             self.kueue_workload_reason(&ch.object);
             return Ok(0);
         }
+        if self.cfg.submit_as != translate::SubmitAs::Pod && ch.origin.is_client() {
+            self.workload_changed(&ch);
+        }
         if !ch.origin.is_client() || ch.resource.plural != "pods" {
             return Ok(0);
         }
@@ -87,7 +90,7 @@ impl Broker {
             Some(&i) => i,
             // A pod a controller made for a job submitted as a workload
             // object (`--submit-as`).
-            None if ch.kind == EventType::Added => match self.adopt_pod(&ch) {
+            None if ch.kind == EventType::Added => match self.adopt_pod(&ch, out) {
                 Some(i) => i,
                 None => return Ok(0),
             },

@@ -236,6 +236,12 @@ impl Broker {
                             self.job_by_pod.insert(pod_name, idx);
                         }
                         self.job_by_id.insert(s.job_id.clone(), first);
+                        // A later attempt of a workload object: its
+                        // controller made the pods already.
+                        let template = match template {
+                            Some(_) if self.attach_attempt(&s.job_id, &entries, out)? => None,
+                            t => t,
+                        };
                         if let Some(pod) = template {
                             let obj = translate::workload_object(
                                 submit,
@@ -247,7 +253,10 @@ impl Broker {
                                 self.cfg.default_queue.as_deref(),
                             );
                             match obj {
-                                Ok(obj) => self.submit_workload(&s.job_id, obj, entries),
+                                Ok(obj) => {
+                                    let job = serde_json::to_value(&s.job).ok();
+                                    self.submit_workload(&s.job_id, obj, entries, job)
+                                }
                                 Err(why) => {
                                     tracing::warn!(job = %s.job_id, %why, "job rejected");
                                     out.push(build::reject_job(&s.job_id));

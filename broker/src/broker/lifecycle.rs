@@ -110,8 +110,9 @@ pub struct Lifecycle {
     /// Resubmissions per original job id.
     attempts: HashMap<String, u32>,
     /// Registered, not yet submitted back by Batsim.
-    awaiting: BTreeSet<String>,
-    dynamic_jobs: bool,
+    pub(super) awaiting: BTreeSet<String>,
+    /// Batsim takes dynamic jobs (SIMULATION_BEGINS).
+    pub(super) dynamic_jobs: bool,
     registration_finished: bool,
     /// Node objects of platform hosts removed by the scenario.
     removed: BTreeMap<String, Value>,
@@ -648,10 +649,22 @@ impl Broker {
             return;
         };
         let old = self.jobs[i].record.job_id.clone();
-        // The original id: `w0!7-r2` -> `w0!7`.
+        let new_id = self.next_attempt_id(&old);
+        if let Some(m) = job.as_object_mut() {
+            m.insert("id".into(), json!(new_id));
+            m.remove("subtime");
+        }
+        self.life.awaiting.insert(new_id.clone());
+        self.life.resubmissions += 1;
+        out.push(build::register_job(&new_id, job));
+    }
+
+    /// The id of job `old`'s next attempt: `<id>-r<n>`, n counted per
+    /// original job (`w0!7-r2` -> `w0!7-r3`).
+    pub(super) fn next_attempt_id(&mut self, old: &str) -> String {
         let base = match old.rsplit_once("-r") {
             Some((b, n)) if n.chars().all(|c| c.is_ascii_digit()) && !n.is_empty() => b.to_string(),
-            _ => old.clone(),
+            _ => old.to_string(),
         };
         let mut n = *self.life.attempts.get(&base).unwrap_or(&0);
         let new_id = loop {
@@ -662,13 +675,7 @@ impl Broker {
             }
         };
         self.life.attempts.insert(base, n);
-        if let Some(m) = job.as_object_mut() {
-            m.insert("id".into(), json!(new_id));
-            m.remove("subtime");
-        }
-        self.life.awaiting.insert(new_id.clone());
-        self.life.resubmissions += 1;
-        out.push(build::register_job(&new_id, job));
+        new_id
     }
 
     /// NOTIFY registration_finished once no job can be evicted any more.
@@ -680,6 +687,10 @@ impl Broker {
             || out.iter().any(|e| matches!(e, EventData::RegisterJob(_)))
             || self.jobs.iter().any(|(_, j)| j.phase != Phase::Done)
         {
+            return;
+        }
+        // A workload object may still make pods for another attempt.
+        if self.workloads_hold_registration(self.clock.now()) {
             return;
         }
         self.life.registration_finished = true;

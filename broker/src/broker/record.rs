@@ -512,7 +512,8 @@ pub struct Summary {
     /// Simulated seconds the evicted jobs had run (work lost, with
     /// `--resubmit-evicted` done again).
     pub lost_work_seconds: f64,
-    /// Jobs registered again by `--resubmit-evicted`.
+    /// Jobs registered again: by `--resubmit-evicted`, and the later
+    /// attempts of `--submit-as` objects (retries, readmissions).
     pub resubmissions: u64,
     /// Per queue (jobs naming one; see `queues.rs`): waits, slowdowns,
     /// share of the cluster.

@@ -688,17 +688,24 @@ impl Broker {
     /// at or before it.
     pub(super) fn request_wakeups(&mut self, now: f64, reply: &mut Message) {
         let mut want: Vec<f64> = Vec::new();
+        // Nothing to wake up for when nothing can change any more: every
+        // job done, none to come, no workload object that may make pods.
+        let live = self.done < self.jobs.len() || !self.no_more_static || self.workloads.open;
         if let Some(t) = self.scheduler_wakeup.take() {
-            // Nothing to wake up for when nothing can change any more.
-            let pending = self.done < self.jobs.len();
-            if pending || !self.no_more_static {
+            if live {
                 want.push(t);
             }
         }
         if let Some(t) = self.controllers_wakeup.take() {
-            if self.done < self.jobs.len() || !self.no_more_static {
+            if live {
                 want.push(t);
             }
+        }
+        // Registration held open for workload objects closes at the
+        // give-up instant at the latest (their controllers' timers may be
+        // passed over meanwhile).
+        if self.workloads.open {
+            want.push(self.last_decision_at + self.cfg.give_up_after);
         }
         if let Some((&(key, _), _)) = self.timers.first_key_value() {
             want.push(key as f64 / 1e6);

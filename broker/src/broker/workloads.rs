@@ -11,6 +11,17 @@
 //! bound, the kubelet's statuses, kills; the controller's reaction to them
 //! (the Job's Complete or Failed condition, the Volcano Job's phase) is
 //! its own.
+//!
+//! A later attempt (the job controller replacing failed pods within
+//! `backoffLimit`, Kueue readmitting an evicted Job) is a new Batsim job:
+//! once every pod of an attempt has ended and the object is not finished,
+//! the first pod its controller makes registers the next attempt
+//! (REGISTER_JOB with the same profile, as `<id>-r<n>`, Batsim's dynamic
+//! jobs), and the attempt's entries take its pods when Batsim submits it.
+//! Registration stays open while an object may still make pods: until each
+//! is Complete or Failed (a Volcano Job: Completed, Failed, Aborted,
+//! Terminated), or `--give-up-after` after the last decision, when the run
+//! names the objects left with their conditions.
 
 use std::collections::HashMap;
 
@@ -36,15 +47,31 @@ pub(super) struct Workloads {
     )>,
     /// Resources whose admission was already logged.
     logged: std::collections::BTreeSet<&'static str>,
+    /// Later attempts registered with Batsim and not yet submitted by it:
+    /// the attempt's job id, its object's name.
+    registering: HashMap<String, String>,
+    /// Registration is held open for an object that may still make pods
+    /// (set once a window, read by the wake-up requests).
+    pub(super) open: bool,
 }
 
 pub(super) struct Workload {
+    /// The Batsim job of the current attempt.
     job_id: String,
+    /// The current attempt's entries, by pod index.
+    entries: Vec<usize>,
     /// Entry of pod index `k`, if it has no pod yet.
     waiting: Vec<Option<usize>>,
     /// The create was answered (the object exists).
     created: bool,
-    /// Pods made after every entry had its pod (not followed).
+    /// The Batsim job (its JSON), to register a later attempt.
+    job: Option<Value>,
+    /// The next attempt, registered and not yet submitted by Batsim: its
+    /// job id and the pods made for it so far (index, name).
+    next: Option<(String, Vec<(Option<usize>, String)>)>,
+    /// The object is finished (it makes no more pods).
+    finished: bool,
+    /// Pods made while the attempt's own still ran (not followed).
     replaced: std::collections::BTreeSet<String>,
 }
 
@@ -67,7 +94,13 @@ impl Broker {
     /// so the window waits for it (and for the webhooks it calls); the
     /// answer is taken in with the window's changes
     /// ([`Broker::take_answers`]).
-    pub(super) fn submit_workload(&mut self, job_id: &str, mut obj: Value, entries: Vec<usize>) {
+    pub(super) fn submit_workload(
+        &mut self,
+        job_id: &str,
+        mut obj: Value,
+        entries: Vec<usize>,
+        job: Option<Value>,
+    ) {
         let submit = self.cfg.submit_as;
         let resource = submit.resource().expect("a workload object");
         let name = obj["metadata"]["name"]
@@ -136,8 +169,12 @@ impl Broker {
             name,
             Workload {
                 job_id: job_id.to_string(),
-                waiting: entries.into_iter().map(Some).collect(),
+                waiting: entries.iter().copied().map(Some).collect(),
+                entries,
                 created: false,
+                job,
+                next: None,
+                finished: false,
                 replaced: Default::default(),
             },
         );
@@ -197,7 +234,7 @@ impl Broker {
     /// A pod a controller made for a workload object of a live job: the
     /// entry of its index (else the first still waiting) takes it, and
     /// follows it from now on. Returns that entry.
-    pub(super) fn adopt_pod(&mut self, ch: &Change) -> Option<usize> {
+    pub(super) fn adopt_pod(&mut self, ch: &Change, out: &mut Vec<EventData>) -> Option<usize> {
         let meta = &ch.object["metadata"];
         let owner = meta["ownerReferences"]
             .as_array()
@@ -227,28 +264,246 @@ impl Broker {
             .filter(|&k| w.waiting.get(k).is_some_and(Option::is_some))
             .or_else(|| w.waiting.iter().position(Option::is_some));
         let Some(slot) = slot else {
+            // Every pod of the attempt ended: the controller's next one.
+            let over = w
+                .entries
+                .iter()
+                .all(|&i| !self.jobs.contains(i) || self.jobs[i].phase == super::Phase::Done);
+            if over && !w.finished && w.job.is_some() && self.life.dynamic_jobs {
+                let owner = owner.to_string();
+                self.next_attempt(&owner, index, &ch.name, out);
+                return None;
+            }
             let job_id = w.job_id.clone();
             if w.replaced.insert(ch.name.clone()) && w.replaced.len() == 1 {
-                let message = format!(
-                    "job {job_id}: its controller made pod {} after the job's pods (a retry, or \
-                     a second attempt after Kueue readmitted it): this attempt is not simulated \
-                     (see README, \"Retries and readmission\")",
-                    ch.name
-                );
+                let message = if over && !self.life.dynamic_jobs {
+                    format!(
+                        "job {job_id}: its controller made pod {} for another attempt, which \
+                         needs Batsim's dynamic jobs (--enable-dynamic-jobs \
+                         --acknowledge-dynamic-jobs; `batkube run` gives them): this attempt \
+                         is not simulated",
+                        ch.name
+                    )
+                } else {
+                    format!(
+                        "job {job_id}: its controller made pod {} while the job's own pods \
+                         still ran: this pod is not simulated",
+                        ch.name
+                    )
+                };
                 tracing::warn!("{message}");
                 self.warnings.push(message);
             }
             return None;
         };
+        let owner = owner.to_string();
+        self.take_slot(&owner, Some(slot), &ch.name)
+    }
+
+    /// A pod for workload `owner`'s next attempt: the first registers the
+    /// attempt with Batsim (REGISTER_JOB, same job, `<id>-r<n>`); the pods
+    /// wait for Batsim's submission ([`Broker::attach_attempt`]).
+    fn next_attempt(
+        &mut self,
+        owner: &str,
+        index: Option<usize>,
+        pod: &str,
+        out: &mut Vec<EventData>,
+    ) {
+        let w = self.workloads.by_name.get_mut(owner).expect("checked");
+        if let Some((_, pods)) = &mut w.next {
+            pods.push((index, pod.to_string()));
+            return;
+        }
+        let old = w.job_id.clone();
+        let mut job = w.job.clone().expect("checked");
+        let new_id = self.next_attempt_id(&old);
+        if let Some(m) = job.as_object_mut() {
+            m.insert("id".into(), Value::String(new_id.clone()));
+            m.remove("subtime");
+        }
+        let w = self.workloads.by_name.get_mut(owner).expect("checked");
+        w.next = Some((new_id.clone(), vec![(index, pod.to_string())]));
+        self.workloads
+            .registering
+            .insert(new_id.clone(), owner.to_string());
+        self.life.awaiting.insert(new_id.clone());
+        self.life.resubmissions += 1;
+        let now = self.clock.now();
+        self.timeline.push(
+            now,
+            "broker",
+            "register",
+            "Job",
+            translate::NAMESPACE,
+            owner.to_string(),
+            format!("attempt {new_id} after {old}: pod {pod}"),
+        );
+        tracing::info!(job = %old, attempt = %new_id, %pod, "its controller makes another attempt: registered as a new Batsim job");
+        out.push(build::register_job(&new_id, job));
+    }
+
+    /// Batsim submitted `job_id`: if it is a later attempt of a workload
+    /// object, its entries take the pods the controller made for it (bound
+    /// ones as bindings now) and the object is not created again.
+    pub(super) fn attach_attempt(
+        &mut self,
+        job_id: &str,
+        entries: &[usize],
+        out: &mut Vec<EventData>,
+    ) -> anyhow::Result<bool> {
+        let Some(owner) = self.workloads.registering.remove(job_id) else {
+            return Ok(false);
+        };
+        let Some(w) = self.workloads.by_name.get_mut(&owner) else {
+            return Ok(false);
+        };
+        let pods = w.next.take().map(|(_, p)| p).unwrap_or_default();
+        w.job_id = job_id.to_string();
+        w.entries = entries.to_vec();
+        w.waiting = entries.iter().copied().map(Some).collect();
+        w.replaced.clear();
+        for (index, name) in pods {
+            let Some(i) = self.take_slot(&owner, index, &name) else {
+                continue;
+            };
+            match self.store.get("pods", Some(translate::NAMESPACE), &name) {
+                Ok(obj) => {
+                    let node = obj["spec"]["nodeName"].as_str().unwrap_or("").to_string();
+                    if !node.is_empty() {
+                        self.bind(i, &node, out)?;
+                    }
+                }
+                // Gone before Batsim submitted its attempt.
+                Err(_) => self.jobs[i].pod_gone = true,
+            }
+        }
+        Ok(true)
+    }
+
+    /// The entry of workload `owner` that takes pod `name` (of index
+    /// `index`, else the first waiting), following it from now on.
+    fn take_slot(&mut self, owner: &str, index: Option<usize>, name: &str) -> Option<usize> {
+        let w = self.workloads.by_name.get_mut(owner)?;
+        let slot = index
+            .filter(|&k| w.waiting.get(k).is_some_and(Option::is_some))
+            .or_else(|| w.waiting.iter().position(Option::is_some))?;
         let i = w.waiting[slot].take().expect("checked");
         if !self.jobs.contains(i) || self.jobs[i].phase != super::Phase::Pending {
             return None;
         }
         let j = &mut self.jobs[i];
-        j.record.pod = ch.name.clone();
+        j.record.pod = name.to_string();
         j.pod_gone = false;
-        self.job_by_pod.insert(ch.name.clone(), i);
+        self.job_by_pod.insert(name.to_string(), i);
         Some(i)
+    }
+
+    /// A change to a workload object: finished once its controller says
+    /// so (a Job's Complete or Failed condition, a Volcano Job's final
+    /// phase).
+    pub(super) fn workload_changed(&mut self, ch: &Change) {
+        let Some(resource) = self.cfg.submit_as.resource() else {
+            return;
+        };
+        let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
+        if ch.resource.plural != plural || ch.resource.group != group {
+            return;
+        }
+        let Some(w) = self.workloads.by_name.get_mut(&ch.name) else {
+            return;
+        };
+        let st = &ch.object["status"];
+        let done_condition = st["conditions"].as_array().is_some_and(|cs| {
+            cs.iter().any(|c| {
+                (c["type"] == "Complete" || c["type"] == "Failed") && c["status"] == "True"
+            })
+        });
+        let done_phase = matches!(
+            st["state"]["phase"].as_str(),
+            Some("Completed" | "Failed" | "Aborted" | "Terminated")
+        );
+        if done_condition || done_phase || ch.kind == fakeapi::EventType::Deleted {
+            w.finished = true;
+        }
+    }
+
+    /// Whether a workload object may still make pods for another attempt
+    /// (registration then stays open), else, past `--give-up-after` since
+    /// the last decision, says which objects were left and lets it close.
+    pub(super) fn workloads_hold_registration(&mut self, now: f64) -> bool {
+        let open: Vec<&String> = self
+            .workloads
+            .by_name
+            .iter()
+            .filter(|(_, w)| !w.finished && w.job.is_some())
+            .map(|(n, _)| n)
+            .collect();
+        if open.is_empty() {
+            self.workloads.open = false;
+            return false;
+        }
+        if now - self.last_decision_at < self.cfg.give_up_after {
+            self.workloads.open = true;
+            return true;
+        }
+        let mut names: Vec<String> = open.into_iter().cloned().collect();
+        names.sort();
+        let kind = self.cfg.submit_as.kind();
+        for name in &names {
+            let why = self.object_conditions(name);
+            let message = format!(
+                "{kind} {name} never finished ({why}): no more attempts are simulated after \
+                 {} s without a decision (--give-up-after)",
+                self.cfg.give_up_after
+            );
+            tracing::warn!("{message}");
+            self.warnings.push(message);
+        }
+        for name in names {
+            if let Some(w) = self.workloads.by_name.get_mut(&name) {
+                w.finished = true;
+            }
+        }
+        self.workloads.open = false;
+        false
+    }
+
+    /// A workload object's phase and conditions, for messages.
+    fn object_conditions(&self, name: &str) -> String {
+        let Some(resource) = self.cfg.submit_as.resource() else {
+            return String::new();
+        };
+        let Ok(obj) = self.store.get(resource, Some(translate::NAMESPACE), name) else {
+            return "deleted".into();
+        };
+        let conditions: Vec<String> = obj["status"]["conditions"]
+            .as_array()
+            .map(|cs| {
+                cs.iter()
+                    .map(|c| {
+                        format!(
+                            "{}={} {}",
+                            c["type"].as_str().unwrap_or(""),
+                            c["status"].as_str().unwrap_or(""),
+                            c["reason"].as_str().unwrap_or("")
+                        )
+                        .trim()
+                        .to_string()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let phase = obj["status"]["state"]["phase"].as_str();
+        format!(
+            "{}{}",
+            phase.map(|p| format!("phase {p}, ")).unwrap_or_default(),
+            if conditions.is_empty() {
+                "no conditions".to_string()
+            } else {
+                format!("conditions {}", conditions.join("; "))
+            }
+        )
     }
 
     /// Why the pending entry `i` has no pod, if its workload object's

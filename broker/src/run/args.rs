@@ -250,6 +250,54 @@ pub fn resolve_shim(choice: ShimChoice, command: &str) -> ShimChoice {
     }
 }
 
+/// How jobs become the API's objects and when the broker gives up on
+/// them: the flags `batkube run` and `batkube serve` share.
+#[derive(Debug, clap::Args)]
+pub struct TranslateArgs {
+    /// A binding that overcommits a node fails the run.
+    #[arg(long)]
+    pub strict: bool,
+    /// Pods still pending when nothing else can happen are rejected after
+    /// this many simulated seconds without a decision.
+    #[arg(long = "give-up-after", default_value_t = 600.0)]
+    pub give_up_after: f64,
+    /// Terminated pods kept in the API (kube-controller-manager's pod GC):
+    /// beyond it the oldest are deleted; 0 keeps every pod.
+    #[arg(long = "terminated-pod-gc-threshold", default_value_t = crate::broker::podgc::DEFAULT_THRESHOLD)]
+    pub terminated_pod_gc_threshold: usize,
+    /// How a parallel job's gang of pods is written for the scheduler:
+    /// coscheduling (a scheduling.x-k8s.io PodGroup, kubernetes-sigs/
+    /// scheduler-plugins), volcano (a scheduling.volcano.sh PodGroup),
+    /// kueue (Kueue's pod-group labels; pods of a job with a queue also
+    /// get what Kueue's pod webhook writes: labels, finalizer, admission
+    /// gate), yunikorn (what YuniKorn's admission controller writes, and a
+    /// task group per gang: YuniKorn makes its placeholders), none (plain
+    /// pods). Every gang's pods carry a required anti-affinity on
+    /// kubernetes.io/hostname.
+    #[arg(long = "gang", value_enum, default_value_t = crate::translate::GangStyle::Coscheduling)]
+    pub gang: crate::translate::GangStyle,
+    /// The queue of every job whose Batsim job names no `queue`, for the
+    /// gang styles with queues (volcano: the PodGroup's `spec.queue` and the
+    /// pods' `scheduling.volcano.sh/queue-name`, else Volcano's `default`;
+    /// kueue: the `kueue.x-k8s.io/queue-name` label of a gang's pods).
+    #[arg(long = "default-queue", value_name = "NAME")]
+    pub default_queue: Option<String>,
+    /// What a job that asks for neither cpu nor memory means: whole-node
+    /// (as in Batsim: each of its pods takes its node whole, through
+    /// requests of a node's cpu and memory where nodes are alike, else the
+    /// smallest node's and a required anti-affinity against every other
+    /// pod), or nothing (pods that ask for nothing, which Kubernetes may
+    /// stack on one node).
+    #[arg(long = "no-requests-means", value_enum, value_name = "MEANING", default_value_t = crate::translate::NoRequests::WholeNode)]
+    pub no_requests: crate::translate::NoRequests,
+    /// CustomResourceDefinitions (and any other objects) to install in the
+    /// API before the scheduler starts: a file or a directory of YAML/JSON
+    /// manifests, multi-document (repeatable). The PodGroup of
+    /// `--gang coscheduling` is installed without it.
+    #[arg(long = "crds", value_name = "PATH")]
+    pub crds: Vec<PathBuf>,
+}
+
 /// `batkube run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -336,48 +384,8 @@ pub struct RunArgs {
     /// scheduler that serves another name.
     #[arg(long = "scheduler-name", value_name = "NAME")]
     pub scheduler_name: Option<String>,
-    /// A binding that overcommits a node fails the run.
-    #[arg(long)]
-    pub strict: bool,
-    /// Pods still pending when nothing else can happen are rejected after
-    /// this many simulated seconds without a decision.
-    #[arg(long = "give-up-after", default_value_t = 600.0)]
-    pub give_up_after: f64,
-    /// Terminated pods kept in the API (kube-controller-manager's pod GC):
-    /// beyond it the oldest are deleted; 0 keeps every pod.
-    #[arg(long = "terminated-pod-gc-threshold", default_value_t = crate::broker::podgc::DEFAULT_THRESHOLD)]
-    pub terminated_pod_gc_threshold: usize,
-    /// How a parallel job's gang of pods is written for the scheduler:
-    /// coscheduling (a scheduling.x-k8s.io PodGroup, kubernetes-sigs/
-    /// scheduler-plugins), volcano (a scheduling.volcano.sh PodGroup),
-    /// kueue (Kueue's pod-group labels; pods of a job with a queue also
-    /// get what Kueue's pod webhook writes: labels, finalizer, admission
-    /// gate), yunikorn (what YuniKorn's admission controller writes, and a
-    /// task group per gang: YuniKorn makes its placeholders), none (plain
-    /// pods). Every gang's pods carry a required anti-affinity on
-    /// kubernetes.io/hostname.
-    #[arg(long = "gang", value_enum, default_value_t = crate::translate::GangStyle::Coscheduling)]
-    pub gang: crate::translate::GangStyle,
-    /// The queue of every job whose Batsim job names no `queue`, for the
-    /// gang styles with queues (volcano: the PodGroup's `spec.queue` and the
-    /// pods' `scheduling.volcano.sh/queue-name`, else Volcano's `default`;
-    /// kueue: the `kueue.x-k8s.io/queue-name` label of a gang's pods).
-    #[arg(long = "default-queue", value_name = "NAME")]
-    pub default_queue: Option<String>,
-    /// What a job that asks for neither cpu nor memory means: whole-node
-    /// (as in Batsim: each of its pods takes its node whole, through
-    /// requests of a node's cpu and memory where nodes are alike, else the
-    /// smallest node's and a required anti-affinity against every other
-    /// pod), or nothing (pods that ask for nothing, which Kubernetes may
-    /// stack on one node).
-    #[arg(long = "no-requests-means", value_enum, value_name = "MEANING", default_value_t = crate::translate::NoRequests::WholeNode)]
-    pub no_requests: crate::translate::NoRequests,
-    /// CustomResourceDefinitions (and any other objects) to install in the
-    /// API before the scheduler starts: a file or a directory of YAML/JSON
-    /// manifests, multi-document (repeatable). The PodGroup of
-    /// `--gang coscheduling` is installed without it.
-    #[arg(long = "crds", value_name = "PATH")]
-    pub crds: Vec<PathBuf>,
+    #[command(flatten)]
+    pub translate: TranslateArgs,
     /// ZeroMQ endpoint for real Batsim (default: a free port on 127.0.0.1
     /// chosen when batkube starts Batsim, so that runs in parallel never
     /// collide).
@@ -443,42 +451,8 @@ pub struct ServeArgs {
     /// Output directory (kubeconfig, pods.csv, nodes.csv, summary.json).
     #[arg(long)]
     pub out: PathBuf,
-    #[arg(long)]
-    pub strict: bool,
-    #[arg(long = "give-up-after", default_value_t = 600.0)]
-    pub give_up_after: f64,
-    /// Terminated pods kept in the API (kube-controller-manager's pod GC):
-    /// beyond it the oldest are deleted; 0 keeps every pod.
-    #[arg(long = "terminated-pod-gc-threshold", default_value_t = crate::broker::podgc::DEFAULT_THRESHOLD)]
-    pub terminated_pod_gc_threshold: usize,
-    /// How a parallel job's gang of pods is written for the scheduler:
-    /// coscheduling (a scheduling.x-k8s.io PodGroup, kubernetes-sigs/
-    /// scheduler-plugins), volcano (a scheduling.volcano.sh PodGroup),
-    /// kueue (Kueue's pod-group labels), yunikorn (YuniKorn's task
-    /// groups), none (plain pods). Every gang's
-    /// pods carry a required anti-affinity on kubernetes.io/hostname.
-    #[arg(long = "gang", value_enum, default_value_t = crate::translate::GangStyle::Coscheduling)]
-    pub gang: crate::translate::GangStyle,
-    /// The queue of every job whose Batsim job names no `queue`, for the
-    /// gang styles with queues (volcano: the PodGroup's `spec.queue` and the
-    /// pods' `scheduling.volcano.sh/queue-name`, else Volcano's `default`;
-    /// kueue: the `kueue.x-k8s.io/queue-name` label of a gang's pods).
-    #[arg(long = "default-queue", value_name = "NAME")]
-    pub default_queue: Option<String>,
-    /// What a job that asks for neither cpu nor memory means: whole-node
-    /// (as in Batsim: each of its pods takes its node whole, through
-    /// requests of a node's cpu and memory where nodes are alike, else the
-    /// smallest node's and a required anti-affinity against every other
-    /// pod), or nothing (pods that ask for nothing, which Kubernetes may
-    /// stack on one node).
-    #[arg(long = "no-requests-means", value_enum, value_name = "MEANING", default_value_t = crate::translate::NoRequests::WholeNode)]
-    pub no_requests: crate::translate::NoRequests,
-    /// CustomResourceDefinitions (and any other objects) to install in the
-    /// API before the scheduler starts: a file or a directory of YAML/JSON
-    /// manifests, multi-document (repeatable). The PodGroup of
-    /// `--gang coscheduling` is installed without it.
-    #[arg(long = "crds", value_name = "PATH")]
-    pub crds: Vec<PathBuf>,
+    #[command(flatten)]
+    pub translate: TranslateArgs,
     /// Record the whole conversation with Batsim in FILE (the shared
     /// transcript format: seq, dir, wall, raw, msg per message).
     #[arg(long = "record-protocol", value_name = "FILE")]

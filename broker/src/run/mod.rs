@@ -127,7 +127,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
         shim_mode(p.shim, p.index)?;
     }
     let kubelet = args.kubelet.model()?;
-    let objects = api_objects(&args.crds, args.gang)?;
+    let objects = api_objects(&args.translate.crds, args.translate.gang)?;
     args::check_submit_as(&args, &objects)?;
     let lifecycle = args.dynamics.config(&platform, &workloads, &objects)?;
     interrupt.check()?;
@@ -205,16 +205,16 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
         side,
         BrokerConfig {
             policy,
-            strict: args.strict,
+            strict: args.translate.strict,
             kubelet,
-            give_up_after: args.give_up_after,
-            terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
-            gang: args.gang,
+            give_up_after: args.translate.give_up_after,
+            terminated_pod_gc_threshold: args.translate.terminated_pod_gc_threshold,
+            gang: args.translate.gang,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             activity: Some(server.activity()),
-            scheduler_name: scheduler_name(args.scheduler_name.clone(), args.gang),
-            default_queue: args.default_queue.clone(),
-            no_requests: args.no_requests,
+            scheduler_name: scheduler_name(args.scheduler_name.clone(), args.translate.gang),
+            default_queue: args.translate.default_queue.clone(),
+            no_requests: args.translate.no_requests,
             lifecycle,
             elide: args.elide,
             submit_as: args.submit_as,
@@ -561,7 +561,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
         .with_context(|| format!("creating the output directory {}", args.out.display()))?;
     let policy = args.clock.policy(false)?;
     let kubelet = args.kubelet.model()?;
-    let objects = api_objects(&args.crds, args.gang)?;
+    let objects = api_objects(&args.translate.crds, args.translate.gang)?;
     let Api {
         rt,
         awake: _,
@@ -596,16 +596,16 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
         SchedulerSide::External,
         BrokerConfig {
             policy,
-            strict: args.strict,
+            strict: args.translate.strict,
             kubelet,
-            give_up_after: args.give_up_after,
-            terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
-            gang: args.gang,
+            give_up_after: args.translate.give_up_after,
+            terminated_pod_gc_threshold: args.translate.terminated_pod_gc_threshold,
+            gang: args.translate.gang,
             progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
             activity: None,
-            scheduler_name: scheduler_name(None, args.gang),
-            default_queue: args.default_queue.clone(),
-            no_requests: args.no_requests,
+            scheduler_name: scheduler_name(None, args.translate.gang),
+            default_queue: args.translate.default_queue.clone(),
+            no_requests: args.translate.no_requests,
             lifecycle: Default::default(),
             elide: Default::default(),
             submit_as: Default::default(),

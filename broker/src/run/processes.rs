@@ -600,7 +600,7 @@ pub(super) fn start_batsim(
             for e in &args.dynamics.events {
                 c.arg("--events").arg(e);
             }
-            if args.dynamics.resubmit_evicted {
+            if dynamic_jobs(args) {
                 c.arg("--enable-dynamic-jobs")
                     .arg("--acknowledge-dynamic-jobs");
             }
@@ -620,8 +620,8 @@ pub(super) fn start_batsim(
                 compute_sharing: true,
                 export_prefix: Some(PathBuf::from(format!("{}/", out.display()))),
                 events: args.dynamics.events.clone(),
-                dynamic_jobs: args.dynamics.resubmit_evicted,
-                acknowledge_dynamic_jobs: args.dynamics.resubmit_evicted,
+                dynamic_jobs: dynamic_jobs(args),
+                acknowledge_dynamic_jobs: dynamic_jobs(args),
                 ..Options::default()
             };
             let sim = StandIn::new(platform, workloads, opts)?;
@@ -674,4 +674,11 @@ mod tests {
         assert_eq!(exec_line("./sched --opt=1"), "exec ./sched --opt=1");
         assert_eq!(exec_line("1A=2 sched"), "exec 1A=2 sched");
     }
+}
+
+/// Whether Batsim takes dynamic jobs: to register evicted jobs again
+/// (`--resubmit-evicted`), or the later attempts of a workload object
+/// (`--submit-as` other than `pod`).
+fn dynamic_jobs(args: &RunArgs) -> bool {
+    args.dynamics.resubmit_evicted || args.submit_as != crate::translate::SubmitAs::Pod
 }

@@ -1,28 +1,34 @@
 //! Starting a program under the supervisor.
 //!
-//! In the child, between fork and exec: `PR_SET_NO_NEW_PRIVS`,
-//! `PTRACE_TRACEME`, the seccomp filter with a new listener, and the
-//! listener sent to the parent over a socket pair (`SCM_RIGHTS`). The filter
-//! is inherited by every thread and child of the program.
+//! Two processes: the one the caller holds as its `Child` (P, the reaper,
+//! which runs no program: it waits for Q and ends as Q ends) and its child
+//! Q, which runs the command. In Q, between fork and exec: its pid sent to
+//! this process, a wait until a tracer thread here has `PTRACE_SEIZE`d it,
+//! `PR_SET_NO_NEW_PRIVS`, the seccomp filter with a new listener, and the
+//! listener sent over the socket pair (`SCM_RIGHTS`). The filter is
+//! inherited by every thread and child of the program.
 //!
 //! The listener is handed to the caller at once, to be served while the
-//! tracer follows the exec chain. In the parent, at the program's exec
-//! stop: its vDSO clock functions are pointed at the clock page
-//! ([`super::vdso`]); failing that, and for shell wrappers, the auxiliary
-//! vector on the new program's stack is rewritten so that `AT_SYSINFO_EHDR`
-//! becomes `AT_IGNORE`, and Go's runtime and glibc then find no vDSO and
-//! read every clock with a real `clock_gettime` system call, which the
-//! filter hands to the supervisor. With a seed, the 16 `AT_RANDOM` bytes (Go seeds its map
+//! tracer follows the exec chain. At the program's exec stop: its vDSO
+//! clock functions are pointed at the clock page ([`super::vdso`]);
+//! failing that, and for shell wrappers, the auxiliary vector on the new
+//! program's stack is rewritten so that `AT_SYSINFO_EHDR` becomes
+//! `AT_IGNORE`, and Go's runtime and glibc then find no vDSO and read every
+//! clock with a real `clock_gettime` system call, which the filter hands to
+//! the supervisor. With a seed, the 16 `AT_RANDOM` bytes (Go seeds its map
 //! hashing and `math/rand` from them, glibc its stack protector) are
 //! replaced too. Shell wrappers (`sh -c 'exec …'`, `env`, `nice`…) are
-//! followed to the program they exec; at the first other program the
-//! tracer detaches, and from then on the program runs untraced.
+//! followed to the program they exec, however long they take (the caller
+//! waits for P, never for Q: no stop of Q's can be taken by it); at the
+//! first other program the tracer detaches, and from then on the program
+//! runs untraced.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::sync::mpsc::{self, Receiver, Sender};
 
 use super::filter;
 
@@ -48,15 +54,21 @@ const WRAPPERS: &[&str] = &[
     "unshare",
 ];
 
-/// A program being started: the listener of its seccomp filter, to be
-/// served at once (the wrappers it runs first, and what they fork, read
-/// the clock too), and the process, handed over once the program it runs
-/// (past shell wrappers) has been exec'd and set up, and the tracer
-/// detached.
+/// A program being started.
+///
+/// `pid` is the traced process: the command's wrappers, then the program
+/// they exec (one process, one pid, from the first wrapper to the
+/// program). `listener` is its seccomp filter's, to be served at once (the
+/// wrappers and what they fork read the clock too). `child` brings the
+/// process the caller holds, the reaper (see [`spawn`]), once the command's
+/// first exec has happened. `started` ends (a message or a hang-up) once
+/// the program past its wrappers has been exec'd and set up, or the
+/// command ended, or it could not be followed.
 pub(crate) struct Launching {
     pub pid: u32,
     pub listener: OwnedFd,
-    pub child: std::sync::mpsc::Receiver<io::Result<Child>>,
+    pub child: Receiver<io::Result<Child>>,
+    pub started: Receiver<()>,
 }
 
 fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -105,6 +117,7 @@ fn send_fd(sock: RawFd, fd: RawFd, flags: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// Receives the seccomp listener `send_fd` sent (waits for it).
 fn recv_fd(sock: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: as in send_fd; the received descriptor is owned from here on.
     unsafe {
@@ -119,14 +132,19 @@ fn recv_fd(sock: RawFd) -> io::Result<OwnedFd> {
         msg.msg_iovlen = 1;
         msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
         msg.msg_controllen = std::mem::size_of_val(&cbuf) as _;
-        let n = libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT);
+        let n = loop {
+            let n = libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC);
+            if n >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                break n;
+            }
+        };
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
         let c = libc::CMSG_FIRSTHDR(&msg);
-        if c.is_null() || (*c).cmsg_type != libc::SCM_RIGHTS {
+        if n == 0 || c.is_null() || (*c).cmsg_type != libc::SCM_RIGHTS {
             return Err(io::Error::other(
-                "the child did not send its seccomp listener",
+                "the command's process ended before it sent its seccomp listener",
             ));
         }
         let fd = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const RawFd);
@@ -134,8 +152,46 @@ fn recv_fd(sock: RawFd) -> io::Result<OwnedFd> {
     }
 }
 
-/// Spawns `cmd` under the filter; returns once the program it runs (past
-/// shell wrappers) has been exec'd, its vDSO hidden, and the tracer detached.
+/// Sends `bytes` as one message. Async-signal-safe (used in the child).
+fn send_bytes(sock: RawFd, bytes: &[u8]) -> io::Result<()> {
+    // SAFETY: sending from a live buffer.
+    if unsafe { libc::send(sock, bytes.as_ptr().cast(), bytes.len(), libc::MSG_NOSIGNAL) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Receives one message of exactly `N` bytes (waits for it); `None` at
+/// end of file or on a message of another size. Async-signal-safe.
+fn recv_bytes<const N: usize>(sock: RawFd) -> io::Result<Option<[u8; N]>> {
+    let mut buf = [0u8; N];
+    loop {
+        // SAFETY: receiving into our own buffer.
+        let n = unsafe { libc::recv(sock, buf.as_mut_ptr().cast(), N, 0) };
+        if n >= 0 {
+            return Ok((n as usize == N).then_some(buf));
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
+
+/// Spawns `cmd` under the filter. Returns once the command's process is
+/// traced and its listener received; the rest comes through [`Launching`].
+///
+/// The process the caller holds as its `Child` (P) is not the traced one.
+/// Between fork and exec, P forks again: P stays, running no program, as
+/// the reaper of its child Q ([`reap`]: it exits with Q's status, or by
+/// Q's signal, and passes the signals it is sent on to Q; Q dies with it,
+/// `PR_SET_PDEATHSIG`). Q sends its pid over a socket pair and waits
+/// until a thread of this process, the tracer, has `PTRACE_SEIZE`d it
+/// (Q is our descendant: Yama's `ptrace_scope` 1 allows it, 2 and 3 do
+/// not), then installs the filter, sends the listener and execs. The
+/// caller's `waitpid` on P can never take one of Q's ptrace stops, so the
+/// tracer follows a wrapper's exec chain for as long as it takes, and
+/// every program at the end of it has its vDSO pointed at the clock page.
 pub(crate) fn spawn(
     mut cmd: Command,
     seed: Option<u64>,
@@ -165,25 +221,67 @@ pub(crate) fn spawn(
     };
     let child_fd = child_sock.as_raw_fd();
     // SAFETY: the closure runs in the forked child before exec and makes
-    // only async-signal-safe raw system calls; `prog` is a copy owned by
-    // the closure (the child's copy of the parent's memory).
+    // only async-signal-safe calls (raw system calls and their thin libc
+    // wrappers; errors are made from errno values, without allocating);
+    // `prog` is a copy owned by the closure (the child's copy of the
+    // parent's memory).
     unsafe {
         cmd.pre_exec(move || {
+            let errno = || io::Error::last_os_error();
+            // Every signal blocked before the fork: none is lost to the
+            // reaper before it waits for them, and none stops Q (a
+            // ptrace stop) before the tracer waits for its stops.
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            if libc::sigprocmask(libc::SIG_SETMASK, &all, &mut old) != 0 {
+                return Err(errno());
+            }
+            // SIGCHLD ignored would reap Q behind the reaper's back.
+            let mut dfl: libc::sigaction = std::mem::zeroed();
+            dfl.sa_sigaction = libc::SIG_DFL;
+            let mut old_chld: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(libc::SIGCHLD, &dfl, &mut old_chld) != 0 {
+                return Err(errno());
+            }
+            let reaper = libc::getpid();
+            // The raw system call: glibc's fork runs atfork handlers.
+            let q = libc::syscall(libc::SYS_fork);
+            if q < 0 {
+                return Err(errno());
+            }
+            if q > 0 {
+                reap(q as libc::pid_t);
+            }
+            // Q: dies with the reaper (which may have died already).
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(errno());
+            }
+            if libc::getppid() != reaper {
+                libc::_exit(127);
+            }
+            if libc::sigaction(libc::SIGCHLD, &old_chld, std::ptr::null_mut()) != 0 {
+                return Err(errno());
+            }
+            let me = libc::getpid() as u32;
+            send_bytes(child_fd, &me.to_ne_bytes())?;
+            match recv_bytes::<1>(child_fd)? {
+                Some([1]) => {}
+                // The tracer could not trace us (it says why).
+                _ => return Err(io::Error::from_raw_os_error(libc::EPERM)),
+            }
+            // The same addresses on every run: a program that orders
+            // anything by address then does it the same way.
+            if deterministic && libc::personality(ADDR_NO_RANDOMIZE) < 0 {
+                return Err(errno());
+            }
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(errno());
+            }
             let fprog = libc::sock_fprog {
                 len: prog.len() as u16,
                 filter: prog.as_ptr() as *mut libc::sock_filter,
             };
-            // The same addresses on every run: a program that orders
-            // anything by address then does it the same way.
-            if deterministic && libc::personality(ADDR_NO_RANDOMIZE) < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
             let fd = libc::syscall(
                 libc::SYS_seccomp,
                 SECCOMP_SET_MODE_FILTER,
@@ -191,7 +289,7 @@ pub(crate) fn spawn(
                 &fprog as *const libc::sock_fprog,
             );
             if fd < 0 {
-                return Err(io::Error::last_os_error());
+                return Err(errno());
             }
             send_fd(child_fd, fd as RawFd, send_flags)?;
             // Under the deterministic filter `close` is a notification with
@@ -199,81 +297,198 @@ pub(crate) fn spawn(
             if !deterministic {
                 libc::close(fd as RawFd);
             }
+            // The tracer waits for stops again: signals may come.
+            if libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) != 0 {
+                return Err(errno());
+            }
             Ok(())
         });
     }
-    // The thread that forks is the tracer (ptrace is per thread): a thread
-    // of its own, which stays to follow a wrapper to the program it execs.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (ltx, lrx) = std::sync::mpsc::channel();
+    let (child_tx, child_rx) = mpsc::channel();
+    let (ltx, lrx) = mpsc::channel();
+    let (started_tx, started_rx) = mpsc::channel();
     // The vDSO is pointed at the clock page unless asked not to (a debug
     // aid: the syscall route, to compare).
     let page = (std::env::var_os("TIMESHIM_SECCOMP_VDSO").as_deref() != Some("hide".as_ref()))
         .then(|| page.to_path_buf());
+    // The tracer: a thread of its own (ptrace is per thread), which stays
+    // while the command runs wrappers, however long they take.
+    std::thread::Builder::new()
+        .name("timeshim-trace".into())
+        .spawn(move || {
+            trace(parent_sock, seed, deterministic, page, ltx);
+            let _ = started_tx.send(());
+        })?;
+    // The thread that forks: it stays until the reaper ends, so that a
+    // `PR_SET_PDEATHSIG` the caller set fires when the caller dies, not
+    // when this thread ends. `spawn` returns at Q's first exec (the
+    // reaper closed its copy of the pipe that says so).
     std::thread::Builder::new()
         .name("timeshim-launch".into())
         .spawn(move || {
-            let mut child = match cmd.spawn() {
-                Ok(c) => c,
-                Err(e) => return drop(ltx.send(Err(e))),
-            };
+            let spawned = cmd.spawn();
             drop(child_sock);
-            let pid = child.id();
-            match recv_fd(parent_sock.as_raw_fd()) {
-                Ok(l) => drop(ltx.send(Ok((pid, l)))),
-                Err(e) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return drop(ltx.send(Err(e)));
-                }
-            };
-            match next_exec(pid, true, seed, deterministic, page.as_deref(), None) {
-                Ok(Stop::Detached) => {
-                    let _ = tx.send(Ok(child));
+            match spawned {
+                Ok(child) => {
+                    let pid = child.id();
+                    let _ = child_tx.send(Ok(child));
                     linger(pid);
                 }
-                Ok(Stop::Wrapper) => {
-                    // The wrappers' exec chain is followed before the child
-                    // is handed over: the caller's own waitpid (any thread
-                    // of this process may wait for a tracee) would race this
-                    // thread for the exec stops and take one for an exit.
-                    // A wrapper that forks instead of exec'ing is handed
-                    // over after a while and followed in the background.
-                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-                    tracing::debug!(pid, "seccomp launcher: following the wrappers");
-                    let done =
-                        follow_wrapper(pid, seed, deterministic, page.as_deref(), Some(deadline));
-                    let _ = tx.send(Ok(child));
-                    if !done {
-                        tracing::warn!(pid, "seccomp launcher: the scheduler command did not exec its program within 2 s (a shell that forks?); following it in the background");
-                        // The caller may wait for the child now: no
-                        // injected system calls (their stops could be
-                        // taken), the vDSO is hidden instead.
-                        follow_wrapper(pid, seed, deterministic, None, None);
-                    }
-                    linger(pid);
-                }
-                Ok(Stop::Exited) | Ok(Stop::Pending) => {
-                    drop(tx.send(Ok(child)))
-                }
-                Err(e) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    let _ = tx.send(Err(e));
-                }
+                Err(e) => drop(child_tx.send(Err(e))),
             }
         })?;
-    let (pid, listener) = lrx
-        .recv()
-        .unwrap_or_else(|_| Err(io::Error::other("the launcher thread died")))?;
+    let (pid, listener) = match lrx.recv() {
+        Ok(Ok(got)) => got,
+        Ok(Err(e)) => return Err(e),
+        // The tracer never heard of Q: the spawn failed before (it says why).
+        Err(_) => {
+            return Err(match child_rx.recv() {
+                Ok(Err(e)) => e,
+                _ => io::Error::other("the seccomp launcher's tracer thread died"),
+            })
+        }
+    };
     Ok(Launching {
         pid,
         listener,
-        child: rx,
+        child: child_rx,
+        started: started_rx,
     })
 }
 
-/// Stays until the program exits, without reaping it: this thread forked
+/// The reaper (P), in the forked child: waits for Q and ends as it ended;
+/// the signals it is sent are passed on to Q, except those the kernel
+/// sends (a terminal's to its foreground group: Q has its own). Holds no
+/// descriptor of the caller's (among them the pipe whose closing tells
+/// the caller's `spawn` that the exec happened: Q's exec closes it).
+/// Async-signal-safe: raw system calls only.
+unsafe fn reap(q: libc::pid_t) -> ! {
+    // SAFETY: the caller's contract (this process is the forked child).
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+            let mut lim: libc::rlimit = std::mem::zeroed();
+            let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+                lim.rlim_cur.min(1 << 20) as i32
+            } else {
+                1 << 16
+            };
+            for fd in 0..max {
+                libc::close(fd);
+            }
+        }
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        loop {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let sig = libc::syscall(
+                libc::SYS_rt_sigtimedwait,
+                &all as *const libc::sigset_t,
+                &mut info as *mut libc::siginfo_t,
+                std::ptr::null::<libc::timespec>(),
+                8usize,
+            ) as i32;
+            if sig <= 0 {
+                continue;
+            }
+            if sig != libc::SIGCHLD {
+                if info.si_code != libc::SI_KERNEL {
+                    libc::kill(q, sig);
+                }
+                continue;
+            }
+            let mut status = 0;
+            let r = libc::waitpid(q, &mut status, libc::WNOHANG);
+            if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
+                libc::_exit(127);
+            }
+            if r != q {
+                continue;
+            }
+            if libc::WIFEXITED(status) {
+                libc::_exit(libc::WEXITSTATUS(status));
+            }
+            if libc::WIFSIGNALED(status) {
+                let s = libc::WTERMSIG(status);
+                // Ends by the same signal (without a core of its own).
+                let none = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                libc::setrlimit(libc::RLIMIT_CORE, &none);
+                let mut dfl: libc::sigaction = std::mem::zeroed();
+                dfl.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(s, &dfl, std::ptr::null_mut());
+                libc::kill(libc::getpid(), s);
+                let mut one: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut one);
+                libc::sigaddset(&mut one, s);
+                libc::sigprocmask(libc::SIG_UNBLOCK, &one, std::ptr::null_mut());
+                libc::_exit(128 + s);
+            }
+        }
+    }
+}
+
+/// The tracer thread: seizes Q, receives its listener (handed to
+/// [`spawn`] on `ltx`), then follows Q's exec chain to the program.
+fn trace(
+    sock: OwnedFd,
+    seed: Option<u64>,
+    deterministic: bool,
+    page: Option<PathBuf>,
+    ltx: Sender<io::Result<(u32, OwnedFd)>>,
+) {
+    let q = match recv_bytes::<4>(sock.as_raw_fd()) {
+        Ok(Some(b)) => u32::from_ne_bytes(b),
+        // The spawn failed before Q was there: its error says why.
+        Ok(None) | Err(_) => return,
+    };
+    // SAFETY: seizing a process that waits for it; no memory passed.
+    let seized = unsafe {
+        libc::ptrace(
+            libc::PTRACE_SEIZE,
+            q as libc::pid_t,
+            0,
+            (libc::PTRACE_O_TRACEEXEC | libc::PTRACE_O_EXITKILL) as libc::c_long,
+        )
+    };
+    let error = (seized != 0).then(io::Error::last_os_error);
+    let _ = send_bytes(sock.as_raw_fd(), &[u8::from(error.is_none())]);
+    if let Some(e) = error {
+        let _ = ltx.send(Err(io::Error::new(
+            e.kind(),
+            format!(
+                "cannot trace the command's process {q} to set up its clock \
+                 (ptrace: {e}); is ptrace allowed here (kernel.yama.ptrace_scope \
+                 at most 1, no seccomp profile denying it in a container)?"
+            ),
+        )));
+        return;
+    }
+    match recv_fd(sock.as_raw_fd()) {
+        Ok(listener) => {
+            let _ = ltx.send(Ok((q, listener)));
+        }
+        Err(e) => {
+            // Q failed before its exec (the spawn's error says why): its
+            // exit, taken here, goes on to the reaper.
+            drop(ltx);
+            let _ = follow(q, seed, deterministic, None);
+            tracing::debug!(pid = q, error = %e, "seccomp launcher: no listener");
+            return;
+        }
+    }
+    if let Err(e) = follow(q, seed, deterministic, page.as_deref()) {
+        // Left running with a clock that is not the simulation's, the
+        // program would give results that look right and are not.
+        tracing::error!(pid = q, error = %e, "seccomp launcher: could not set up the program's clock; killing it");
+        // SAFETY: plain system call.
+        unsafe { libc::kill(q as libc::pid_t, libc::SIGKILL) };
+        let _ = follow(q, seed, deterministic, None);
+    }
+}
+
+/// Stays until the reaper exits, without reaping it: this thread forked
 /// it, so a `PR_SET_PDEATHSIG` the caller set fires when this thread ends.
 fn linger(pid: u32) {
     loop {
@@ -299,30 +514,20 @@ enum Stop {
     Wrapper,
     /// At the program's exec, rewritten and detached.
     Detached,
-    /// The process ended (left for its parent to reap).
+    /// The process ended (its status taken here and passed on to the
+    /// reaper, its parent).
     Exited,
-    /// No exec before the deadline (a wrapper that forks rather than execs).
-    Pending,
 }
 
-/// Follows a wrapper until it execs a program, or ends, or (with a
-/// deadline) the deadline passes: `true` if the chain ended.
-fn follow_wrapper(
-    pid: u32,
-    seed: Option<u64>,
-    deterministic: bool,
-    page: Option<&Path>,
-    deadline: Option<std::time::Instant>,
-) -> bool {
+/// Follows Q through wrappers until it execs a program (set up, then
+/// detached) or ends.
+fn follow(pid: u32, seed: Option<u64>, deterministic: bool, page: Option<&Path>) -> io::Result<()> {
     loop {
-        match next_exec(pid, false, seed, deterministic, page, deadline) {
-            Ok(Stop::Wrapper) => continue,
-            Ok(Stop::Pending) => return false,
-            Ok(Stop::Detached) | Ok(Stop::Exited) => return true,
-            Err(e) => {
-                tracing::warn!(error = %e, pid, "seccomp launcher: lost track of the scheduler command");
-                return true;
+        match next_exec(pid, seed, deterministic, page)? {
+            Stop::Wrapper => {
+                tracing::debug!(pid, "seccomp launcher: following a wrapper")
             }
+            Stop::Detached | Stop::Exited => return Ok(()),
         }
     }
 }
@@ -336,29 +541,18 @@ fn is_wrapper(pid: u32) -> bool {
 
 /// Waits for the next exec stop of `pid` (passing other signals on),
 /// rewrites the new program's auxiliary vector, then resumes it traced (a
-/// wrapper) or detaches. Exit is only peeked at (`WNOWAIT`), never reaped:
-/// the status belongs to whoever holds the `Child`.
+/// wrapper) or detaches. An exit is taken (Q is not this process's child:
+/// the kernel hands its status to the reaper once the tracer has it).
 fn next_exec(
     pid: u32,
-    first: bool,
     seed: Option<u64>,
     deterministic: bool,
     page: Option<&Path>,
-    deadline: Option<std::time::Instant>,
 ) -> io::Result<Stop> {
     loop {
-        // SAFETY: a zeroed siginfo for waitid to fill.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let nohang = if deadline.is_some() { libc::WNOHANG } else { 0 };
-        // SAFETY: peeking at our own child's state.
-        let r = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WSTOPPED | libc::WNOWAIT | libc::__WALL | nohang,
-            )
-        };
+        let mut status = 0;
+        // SAFETY: waiting for our tracee.
+        let r = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::__WALL) };
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.raw_os_error() == Some(libc::EINTR) {
@@ -366,51 +560,32 @@ fn next_exec(
             }
             return Err(e);
         }
-        // SAFETY: reading the pid waitid filled in (0: no state change yet).
-        if deadline.is_some() && unsafe { info.si_pid() } == 0 {
-            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                return Ok(Stop::Pending);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-            continue;
-        }
-        let code = info.si_code;
-        if code == libc::CLD_EXITED || code == libc::CLD_KILLED || code == libc::CLD_DUMPED {
-            return Ok(Stop::Exited);
-        }
-        // A stop: consume it.
-        let mut status = 0;
-        // SAFETY: reaping the stop we just saw (not an exit: WNOHANG-free
-        // waitpid returns this stop at once).
-        let r = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::__WALL) };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
         if !libc::WIFSTOPPED(status) {
             return Ok(Stop::Exited);
         }
         let sig = libc::WSTOPSIG(status);
         let event = (status >> 16) & 0xff;
-        let exec_stop = sig == libc::SIGTRAP && (first || event == libc::PTRACE_EVENT_EXEC);
-        if !exec_stop {
+        if event == libc::PTRACE_EVENT_STOP {
+            // A group stop (SIGSTOP and its kin) stays one; any other
+            // event stop (the end of one) resumes.
+            let group = matches!(
+                sig,
+                libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+            );
+            let req = if group {
+                libc::PTRACE_LISTEN
+            } else {
+                libc::PTRACE_CONT
+            };
+            // SAFETY: restarting our stopped tracee.
+            unsafe { libc::ptrace(req, pid, 0, 0) };
+            continue;
+        }
+        if sig != libc::SIGTRAP || event != libc::PTRACE_EVENT_EXEC {
             // A signal for the wrapper: deliver it.
             // SAFETY: restarting our stopped tracee.
             unsafe { libc::ptrace(libc::PTRACE_CONT, pid, 0, sig as libc::c_long) };
             continue;
-        }
-        if first {
-            // SAFETY: options on our stopped tracee.
-            let r = unsafe {
-                libc::ptrace(
-                    libc::PTRACE_SETOPTIONS,
-                    pid,
-                    0,
-                    (libc::PTRACE_O_TRACEEXEC | libc::PTRACE_O_EXITKILL) as libc::c_long,
-                )
-            };
-            if r != 0 {
-                return Err(io::Error::last_os_error());
-            }
         }
         let wrapper = is_wrapper(pid);
         // The program's vDSO reads the clock page; a wrapper's is hidden
@@ -426,6 +601,14 @@ fn next_exec(
             None => false,
         };
         rewrite_auxv(pid, seed, !patched)?;
+        if !wrapper && !super::gort::keep_forced_gc() {
+            match super::gort::unforce_gc(pid) {
+                Ok(done) => tracing::debug!(pid, ?done, "seccomp launcher: Go's forced collection"),
+                Err(e) => {
+                    tracing::warn!(pid, error = %e, "seccomp launcher: could not look for Go's forced collection period")
+                }
+            }
+        }
         if deterministic && !wrapper {
             match super::tsc::patch_go_cputicks(pid) {
                 Ok(n) => tracing::debug!(
@@ -449,6 +632,42 @@ fn next_exec(
         }
         return Ok(Stop::Detached);
     }
+}
+
+/// One look at the process tree of `root` (it and its descendants): the
+/// CPU time of its processes (ns) and the count of its threads, if every
+/// thread is asleep (`S`; with `killable`, `D` too: a deterministic
+/// filter's held calls wait killably), else `None`. Two equal looks in a
+/// row prove that nothing in the tree ran in between.
+pub(crate) fn tree_asleep(root: u32, killable: bool) -> Option<(u64, usize)> {
+    let mut procs = vec![root];
+    let mut i = 0;
+    let (mut cpu, mut threads) = (0u64, 0usize);
+    while let Some(&p) = procs.get(i) {
+        i += 1;
+        for t in std::fs::read_dir(format!("/proc/{p}/task")).ok()? {
+            let tid = t.ok()?.file_name();
+            let tid = tid.to_str()?;
+            let stat = std::fs::read_to_string(format!("/proc/{p}/task/{tid}/stat")).ok()?;
+            let state = stat.rsplit_once(')')?.1.trim_start().bytes().next()?;
+            match state {
+                // A zombie runs no more (its parent, woken, shows awake).
+                b'S' | b'Z' => {}
+                b'D' if killable => {}
+                _ => return None,
+            }
+            threads += 1;
+            let children =
+                std::fs::read_to_string(format!("/proc/{p}/task/{tid}/children")).ok()?;
+            procs.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+        cpu = cpu.wrapping_add(super::remote::process_cpu_time_ns(p).unwrap_or(0));
+    }
+    Some((cpu, threads))
 }
 
 /// At an exec stop, the stack pointer is at `argc`; then come `argv`,

@@ -19,6 +19,7 @@
 
 mod ensemble;
 pub(crate) mod filter;
+pub(crate) mod gort;
 pub(crate) mod launch;
 pub mod remote;
 pub(crate) mod supervisor;

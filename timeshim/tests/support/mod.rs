@@ -189,11 +189,24 @@ pub fn dump_threads(pid: u32) -> String {
 /// into the target directory with the machine's Go toolchain. Go is a
 /// requirement of the test suite: without it this fails, never skips.
 pub fn go_build(package: &str) -> PathBuf {
+    go_build_as(package, package, &[])
+}
+
+/// [`go_build`] stripped of its symbol table and debug information
+/// (`-ldflags=-s -w`, as the schedulers are built), into `<package>-stripped`.
+#[allow(dead_code)]
+pub fn go_build_stripped(package: &str) -> PathBuf {
+    go_build_as(package, &format!("{package}-stripped"), &["-ldflags=-s -w"])
+}
+
+fn go_build_as(package: &str, name: &str, flags: &[&str]) -> PathBuf {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/go");
-    let out = profile_dir().join("go").join(package);
+    let out = profile_dir().join("go").join(name);
     let mut cmd = std::process::Command::new("go");
     cmd.current_dir(&src)
-        .args(["build", "-trimpath", "-o"])
+        .args(["build", "-trimpath"])
+        .args(flags)
+        .arg("-o")
         .arg(&out)
         .arg(format!("./{package}"))
         .env("CGO_ENABLED", "0");

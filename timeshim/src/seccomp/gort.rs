@@ -1,0 +1,288 @@
+//! Go's runtime on simulated time: the forced garbage collection.
+//!
+//! Go's runtime reads the same clock as the program (`nanotime`, through
+//! the vDSO the launcher points at the clock page), so its housekeeping is
+//! paced by simulated time too. One piece of it costs a run dearly and
+//! changes nothing a program does: sysmon forces a full collection when
+//! none ran for `runtime.forcegcperiod` (2 minutes), and, with every
+//! processor idle, sleeps at most half that period. On a trace of months
+//! of simulated time, every program woken after two quiet minutes starts
+//! with a full collection of its heap (a scheduler holding thousands of
+//! pods: tens of milliseconds), and an idle program asks for a wake-up
+//! every simulated minute. On a real cluster the same period passes in
+//! real time, in which the program does a hundred times more work.
+//!
+//! At the program's exec stop, the launcher sets `runtime.forcegcperiod`
+//! (a variable "for testing purposes", runtime/proc.go) to `i64::MAX`: no
+//! forced collection, and an idle sysmon sleeps until the next timer. The
+//! collections the heap's growth triggers (`GOGC`, `GOMEMLIMIT`) are
+//! unchanged, and so is everything the program computes: what it
+//! allocates, frees and decides does not depend on when a collection ran.
+//!
+//! The variable is found in stripped binaries too: `.gopclntab` (which
+//! the runtime needs, so no build strips it) names `runtime.sysmon`; of the
+//! addresses its code reads RIP-relative, the one in the writable data
+//! that holds 2 minutes in nanoseconds is the period (sysmon reads it for
+//! its sleep and its trigger). Exactly one such address, or nothing is
+//! changed. `TIMESHIM_GO_FORCED_GC=keep` in the controller's environment
+//! leaves every program's period as it is.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+
+/// `runtime.forcegcperiod`'s initial value, 2 minutes (every Go release).
+const FORCEGC_PERIOD_NS: u64 = 120_000_000_000;
+/// What it becomes: never reached (`now - lastgc > forcegcperiod`).
+const NEVER: i64 = i64::MAX;
+
+/// What [`unforce_gc`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ForcedGc {
+    /// The period was found at this address and set to never.
+    Disabled(u64),
+    /// Not a Go program (no `.gopclntab`, no `runtime.sysmon`).
+    NotGo,
+    /// A Go program whose period was not found exactly once (an unknown
+    /// layout): left as it is.
+    NotFound,
+}
+
+/// Whether the launcher leaves the forced collection on simulated time
+/// (`TIMESHIM_GO_FORCED_GC=keep`).
+pub(crate) fn keep_forced_gc() -> bool {
+    std::env::var_os("TIMESHIM_GO_FORCED_GC").as_deref() == Some("keep".as_ref())
+}
+
+/// Sets `runtime.forcegcperiod` to never in the stopped tracee `pid`
+/// (at its exec stop, before the runtime starts).
+pub(crate) fn unforce_gc(pid: u32) -> io::Result<ForcedGc> {
+    let exe = File::open(format!("/proc/{pid}/exe"))?;
+    let Some(elf) = Elf::read(&exe)? else {
+        return Ok(ForcedGc::NotGo);
+    };
+    let addr = match find_forcegc_period(&exe, &elf)? {
+        Found::At(a) => a,
+        Found::NotGo => return Ok(ForcedGc::NotGo),
+        Found::NotOnce => return Ok(ForcedGc::NotFound),
+    };
+    let bias = if elf.position_independent {
+        load_bias(pid)?
+    } else {
+        0
+    };
+    let mem = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/proc/{pid}/mem"))?;
+    let at = addr + bias;
+    let mut now = [0u8; 8];
+    mem.read_exact_at(&mut now, at)?;
+    if u64::from_le_bytes(now) != FORCEGC_PERIOD_NS {
+        return Ok(ForcedGc::NotFound);
+    }
+    mem.write_all_at(&NEVER.to_le_bytes(), at)?;
+    Ok(ForcedGc::Disabled(at))
+}
+
+enum Found {
+    At(u64),
+    NotGo,
+    NotOnce,
+}
+
+/// The link-time address of `runtime.forcegcperiod`, if found exactly once.
+fn find_forcegc_period(exe: &File, elf: &Elf) -> io::Result<Found> {
+    let Some(pcln) = elf.section(".gopclntab") else {
+        return Ok(Found::NotGo);
+    };
+    let Some(text) = elf.section(".text") else {
+        return Ok(Found::NotOnce);
+    };
+    let mut tab = vec![0u8; pcln.size as usize];
+    exe.read_exact_at(&mut tab, pcln.offset)?;
+    let Some((entry, end)) = function_range(&tab, text.addr, "runtime.sysmon") else {
+        return Ok(Found::NotGo);
+    };
+    if entry < text.addr || end > text.addr + text.size || end <= entry {
+        return Ok(Found::NotOnce);
+    }
+    let mut code = vec![0u8; (end - entry) as usize];
+    exe.read_exact_at(&mut code, text.offset + (entry - text.addr))?;
+    let data: Vec<&Section> = [".noptrdata", ".data"]
+        .iter()
+        .filter_map(|n| elf.section(n))
+        .collect();
+    let mut found: Vec<u64> = Vec::new();
+    for p in 0..code.len().saturating_sub(3) {
+        let disp = i32::from_le_bytes(code[p..p + 4].try_into().unwrap());
+        // A RIP-relative operand whose displacement ends its instruction
+        // (a load or compare without an immediate): the next instruction's
+        // address plus the displacement.
+        let target = (entry + p as u64 + 4).wrapping_add(disp as i64 as u64);
+        if target % 8 != 0 || found.contains(&target) {
+            continue;
+        }
+        let Some(s) = data
+            .iter()
+            .find(|s| target >= s.addr && target + 8 <= s.addr + s.size)
+        else {
+            continue;
+        };
+        let mut v = [0u8; 8];
+        exe.read_exact_at(&mut v, s.offset + (target - s.addr))?;
+        if u64::from_le_bytes(v) == FORCEGC_PERIOD_NS {
+            found.push(target);
+        }
+    }
+    Ok(match found[..] {
+        [one] => Found::At(one),
+        _ => Found::NotOnce,
+    })
+}
+
+/// `[entry, end)` of the function `name` from a `.gopclntab` (Go 1.18 and
+/// later: magic 0xfffffff0 or 0xfffffff1, 64-bit pointers). `text` is the
+/// `.text` section's address (`runtime.text`, the base of the entry
+/// offsets since Go 1.20).
+fn function_range(tab: &[u8], text: u64, name: &str) -> Option<(u64, u64)> {
+    let u32_at =
+        |o: usize| -> Option<u32> { Some(u32::from_le_bytes(tab.get(o..o + 4)?.try_into().ok()?)) };
+    let u64_at =
+        |o: usize| -> Option<u64> { Some(u64::from_le_bytes(tab.get(o..o + 8)?.try_into().ok()?)) };
+    let magic = u32_at(0)?;
+    if !matches!(magic, 0xffff_fff0 | 0xffff_fff1) || tab.get(7) != Some(&8) {
+        return None;
+    }
+    let nfunc = u64_at(8)? as usize;
+    let base = if magic == 0xffff_fff0 {
+        u64_at(24)?
+    } else {
+        text
+    };
+    let names = u64_at(32)? as usize;
+    let cu = u64_at(40)? as usize;
+    let pcln = u64_at(64)? as usize;
+    let nametab = tab.get(names..cu)?;
+    // The name's offset in the name table: preceded by the previous
+    // name's NUL (or at the start), ended by its own.
+    let mut key = Vec::with_capacity(name.len() + 2);
+    key.push(0);
+    key.extend_from_slice(name.as_bytes());
+    key.push(0);
+    let name_off = if nametab.starts_with(&key[1..]) {
+        0
+    } else {
+        nametab.windows(key.len()).position(|w| w == key)? + 1
+    };
+    for i in 0..nfunc {
+        let ft = pcln + i * 8;
+        let (entry, funcoff) = (u32_at(ft)?, u32_at(ft + 4)? as usize);
+        if u32_at(pcln + funcoff + 4)? as usize == name_off {
+            let end = u32_at(ft + 8)?;
+            return Some((base + entry as u64, base + end as u64));
+        }
+    }
+    None
+}
+
+/// Where a position-independent executable was loaded: the start of its
+/// first mapping (file offset 0).
+fn load_bias(pid: u32) -> io::Result<u64> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))?;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() >= 6 && f[2] == "00000000" && std::path::Path::new(f[5]) == exe {
+            if let Some((lo, _)) = f[0].split_once('-') {
+                if let Ok(lo) = u64::from_str_radix(lo, 16) {
+                    return Ok(lo);
+                }
+            }
+        }
+    }
+    Err(io::Error::other("the executable's mapping not found"))
+}
+
+struct Section {
+    name: String,
+    addr: u64,
+    offset: u64,
+    size: u64,
+}
+
+/// The section headers of a 64-bit little-endian ELF executable.
+struct Elf {
+    sections: Vec<Section>,
+    position_independent: bool,
+}
+
+impl Elf {
+    /// `None` if not a 64-bit little-endian ELF executable.
+    fn read(f: &File) -> io::Result<Option<Elf>> {
+        let mut h = [0u8; 64];
+        if f.read_exact_at(&mut h, 0).is_err() || &h[..4] != b"\x7fELF" || h[4] != 2 || h[5] != 1 {
+            return Ok(None);
+        }
+        let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]);
+        let u32_at = |b: &[u8], o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+        let e_type = u16_at(&h, 16);
+        let shoff = u64_at(&h, 40);
+        let shentsize = u16_at(&h, 58) as usize;
+        let shnum = u16_at(&h, 60) as usize;
+        let shstrndx = u16_at(&h, 62) as usize;
+        if shentsize < 64 || shnum == 0 || shstrndx >= shnum || shnum > 4096 {
+            return Ok(None);
+        }
+        let mut sh = vec![0u8; shentsize * shnum];
+        f.read_exact_at(&mut sh, shoff)?;
+        let raw: Vec<(u32, u64, u64, u64)> = (0..shnum)
+            .map(|i| {
+                let s = &sh[i * shentsize..];
+                (u32_at(s, 0), u64_at(s, 16), u64_at(s, 24), u64_at(s, 32))
+            })
+            .collect();
+        let (_, _, stroff, strsize) = raw[shstrndx];
+        let mut strtab = vec![0u8; strsize.min(1 << 20) as usize];
+        f.read_exact_at(&mut strtab, stroff)?;
+        let sections = raw
+            .iter()
+            .map(|&(name, addr, offset, size)| {
+                let n = strtab.get(name as usize..).unwrap_or(&[]);
+                let n = &n[..n.iter().position(|&b| b == 0).unwrap_or(n.len())];
+                Section {
+                    name: String::from_utf8_lossy(n).into_owned(),
+                    addr,
+                    offset,
+                    size,
+                }
+            })
+            .collect();
+        Ok(Some(Elf {
+            sections,
+            position_independent: e_type == 3,
+        }))
+    }
+
+    fn section(&self, name: &str) -> Option<&Section> {
+        self.sections.iter().find(|s| s.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_period_of_a_go_test_binary_is_found_once() {
+        // The test binary is not Go: nothing found, nothing claimed.
+        let me = File::open("/proc/self/exe").unwrap();
+        let elf = Elf::read(&me).unwrap().expect("an ELF executable");
+        assert!(elf.section(".gopclntab").is_none());
+        assert!(matches!(
+            find_forcegc_period(&me, &elf).unwrap(),
+            Found::NotGo
+        ));
+    }
+}
