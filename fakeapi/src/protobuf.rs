@@ -777,9 +777,9 @@ mod tests {
 
     #[test]
     fn other_kinds_and_garbage_are_refused_with_a_reason() {
-        let e = decode(&envelope("v1", "ConfigMap", vec![])).unwrap_err();
+        let e = decode(&envelope("v1", "Service", vec![])).unwrap_err();
         assert_eq!(e.code(), 415);
-        assert!(e.to_string().contains("\"ConfigMap\""), "{e}");
+        assert!(e.to_string().contains("\"Service\""), "{e}");
         assert_eq!(decode(b"{}").unwrap_err().code(), 400);
         assert_eq!(decode(b"k8s\0\xff\xff").unwrap_err().code(), 400);
     }
