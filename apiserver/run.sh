@@ -97,12 +97,14 @@ peer_port=$(free_port)
 api_port=$(free_port)
 
 pids=()
+# The API server first (pids are etcd's, then its), then etcd: an API
+# server whose etcd went first can hang in its shutdown, retrying it.
 stop() {
 	trap - INT TERM EXIT
-	for pid in "${pids[@]}"; do
+	local i pid
+	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+		pid=${pids[i]}
 		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for pid in "${pids[@]}"; do
 		wait "$pid" 2>/dev/null || true
 	done
 }

@@ -30,6 +30,10 @@
 #                                differential harness; only when named
 #   etcd                         its store (apiserver/: go.etcd.io/etcd/server/v3);
 #                                only when named
+#   apidiff-informer             a client-go program doing what informers do, which
+#                                fakeapi's differential harness records against
+#                                kube-apiserver (fakeapi/tests/differential/clients/
+#                                informer); only when named
 #
 # Usage: schedulers/build-go.sh [--check] [OUT_DIR] [PROGRAM...]
 #   PROGRAM   one of the names above (default: all of them but kube-apiserver
@@ -63,6 +67,7 @@ declare -A module=(
 	[kueue-manager]=kueue
 	[kube-apiserver]=../apiserver
 	[etcd]=../apiserver
+	[apidiff-informer]=../fakeapi/tests/differential/clients/informer
 	[yunikorn-scheduler]=yunikorn
 )
 # program -> the package built, when it is not the module's own main package
@@ -76,7 +81,7 @@ declare -A package=(
 )
 all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling kube-controller-manager vc-scheduler vc-controller-manager vc-webhook-manager kueue-manager yunikorn-scheduler)
 # Built only when named: the real API server and its store are not schedulers.
-more=(kube-apiserver etcd)
+more=(kube-apiserver etcd apidiff-informer)
 
 check=0
 out=""
@@ -95,7 +100,7 @@ for arg in "$@"; do
 	*)
 		if [[ -n "${module[$arg]+x}" ]]; then
 			wanted+=("$arg")
-		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == yunikorn* || $arg == etcd* ]]; then
+		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == yunikorn* || $arg == etcd* || $arg == apidiff* ]]; then
 			# A misspelt program, not a directory to create.
 			echo "build-go.sh: unknown program $arg (${all[*]} ${more[*]})" >&2
 			exit 2
@@ -263,6 +268,20 @@ build_etcd() {
 	fi
 }
 
+# The differential harness's client-go program: ours, a module of its own
+# (client-go, no k8s.io/kubernetes to stamp a version from).
+build_informer() {
+	local ldflags=""
+	if [[ "${DBG:-0}" != 1 ]]; then
+		ldflags="-s -w"
+	fi
+	echo "build-go.sh: apidiff-informer (k8s.io/client-go $(modversion k8s.io/client-go)) -> $out/apidiff-informer" >&2
+	go build -trimpath -buildvcs=false -ldflags="$ldflags" -o "$out/apidiff-informer" .
+	if [[ $check == 1 ]]; then
+		go vet -trimpath ./...
+	fi
+}
+
 # YuniKorn's scheduler: the k8shim's main package (its Makefile's
 # `scheduler` target builds ./pkg/cmd/shim as yunikorn-scheduler), built
 # from the module cache (go.mod's `tool` line), with the Makefile's flags
@@ -311,6 +330,10 @@ for bin in "${wanted[@]}"; do
 	fi
 	if [[ $bin == yunikorn-scheduler ]]; then
 		build_yunikorn
+		continue
+	fi
+	if [[ $bin == apidiff-informer ]]; then
+		build_informer
 		continue
 	fi
 	# The Kubernetes version this module pins, for `--version` and the

@@ -38,6 +38,8 @@ pub const KINDS: &[(&str, &str)] = &[
     ("v1", "Binding"),
     ("v1", "Pod"),
     ("v1", "Event"),
+    ("v1", "ConfigMap"),
+    ("v1", "Secret"),
     ("events.k8s.io/v1", "Event"),
     ("coordination.k8s.io/v1", "Lease"),
     ("policy/v1", "Eviction"),
@@ -106,6 +108,16 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
         )),
         ("v1", "Event") => json(
             k8s_pb::api::core::v1::Event::decode(&*raw)
+                .map_err(bad)?
+                .conv(),
+        ),
+        ("v1", "ConfigMap") => json(
+            k8s_pb::api::core::v1::ConfigMap::decode(&*raw)
+                .map_err(bad)?
+                .conv(),
+        ),
+        ("v1", "Secret") => json(
+            k8s_pb::api::core::v1::Secret::decode(&*raw)
                 .map_err(bad)?
                 .conv(),
         ),
@@ -225,6 +237,12 @@ impl Conv for pb_meta::ManagedFieldsEntry {
     }
 }
 
+/// A string field of Go's generated protobuf: written even when empty,
+/// where Go's JSON (`omitempty`) leaves it out.
+fn text(s: Option<String>) -> Option<String> {
+    s.filter(|s| !s.is_empty())
+}
+
 impl Conv for pb_meta::ObjectMeta {
     type Out = meta::ObjectMeta;
     fn conv(self) -> meta::ObjectMeta {
@@ -234,16 +252,16 @@ impl Conv for pb_meta::ObjectMeta {
             deletion_grace_period_seconds: self.deletion_grace_period_seconds,
             deletion_timestamp: self.deletion_timestamp.conv(),
             finalizers: strings(self.finalizers),
-            generate_name: self.generate_name,
-            generation: self.generation,
+            generate_name: text(self.generate_name),
+            generation: self.generation.filter(|g| *g != 0),
             labels: map(self.labels),
             managed_fields: list(self.managed_fields),
-            name: self.name,
-            namespace: self.namespace,
+            name: text(self.name),
+            namespace: text(self.namespace),
             owner_references: list(self.owner_references),
-            resource_version: self.resource_version,
-            self_link: self.self_link,
-            uid: self.uid,
+            resource_version: text(self.resource_version),
+            self_link: text(self.self_link),
+            uid: text(self.uid),
         }
     }
 }
@@ -400,6 +418,37 @@ impl Conv for k8s_pb::api::coordination::v1::Lease {
         coordination::v1::Lease {
             metadata: self.metadata.conv().unwrap_or_default(),
             spec: self.spec.conv(),
+        }
+    }
+}
+
+/// A protobuf map of any values, absent when empty (as Go's JSON leaves it out).
+fn map_of<V, W>(m: BTreeMap<String, V>, f: impl Fn(V) -> W) -> Option<BTreeMap<String, W>> {
+    (!m.is_empty()).then(|| m.into_iter().map(|(k, v)| (k, f(v))).collect())
+}
+
+// kubectl's `create configmap` and `create secret` send these.
+impl Conv for k8s_pb::api::core::v1::ConfigMap {
+    type Out = core::v1::ConfigMap;
+    fn conv(self) -> core::v1::ConfigMap {
+        core::v1::ConfigMap {
+            metadata: self.metadata.conv().unwrap_or_default(),
+            immutable: self.immutable,
+            data: map(self.data),
+            binary_data: map_of(self.binary_data, k8s_openapi::ByteString),
+        }
+    }
+}
+
+impl Conv for k8s_pb::api::core::v1::Secret {
+    type Out = core::v1::Secret;
+    fn conv(self) -> core::v1::Secret {
+        core::v1::Secret {
+            metadata: self.metadata.conv().unwrap_or_default(),
+            immutable: self.immutable,
+            data: map_of(self.data, k8s_openapi::ByteString),
+            string_data: map(self.string_data),
+            type_: self.r#type,
         }
     }
 }
@@ -728,9 +777,9 @@ mod tests {
 
     #[test]
     fn other_kinds_and_garbage_are_refused_with_a_reason() {
-        let e = decode(&envelope("v1", "ConfigMap", vec![])).unwrap_err();
+        let e = decode(&envelope("v1", "Service", vec![])).unwrap_err();
         assert_eq!(e.code(), 415);
-        assert!(e.to_string().contains("\"ConfigMap\""), "{e}");
+        assert!(e.to_string().contains("\"Service\""), "{e}");
         assert_eq!(decode(b"{}").unwrap_err().code(), 400);
         assert_eq!(decode(b"k8s\0\xff\xff").unwrap_err().code(), 400);
     }

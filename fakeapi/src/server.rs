@@ -612,13 +612,17 @@ async fn dispatch(
             r.form(Verb::Get).and_then(|form| {
                 store.get_in(served, ns, name).map(|s| match form {
                     Form::Table => {
-                        let tbl = table::table(
+                        let rv = s.value["metadata"]["resourceVersion"].clone();
+                        let mut tbl = table::table(
                             served,
                             &[s.value],
                             store.now(),
                             true,
                             IncludeObject::parse(r.q("includeObject")),
                         );
+                        // As kube-apiserver's: the Table of one object is
+                        // at that object's version.
+                        tbl["metadata"] = json!({"resourceVersion": rv});
                         value_response(200, &tbl)
                     }
                     Form::Metadata => json_response(200, partial_json(&s.json)),

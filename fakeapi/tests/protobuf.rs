@@ -245,13 +245,13 @@ async fn unreadable_protobuf_and_protobuf_only_accept_are_refused_clearly() {
     let r = raw(
         a,
         "POST",
-        "/api/v1/namespaces/default/configmaps",
+        "/api/v1/namespaces/default/services",
         &headers,
-        Some(&envelope("v1", "ConfigMap", &pb_meta::Status::default())),
+        Some(&envelope("v1", "Service", &pb_meta::Status::default())),
     )
     .await;
     assert_eq!(r.status, 415);
-    assert!(r.json()["message"].as_str().unwrap().contains("ConfigMap"));
+    assert!(r.json()["message"].as_str().unwrap().contains("Service"));
     // Not protobuf at all: 400.
     let r = raw(
         a,
@@ -345,4 +345,64 @@ async fn pods_created_and_failed_in_protobuf() {
     let status = failed.status.unwrap();
     assert_eq!(status.phase.as_deref(), Some("Failed"));
     assert_eq!(status.reason.as_deref(), Some("ApplicationRejected"));
+}
+
+/// `kubectl create configmap` and `create secret` send protobuf; Go's
+/// generated messages carry every string of ObjectMeta even when empty,
+/// which the stored object leaves out, as Go's JSON does.
+#[tokio::test]
+async fn configmaps_and_secrets_in_protobuf_as_kubectl_creates_them() {
+    use k8s_pb::api::core::v1 as pb_core;
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let a = server.addr();
+    let headers = [("Content-Type", PROTOBUF), ("Accept", ACCEPT)];
+    let meta = |name: &str| pb_meta::ObjectMeta {
+        name: Some(name.into()),
+        generate_name: Some(String::new()),
+        namespace: Some(String::new()),
+        self_link: Some(String::new()),
+        uid: Some(String::new()),
+        resource_version: Some(String::new()),
+        generation: Some(0),
+        ..Default::default()
+    };
+    let cm = pb_core::ConfigMap {
+        metadata: Some(meta("plain")),
+        data: [("a".to_string(), "1".to_string())].into(),
+        ..Default::default()
+    };
+    let r = raw(
+        a,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &headers,
+        Some(&envelope("v1", "ConfigMap", &cm)),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{:?}", r.json());
+    let v = r.json();
+    assert_eq!(v["data"]["a"], "1");
+    let m = v["metadata"].as_object().unwrap();
+    for absent in ["generateName", "selfLink", "generation"] {
+        assert!(!m.contains_key(absent), "{absent} in {m:?}");
+    }
+    assert!(v.get("binaryData").is_none(), "{v}");
+    assert_eq!(m["namespace"], "default");
+    let secret = pb_core::Secret {
+        metadata: Some(meta("token")),
+        data: [("k".to_string(), b"secret".to_vec())].into(),
+        r#type: Some("Opaque".into()),
+        ..Default::default()
+    };
+    let r = raw(
+        a,
+        "POST",
+        "/api/v1/namespaces/default/secrets",
+        &headers,
+        Some(&envelope("v1", "Secret", &secret)),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{:?}", r.json());
+    assert_eq!(r.json()["data"]["k"], "c2VjcmV0");
+    assert_eq!(r.json()["type"], "Opaque");
 }

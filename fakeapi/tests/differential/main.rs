@@ -18,10 +18,18 @@
 //! - `record`: run every case against the real server and rewrite its
 //!   fixture (then look at `git diff`).
 //!
+//! - `record-clients`: run real clients (`clients.rs`: kubectl, client-go
+//!   informers, kube-rs reflectors) against the real server through a
+//!   recording proxy (`record.rs`), write their requests as cases
+//!   (`recorded/<client>.json`), then record those cases' fixtures against
+//!   a fresh real server (`BATKUBE_APIDIFF_CLIENTS=a,b`: only those).
+//!
 //! `BATKUBE_APIDIFF_CASES=a,b` runs only those cases.
 
+mod clients;
 mod compare;
 mod normalise;
+mod record;
 mod script;
 mod target;
 
@@ -52,10 +60,12 @@ fn prelude() -> Vec<Step> {
         accept: None,
         body: Some(body),
         text: None,
+        base64: None,
         watch: None,
         end: None,
         events: None,
         until: None,
+        compare: None,
     };
     vec![
         step(
@@ -130,7 +140,14 @@ async fn run_case(case: &Case, target: &Target) -> Vec<Value> {
                 None => watch.until_end().await,
             }
             let log = watch.close();
-            let mut events: Vec<Value> = log.events.iter().map(|e| norm.event(e)).collect();
+            // A watch the client closed after so many events: its progress
+            // bookmarks are left out (see `target::is_progress_bookmark`).
+            let mut events: Vec<Value> = log
+                .events
+                .iter()
+                .filter(|e| step.events.is_none() || !target::is_progress_bookmark(e))
+                .map(|e| norm.event(e))
+                .collect();
             // Bookmarks in a row that say the same thing are one: how many a
             // real server sends before a timeout depends on its 1 s ticker.
             events.dedup_by(|b, a| a["type"] == "BOOKMARK" && a == b);
@@ -162,9 +179,15 @@ async fn run_case(case: &Case, target: &Target) -> Vec<Value> {
         // step cannot be sent, which is a difference of its own.
         let rendered = (|| -> Result<(String, Option<Vec<u8>>), String> {
             let path = render_str(path_template(req), &ns, &lookup)?;
-            let body = match (&step.body, &step.text) {
-                (Some(b), _) => Some(serde_json::to_vec(&render_value(b, &ns, &lookup)?).unwrap()),
-                (_, Some(t)) => Some(render_str(t, &ns, &lookup)?.into_bytes()),
+            let body = match (&step.body, &step.text, &step.base64) {
+                (Some(b), _, _) => {
+                    Some(serde_json::to_vec(&render_value(b, &ns, &lookup)?).unwrap())
+                }
+                (_, Some(t), _) => Some(render_str(t, &ns, &lookup)?.into_bytes()),
+                (_, _, Some(b)) => Some(
+                    base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b)
+                        .map_err(|e| format!("`base64`: {e}"))?,
+                ),
                 _ => None,
             };
             Ok((path, body))
@@ -210,6 +233,10 @@ async fn run_case(case: &Case, target: &Target) -> Vec<Value> {
             }
             None => Value::String(String::from_utf8_lossy(&a.body).into_owned()),
         };
+        if step.compare.as_deref() == Some("status") {
+            answers.push(json!({"status": a.status, "type": a.content_type}));
+            continue;
+        }
         answers.push(json!({"status": a.status, "type": a.content_type, "body": body}));
     }
     for (_, w) in watches {
@@ -415,5 +442,82 @@ async fn fakeapi_answers_as_a_live_kube_apiserver() {
         if let Err(report) = judge(all, full) {
             panic!("{report}");
         }
+    }
+}
+
+/// `record-clients`: real clients' normal work recorded as cases, then
+/// their fixtures (see the module's doc).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Go, kubectl and the module proxy: BATKUBE_APIDIFF=record-clients cargo test --release -p fakeapi --test differential -- --ignored"]
+async fn real_clients_recorded_against_kube_apiserver() {
+    if mode() != "record-clients" {
+        eprintln!("BATKUBE_APIDIFF is not record-clients: nothing recorded");
+        return;
+    }
+    let wanted: Vec<String> = match std::env::var("BATKUBE_APIDIFF_CLIENTS") {
+        Ok(v) => v.split(',').map(str::to_string).collect(),
+        Err(_) => clients::ALL.iter().map(|c| c.to_string()).collect(),
+    };
+    let go_dir = target::repo_root().join("target/go");
+    let mut recorded = Vec::new();
+    for client in &wanted {
+        let about = clients::about(client);
+        let server = tokio::task::spawn_blocking(RealServer::start)
+            .await
+            .unwrap();
+        let real = Target::from_kubeconfig("kube-apiserver", &server.kubeconfig).await;
+        let placeholder = Case {
+            name: client.clone(),
+            about: String::new(),
+            steps: Vec::new(),
+        };
+        let ns = namespace(&placeholder);
+        // The prelude, straight to the server (not recorded).
+        let mut prelude_answers = Vec::new();
+        for step in prelude() {
+            let path = path_template(step.req.as_deref().unwrap()).replace("$ns", &ns);
+            let body = serde_json::to_vec(
+                &render_value(step.body.as_ref().unwrap(), &ns, &|_| {
+                    Err("no references in the prelude".into())
+                })
+                .unwrap(),
+            )
+            .unwrap();
+            let a = real.request("POST", &path, None, None, Some(body)).await;
+            assert_eq!(a.status, 201, "prelude {path}: {:?}", a.json());
+            prelude_answers.push(a.json().unwrap());
+        }
+        let rec = record::Recorder::start(real.clone()).await;
+        let kc_dir =
+            std::env::temp_dir().join(format!("batkube-apidiff-kc-{}", std::process::id()));
+        std::fs::create_dir_all(&kc_dir).unwrap();
+        let kc = kc_dir.join("kubeconfig.yaml");
+        std::fs::write(&kc, rec.kubeconfig(&ns)).unwrap();
+        clients::run(client, &kc, &format!("http://{}", rec.addr), &ns, &go_dir).await;
+        let (exchanges, moments) = rec.finish(Duration::from_secs(30)).await;
+        drop(rec);
+        drop(server);
+        let _ = std::fs::remove_dir_all(&kc_dir);
+        let case = record::to_case(client, about, &ns, &prelude_answers, &exchanges, &moments)
+            .unwrap_or_else(|e| panic!("{client}: {e}"));
+        let p = dir().join("recorded").join(format!("{client}.json"));
+        std::fs::write(&p, serde_json::to_string_pretty(&case).unwrap() + "\n").unwrap();
+        eprintln!("recorded {} ({} steps)", p.display(), case.steps.len());
+        recorded.push(client.clone());
+    }
+    // Their fixtures, against a fresh server.
+    let server = tokio::task::spawn_blocking(RealServer::start)
+        .await
+        .unwrap();
+    let real = Target::from_kubeconfig("kube-apiserver", &server.kubeconfig).await;
+    for case in cases().iter().filter(|c| recorded.contains(&c.name)) {
+        let fx = Fixture {
+            server: REAL.into(),
+            steps: case.steps.clone(),
+            answers: run_case(case, &real).await,
+        };
+        let p = fixture_path(case);
+        std::fs::write(&p, serde_json::to_string_pretty(&fx).unwrap() + "\n").unwrap();
+        eprintln!("recorded {}", p.display());
     }
 }

@@ -39,7 +39,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn tag(self) -> &'static str {
+    pub fn tag(self) -> &'static str {
         match self {
             Kind::Uid => "uid",
             Kind::Rv => "rv",
@@ -106,6 +106,11 @@ impl Normaliser {
             }
         };
         format!("<{}:{n}>", kind.tag())
+    }
+
+    /// The number this normaliser gave `value` as a `kind`, if it saw it.
+    pub fn ordinal(&self, kind: Kind, value: &str) -> Option<usize> {
+        self.seen.get(&(kind, value.to_string())).copied()
     }
 
     /// This server's value of `@rv:3` (the text between `{{` and `}}`).

@@ -64,14 +64,16 @@ impl Watch {
         }
     }
 
-    /// Waits until `n` events have arrived, or for `grace` after the last
-    /// one arrived (a watch a client closed itself: more may never come).
+    /// Waits until `n` events other than progress bookmarks have arrived,
+    /// or for `grace` after the last one arrived (a watch a client closed
+    /// itself: more may never come).
     pub async fn until_count(&self, n: usize, grace: Duration) {
         loop {
             let notified = self.changed.notified();
             {
                 let l = self.log.lock().unwrap();
-                if l.events.len() >= n || l.ended {
+                let counted = l.events.iter().filter(|e| !is_progress_bookmark(e)).count();
+                if counted >= n || l.ended {
                     return;
                 }
             }
@@ -155,6 +157,27 @@ impl Target {
         }
     }
 
+    /// A request passed on as a client made it (its `User-Agent` too), the
+    /// answer's body left to stream: what the recording proxy sends.
+    pub async fn send_raw(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        accept: Option<&str>,
+        user_agent: Option<&str>,
+        body: Option<Vec<u8>>,
+    ) -> http::Response<kube::client::Body> {
+        let mut req = Self::build(method, path, content_type, accept, body);
+        if let Some(ua) = user_agent.and_then(|u| http::HeaderValue::from_str(u).ok()) {
+            req.headers_mut().insert(http::header::USER_AGENT, ua);
+        }
+        tokio::time::timeout(PATIENCE, self.client.send(req))
+            .await
+            .unwrap_or_else(|_| panic!("{}: {method} {path} took too long", self.name))
+            .unwrap_or_else(|e| panic!("{}: {method} {path}: {e}", self.name))
+    }
+
     /// Starts a watch; its events gather in the returned log.
     pub async fn watch(&self, path: &str, accept: Option<&str>) -> Watch {
         let log = Arc::new(Mutex::new(WatchLog::default()));
@@ -204,6 +227,15 @@ impl Target {
         });
         Watch { log, changed, task }
     }
+}
+
+/// A bookmark that only says how far the server got (not the end of the
+/// initial events): when a real server sends one depends on its watch
+/// cache's ticker, so on a watch the client closed itself after so many
+/// events, which of them came first is an accident of timing.
+pub fn is_progress_bookmark(e: &Value) -> bool {
+    e["type"] == "BOOKMARK"
+        && e["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"] != "true"
 }
 
 fn media_type(h: &http::HeaderMap) -> String {
@@ -309,11 +341,28 @@ impl RealServer {
 
 impl Drop for RealServer {
     fn drop(&mut self) {
-        // run.sh stops etcd and kube-apiserver on SIGTERM.
-        // SAFETY: kill(2) on the process group this harness started.
+        // run.sh stops kube-apiserver, then etcd, on SIGTERM; a shutdown
+        // that hangs for 20 s is ended with SIGKILL to the whole group.
+        let pid = self.child.id() as i32;
+        // SAFETY: kill(2) on the process this harness started.
         unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
+            libc::kill(pid, libc::SIGTERM);
         }
-        let _ = self.child.wait();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                // SAFETY: kill(2) on the process group this harness
+                // started (run.sh leads it: `process_group(0)`).
+                unsafe {
+                    libc::kill(-pid, libc::SIGKILL);
+                }
+                let _ = self.child.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
