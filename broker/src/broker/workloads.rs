@@ -519,37 +519,9 @@ impl Broker {
         if !w.created {
             return Some(format!("its {kind} {name} was never created"));
         }
-        let resource = self.cfg.submit_as.resource()?;
-        let obj = self
-            .store
-            .get(resource, Some(translate::NAMESPACE), name)
-            .ok()?;
-        let conditions: Vec<String> = obj["status"]["conditions"]
-            .as_array()
-            .map(|cs| {
-                cs.iter()
-                    .map(|c| {
-                        format!(
-                            "{}={} {}",
-                            c["type"].as_str().unwrap_or(""),
-                            c["status"].as_str().unwrap_or(""),
-                            c["reason"].as_str().unwrap_or("")
-                        )
-                        .trim()
-                        .to_string()
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let phase = obj["status"]["state"]["phase"].as_str();
         Some(format!(
-            "its controller made no pod for it: {kind} {name}{}{}",
-            phase.map(|p| format!(", phase {p}")).unwrap_or_default(),
-            if conditions.is_empty() {
-                ", no conditions".to_string()
-            } else {
-                format!(", conditions {}", conditions.join("; "))
-            }
+            "its controller made no pod for it: {kind} {name}, {}",
+            self.object_conditions(name)
         ))
     }
 
