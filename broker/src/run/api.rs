@@ -31,19 +31,8 @@ pub(super) fn api_objects(
     for path in crds {
         all.extend(fakeapi::load_manifests(path).map_err(|e| anyhow::anyhow!("--crds: {e}"))?);
     }
-    let defines = |all: &[fakeapi::Manifest], resource: &str| {
-        all.iter().any(|m| {
-            let o = &m.object;
-            o["kind"] == "CustomResourceDefinition"
-                && format!(
-                    "{}.{}",
-                    o["spec"]["names"]["plural"].as_str().unwrap_or(""),
-                    o["spec"]["group"].as_str().unwrap_or("")
-                ) == resource
-        })
-    };
     if let Some(resource) = gang.group_resource() {
-        if !defines(&all, resource) {
+        if !defines_resource(&all, resource) {
             if gang == crate::translate::GangStyle::Coscheduling {
                 // batkube's own definition (fakeapi/crds), for the stand-in
                 // path to need nothing else.
@@ -133,5 +122,19 @@ pub(super) fn start_api(
         store,
         server,
         kubeconfig,
+    })
+}
+
+/// Whether `objects` hold the CustomResourceDefinition of `resource`
+/// (`plural.group`).
+pub(super) fn defines_resource(objects: &[fakeapi::Manifest], resource: &str) -> bool {
+    objects.iter().any(|m| {
+        let o = &m.object;
+        o["kind"] == "CustomResourceDefinition"
+            && format!(
+                "{}.{}",
+                o["spec"]["names"]["plural"].as_str().unwrap_or(""),
+                o["spec"]["group"].as_str().unwrap_or("")
+            ) == resource
     })
 }

@@ -198,17 +198,7 @@ pub fn check_submit_as(args: &RunArgs, objects: &[fakeapi::Manifest]) -> anyhow:
                 .is_some_and(|f| f == program)
         })
     };
-    let defines = |resource: &str| {
-        objects.iter().any(|m| {
-            let o = &m.object;
-            o["kind"] == "CustomResourceDefinition"
-                && format!(
-                    "{}.{}",
-                    o["spec"]["names"]["plural"].as_str().unwrap_or(""),
-                    o["spec"]["group"].as_str().unwrap_or("")
-                ) == resource
-        })
-    };
+    let defines = |resource: &str| super::api::defines_resource(objects, resource);
     match args.submit_as {
         SubmitAs::Pod => {}
         SubmitAs::Job if !runs("kube-controller-manager") => bail!(
