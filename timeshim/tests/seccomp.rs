@@ -277,8 +277,11 @@ fn a_seed_makes_the_randomness_a_program_is_given_reproducible() {
 /// clock, the simulated one: over months of simulated time, one per
 /// program wake-up. The launcher sets the period to never (stripped
 /// binaries too); `TIMESHIM_GO_FORCED_GC=keep` leaves it, and the same ten
-/// idle minutes then force collections. What the program computes is the
-/// same either way. (A deterministic run keeps the period unless
+/// idle minutes then force collections. How many depends on where sysmon's
+/// wake-ups fall against the main goroutine's in a run without a seed (it
+/// tests the period only when it wakes: 2 to 5 were seen), so the kept run
+/// asserts at least one, and the run with the period off exactly none.
+/// What the program computes is the same either way. (A deterministic run keeps the period unless
 /// `TIMESHIM_GO_FORCED_GC=never`: `gort`'s unit tests.)
 #[test]
 fn go_programs_are_not_forced_to_collect_on_simulated_time() {
@@ -301,7 +304,7 @@ fn go_programs_are_not_forced_to_collect_on_simulated_time() {
             "{p}: stderr {}",
             String::from_utf8_lossy(&off.stderr)
         );
-        assert!(forced(&kept) >= 3, "{p}: {:?}", stdout(&kept));
+        assert!(forced(&kept) >= 1, "{p}: {:?}", stdout(&kept));
         assert_eq!(stdout(&kept)[0], "slept 600");
     }
 }
