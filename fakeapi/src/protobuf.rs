@@ -15,7 +15,7 @@
 //! decodes a response, watch streams included, by its Content-Type.
 
 use crate::error::ApiError;
-use k8s_openapi::api::{coordination, core, events, policy};
+use k8s_openapi::api::{batch, coordination, core, events, policy};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::jiff::Timestamp;
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as pb_meta;
@@ -23,7 +23,9 @@ use prost::Message;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+mod job;
 mod pod;
+mod service;
 
 /// The four bytes before every protobuf-encoded Kubernetes object.
 pub const MAGIC: &[u8] = b"k8s\0";
@@ -40,6 +42,8 @@ pub const KINDS: &[(&str, &str)] = &[
     ("v1", "Event"),
     ("v1", "ConfigMap"),
     ("v1", "Secret"),
+    ("v1", "Service"),
+    ("batch/v1", "Job"),
     ("events.k8s.io/v1", "Event"),
     ("coordination.k8s.io/v1", "Lease"),
     ("policy/v1", "Eviction"),
@@ -121,6 +125,12 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
                 .map_err(bad)?
                 .conv(),
         ),
+        ("v1", "Service") => json(pod::To::<core::v1::Service>::to(
+            k8s_pb::api::core::v1::Service::decode(&*raw).map_err(bad)?,
+        )),
+        ("batch/v1", "Job") => json(pod::To::<batch::v1::Job>::to(
+            k8s_pb::api::batch::v1::Job::decode(&*raw).map_err(bad)?,
+        )),
         ("events.k8s.io/v1", "Event") => json(
             k8s_pb::api::events::v1::Event::decode(&*raw)
                 .map_err(bad)?
@@ -775,11 +785,144 @@ mod tests {
         assert_eq!(v["preconditions"]["uid"], "u");
     }
 
+    /// A Job as JobSet's controller creates it (controller-runtime writes
+    /// it in protobuf): an Indexed Job with a pod failure policy and its
+    /// pod template, as a JSON client would have sent it.
+    #[test]
+    fn jobs_read_as_the_json_a_json_client_sends() {
+        use k8s_pb::api::batch::v1 as pb_batch;
+        use k8s_pb::api::core::v1 as pb;
+        let job = pb_batch::Job {
+            metadata: Some(pb_meta::ObjectMeta {
+                name: Some("w0-1-main-0".into()),
+                labels: [(
+                    "jobset.sigs.k8s.io/jobset-name".to_string(),
+                    "w0-1".to_string(),
+                )]
+                .into(),
+                ..Default::default()
+            }),
+            spec: Some(pb_batch::JobSpec {
+                parallelism: Some(3),
+                completions: Some(3),
+                backoff_limit: Some(0),
+                completion_mode: Some("Indexed".into()),
+                pod_failure_policy: Some(pb_batch::PodFailurePolicy {
+                    rules: vec![pb_batch::PodFailurePolicyRule {
+                        action: Some("Ignore".into()),
+                        on_pod_conditions: vec![pb_batch::PodFailurePolicyOnPodConditionsPattern {
+                            r#type: Some("DisruptionTarget".into()),
+                            status: Some("True".into()),
+                        }],
+                        ..Default::default()
+                    }],
+                }),
+                template: Some(pb::PodTemplateSpec {
+                    metadata: Some(pb_meta::ObjectMeta {
+                        annotations: [("a".to_string(), "b".to_string())].into(),
+                        ..Default::default()
+                    }),
+                    spec: Some(pb::PodSpec {
+                        restart_policy: Some("Never".into()),
+                        subdomain: Some("w0-1".into()),
+                        containers: vec![pb::Container {
+                            name: Some("job".into()),
+                            image: Some("busybox".into()),
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }),
+                }),
+                ..Default::default()
+            }),
+            status: Some(Default::default()),
+        };
+        let v = decode(&envelope("batch/v1", "Job", job.encode_to_vec())).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "w0-1-main-0",
+                    "labels": {"jobset.sigs.k8s.io/jobset-name": "w0-1"}},
+                "spec": {
+                    "parallelism": 3, "completions": 3, "backoffLimit": 0,
+                    "completionMode": "Indexed",
+                    "podFailurePolicy": {"rules": [{"action": "Ignore",
+                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
+                    "template": {
+                        "metadata": {"annotations": {"a": "b"}},
+                        "spec": {"restartPolicy": "Never", "subdomain": "w0-1",
+                            "containers": [{"name": "job", "image": "busybox"}]}
+                    }
+                },
+                "status": {}
+            })
+        );
+    }
+
+    /// The headless Service JobSet's controller makes for a JobSet's pods.
+    #[test]
+    fn services_read_as_the_json_a_json_client_sends() {
+        use k8s_pb::api::core::v1 as pb;
+        use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
+        let svc = pb::Service {
+            metadata: Some(pb_meta::ObjectMeta {
+                name: Some("w0-1".into()),
+                namespace: Some("default".into()),
+                ..Default::default()
+            }),
+            spec: Some(pb::ServiceSpec {
+                cluster_ip: Some("None".into()),
+                selector: [(
+                    "jobset.sigs.k8s.io/jobset-name".to_string(),
+                    "w0-1".to_string(),
+                )]
+                .into(),
+                publish_not_ready_addresses: Some(true),
+                ports: vec![pb::ServicePort {
+                    port: Some(443),
+                    target_port: Some(IntOrString {
+                        r#type: Some(1),
+                        str_val: Some("https".into()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            status: Some(pb::ServiceStatus {
+                conditions: vec![pb_meta::Condition {
+                    r#type: Some("Ready".into()),
+                    status: Some("True".into()),
+                    last_transition_time: Some(pb_meta::Time {
+                        seconds: Some(1_767_225_600),
+                        nanos: Some(0),
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+        };
+        let v = decode(&envelope("v1", "Service", svc.encode_to_vec())).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "w0-1", "namespace": "default"},
+                "spec": {"clusterIP": "None", "publishNotReadyAddresses": true,
+                    "selector": {"jobset.sigs.k8s.io/jobset-name": "w0-1"},
+                    "ports": [{"port": 443, "targetPort": "https"}]},
+                "status": {"conditions": [{"type": "Ready", "status": "True",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z", "message": "", "reason": ""}]}
+            })
+        );
+    }
+
     #[test]
     fn other_kinds_and_garbage_are_refused_with_a_reason() {
-        let e = decode(&envelope("v1", "Service", vec![])).unwrap_err();
+        let e = decode(&envelope("apps/v1", "Deployment", vec![])).unwrap_err();
         assert_eq!(e.code(), 415);
-        assert!(e.to_string().contains("\"Service\""), "{e}");
+        assert!(e.to_string().contains("\"Deployment\""), "{e}");
         assert_eq!(decode(b"{}").unwrap_err().code(), 400);
         assert_eq!(decode(b"k8s\0\xff\xff").unwrap_err().code(), 400);
     }

@@ -170,6 +170,9 @@ macro_rules! field {
     };
 }
 
+// For the other kinds' modules (a Job's pod template is a Pod's spec).
+pub(super) use {conv, field};
+
 conv!(oa_core::AWSElasticBlockStoreVolumeSource <- pb_core::AwsElasticBlockStoreVolumeSource {
     fs_type, partition, read_only, volume_id
 });
