@@ -22,6 +22,11 @@
 #   kueue-manager                Kueue's controller manager (sigs.k8s.io/kueue/cmd/kueue,
 #                                schedulers/kueue); also copies Kueue's CRDs from the
 #                                module cache into OUT_DIR/crds/kueue/
+#   jobset-manager               JobSet's controller manager (sigs.k8s.io/jobset, its root
+#                                main package, schedulers/jobset); also copies JobSet's CRD
+#                                into OUT_DIR/crds/jobset/ and its webhook configurations
+#                                (rendered by `kubectl kustomize` from the module's
+#                                config/default) into OUT_DIR/webhooks/jobset/
 #   yunikorn-scheduler           Apache YuniKorn's scheduler, unmodified (schedulers/yunikorn:
 #                                github.com/apache/yunikorn-k8shim/pkg/cmd/shim, the k8shim
 #                                with yunikorn-core); YuniKorn has no CRDs
@@ -65,6 +70,7 @@ declare -A module=(
 	[vc-controller-manager]=volcano
 	[vc-webhook-manager]=volcano
 	[kueue-manager]=kueue
+	[jobset-manager]=jobset
 	[kube-apiserver]=../apiserver
 	[etcd]=../apiserver
 	[apidiff-informer]=../fakeapi/tests/differential/clients/informer
@@ -79,7 +85,7 @@ declare -A package=(
 	[kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
 	[etcd]=go.etcd.io/etcd/server/v3
 )
-all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling kube-controller-manager vc-scheduler vc-controller-manager vc-webhook-manager kueue-manager yunikorn-scheduler)
+all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling kube-controller-manager vc-scheduler vc-controller-manager vc-webhook-manager kueue-manager jobset-manager yunikorn-scheduler)
 # Built only when named: the real API server and its store are not schedulers.
 more=(kube-apiserver etcd apidiff-informer)
 
@@ -100,7 +106,7 @@ for arg in "$@"; do
 	*)
 		if [[ -n "${module[$arg]+x}" ]]; then
 			wanted+=("$arg")
-		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == yunikorn* || $arg == etcd* || $arg == apidiff* ]]; then
+		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == jobset* || $arg == yunikorn* || $arg == etcd* || $arg == apidiff* ]]; then
 			# A misspelt program, not a directory to create.
 			echo "build-go.sh: unknown program $arg (${all[*]} ${more[*]})" >&2
 			exit 2
@@ -251,6 +257,64 @@ build_kueue() {
 	fi
 }
 
+# JobSet's CRD (the generated config/components/crd/bases/, without the
+# kustomize patch that adds a conversion webhook: JobSet serves one version)
+# into $out/crds/jobset/, and its webhook configurations into
+# $out/webhooks/jobset/webhooks.yaml: the Mutating- and
+# ValidatingWebhookConfiguration of config/default as `kubectl kustomize`
+# renders it (names prefixed `jobset-`, the pod webhooks' objectSelector,
+# the Service jobset-system/jobset-webhook-service), without a caBundle:
+# schedulers/jobset/webhook.sh adds one for a run.
+jobset_manifests() {
+	local mod dest crd
+	mod=$(go list -m -f '{{.Dir}}' sigs.k8s.io/jobset)
+	crd=$mod/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml
+	if [[ ! -f $crd ]]; then
+		echo "build-go.sh: $crd is missing (has the module's layout changed?)" >&2
+		exit 1
+	fi
+	dest="$out/crds/jobset"
+	mkdir -p "$dest"
+	install -m 0644 "$crd" "$dest/"
+	echo "build-go.sh: CRD (sigs.k8s.io/jobset $(modversion sigs.k8s.io/jobset)) -> $dest" >&2
+	command -v kubectl >/dev/null || {
+		echo "build-go.sh: kubectl is needed to render JobSet's webhook configurations (kubectl kustomize $mod/config/default)" >&2
+		exit 1
+	}
+	dest="$out/webhooks/jobset"
+	mkdir -p "$dest"
+	kubectl kustomize "$mod/config/default" 2>/dev/null | awk '
+		function flush() { if (doc ~ /\nkind: (Mutating|Validating)WebhookConfiguration\n/) { printf "---%s", doc; n++ } doc = "\n" }
+		BEGIN { doc = "\n" }
+		/^---/ { flush(); next }
+		{ doc = doc $0 "\n" }
+		END { flush(); if (n != 2) exit 1 }' >"$dest/webhooks.yaml" || {
+		echo "build-go.sh: kubectl kustomize $mod/config/default gave no two webhook configurations (has the module's layout changed?)" >&2
+		exit 1
+	}
+	echo "build-go.sh: webhook configurations (sigs.k8s.io/jobset $(modversion sigs.k8s.io/jobset)) -> $dest" >&2
+}
+
+# JobSet's controller manager: the module's root main package, built from
+# the module cache (go.mod's `tool` line), stamped as JobSet's Makefile
+# stamps it (the release, and the commit the module proxy recorded).
+build_jobset() {
+	local jver jsha ldflags
+	jver=$(modversion sigs.k8s.io/jobset)
+	jsha=$(go mod download -json "sigs.k8s.io/jobset@$jver" | sed -n 's/^.*"Hash": *"\([0-9a-f]*\)".*$/\1/p' | head -n1)
+	ldflags="-X sigs.k8s.io/jobset/pkg/version.GitVersion=$jver"
+	ldflags+=" -X sigs.k8s.io/jobset/pkg/version.GitCommit=${jsha:-module-$jver}"
+	if [[ "${DBG:-0}" != 1 ]]; then
+		ldflags+=" -s -w"
+	fi
+	echo "build-go.sh: jobset-manager (sigs.k8s.io/jobset $jver) -> $out/jobset-manager" >&2
+	go build -trimpath -buildvcs=false -ldflags="$ldflags" -o "$out/jobset-manager" sigs.k8s.io/jobset
+	jobset_manifests
+	if [[ $check == 1 ]]; then
+		echo "build-go.sh: jobset-manager: nothing of ours to vet or test" >&2
+	fi
+}
+
 # etcd, stamped as etcd's own build stamps it (the commit the module proxy
 # recorded for the server module).
 build_etcd() {
@@ -322,6 +386,10 @@ for bin in "${wanted[@]}"; do
 	cd "$here/${module[$bin]}"
 	if [[ $bin == kueue-manager ]]; then
 		build_kueue
+		continue
+	fi
+	if [[ $bin == jobset-manager ]]; then
+		build_jobset
 		continue
 	fi
 	if [[ $bin == etcd ]]; then
