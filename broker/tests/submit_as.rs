@@ -1,8 +1,9 @@
-//! `batkube run --submit-as job|vcjob`: each Batsim job becomes the object
-//! users submit (a batch/v1 Job, a Volcano Job), created through the API's
-//! admission path, and the real controller makes its pods on simulated
-//! time: kube-controller-manager's job controller beside the upstream
-//! kube-scheduler, vc-controller-manager beside vc-scheduler. The broker
+//! `batkube run --submit-as job|vcjob|jobset`: each Batsim job becomes the
+//! object users submit (a batch/v1 Job, a Volcano Job, a JobSet), created
+//! through the API's admission path, and the real controller makes its pods
+//! on simulated time: kube-controller-manager's job controller beside the
+//! upstream kube-scheduler, vc-controller-manager beside vc-scheduler,
+//! JobSet's controller manager (and its webhooks) beside the job controller. The broker
 //! follows the controller's pods (EXECUTE_JOB once a gang is bound, the
 //! kubelet's statuses), and the controller's reaction to their ends is its
 //! own: the Job's Complete or Failed condition, the Volcano Job's phase, in
@@ -372,6 +373,182 @@ fn jobs_run_as_volcano_jobs_under_volcano() {
     assert_eq!(groups, 3, "one PodGroup per Volcano Job, made by Volcano");
 }
 
+/// Four jobs as JobSets under JobSet's controller manager (its defaulting
+/// and validating webhooks served for real: certificates, Service and
+/// webhook configurations from schedulers/jobset/webhook.sh), the job
+/// controller and kube-scheduler. JobSet's controller makes each JobSet's
+/// Job (`JOBSET-main-0`) and headless Service (the webhook's default
+/// `network`), the job controller their pods; the gangs start together;
+/// the JobSets whose pods succeed end Completed. The third, killed at its
+/// walltime, fails its Job; JobSet restarts it once (`maxRestarts` 1): new
+/// Job, new pods, a new Batsim job `3-r1`, killed too, then the JobSet is
+/// Failed. The fourth's name is too long for the names JobSet would give
+/// its pods: its validating webhook refuses it, and the job is rejected
+/// with JobSet's message.
+#[test]
+fn jobs_run_as_jobsets_under_jobsets_controller() {
+    let sched = command(
+        &common::go::go_program("kube-scheduler", false),
+        "--leader-elect=false --secure-port=0",
+    );
+    let manager = common::go::go_program("jobset-manager", false);
+    let dir = tempfile::tempdir().unwrap();
+    let hook = dir.path().join("hook");
+    let prepared = Command::new("sh")
+        .arg(root().join("schedulers/jobset/webhook.sh"))
+        .arg(&hook)
+        .arg(common::go::go_dir())
+        .output()
+        .unwrap();
+    assert!(
+        prepared.status.success(),
+        "webhook.sh: {}",
+        String::from_utf8_lossy(&prepared.stderr)
+    );
+    let long = "a-job-whose-name-is-far-too-long-for-jobset-pods";
+    let w = dir.path().join("w.json");
+    std::fs::write(
+        &w,
+        json!({"nb_res": 16, "jobs": [
+            {"id": "1", "subtime": 0, "res": 1, "profile": "d10"},
+            {"id": "2", "subtime": 0, "res": 3, "profile": "d10"},
+            {"id": "3", "subtime": 5, "res": 2, "profile": "d40", "walltime": 8, "maxRestarts": 1},
+            {"id": long, "subtime": 5, "res": 1, "profile": "d10"}],
+          "profiles": {"d10": {"type": "delay", "delay": 10, "cpu": "1"},
+                       "d40": {"type": "delay", "delay": 40, "cpu": "1"}}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let crds = common::go::go_dir().join("crds/jobset");
+    let o = run(
+        &out,
+        &w,
+        &[
+            "--gang",
+            "none",
+            "--submit-as",
+            "jobset",
+            "--crds",
+            crds.to_str().unwrap(),
+            "--crds",
+            hook.join("webhook.yaml").to_str().unwrap(),
+            "--scheduler",
+            &sched,
+            "--controller",
+            &kcm(),
+            "--controller",
+            &command(
+                &manager,
+                &format!("--config {}", hook.join("config.yaml").display()),
+            ),
+        ],
+    );
+    let s = succeeded(&out, &o);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains(
+            "--submit-as jobset: admission webhooks act on the jobs' objects \
+             (jobsets.jobset.x-k8s.io): mjobset.kb.io (mutating, \
+             jobset-mutating-webhook-configuration), vjobset.kb.io (validating, \
+             jobset-validating-webhook-configuration)"
+        ),
+        "the run says which webhooks act: {stderr}"
+    );
+    assert_eq!(
+        s["jobs_succeeded"],
+        2,
+        "{s}\ncontroller-2.log:\n{}",
+        log_tail(&out, "controller-2.log")
+    );
+    assert_eq!(s["resubmissions"], 1, "{s}");
+    assert_eq!(s["warnings"], json!([]), "{s}");
+    let jobs = csv(&out.join("jobs.csv"));
+    let row = |id: &str| {
+        jobs.iter()
+            .find(|r| r[0] == id)
+            .unwrap_or_else(|| panic!("no job {id}: {jobs:?}"))
+            .clone()
+    };
+    assert_eq!(row("1")[7], "COMPLETED_SUCCESSFULLY");
+    assert_eq!(row("2")[7], "COMPLETED_SUCCESSFULLY");
+    assert_eq!(row("3")[7], "COMPLETED_WALLTIME_REACHED");
+    assert_eq!(row("3-r1")[7], "COMPLETED_WALLTIME_REACHED");
+    assert_eq!(row(long)[7], "REJECTED", "{jobs:?}");
+    assert_eq!(jobs.len(), 5, "no third attempt: {jobs:?}");
+    // The pods are the job controller's, of the Job JobSet made:
+    // JOBSET-main-0-INDEX-xxxxx, one per node.
+    let pods = pods_by_job(&out);
+    for job in ["w0!1", "w0!2", "w0!3", "w0!3-r1"] {
+        let rows = &pods[job];
+        let name = job.split('-').next().unwrap().replace('!', "-");
+        let nodes: std::collections::BTreeSet<&String> = rows.iter().map(|r| &r.1).collect();
+        assert_eq!(nodes.len(), rows.len(), "{job}: one pod per node: {rows:?}");
+        for (k, (pod, _, _)) in rows.iter().enumerate() {
+            assert!(
+                pod.starts_with(&format!("{name}-main-0-{k}-")),
+                "{job}: pod {pod} of index {k}"
+            );
+        }
+    }
+    assert_eq!(pods["w0!2"].len(), 3);
+    assert!(
+        pods["w0!3-r1"]
+            .iter()
+            .all(|r| !pods["w0!3"].iter().any(|q| q.0 == r.0)),
+        "the restart's pods are new"
+    );
+    let refused = &pods[&format!("w0!{long}")];
+    assert!(
+        refused[0].2.starts_with("REJECTED: its JobSet was refused")
+            && refused[0].2.contains("JobSet name is too long"),
+        "JobSet's validating webhook's message: {refused:?}"
+    );
+    let timeline = csv(&out.join("timeline.csv"));
+    let by = |who: &str, verb: &str, kind: &str, name: &str| {
+        timeline
+            .iter()
+            .filter(|r| r[1] == who && r[2] == verb && r[3] == kind && r[5] == name)
+            .count()
+    };
+    for js in ["w0-1", "w0-2", "w0-3"] {
+        assert_eq!(by("broker", "create", "JobSet", js), 1, "{js}");
+        // The Job JobSet's controller makes (twice for the restarted one),
+        // and the headless Service of the network its webhook defaults.
+        let jobs_made = by("jobset", "create", "Job", &format!("{js}-main-0"));
+        assert_eq!(jobs_made, if js == "w0-3" { 2 } else { 1 }, "{js}");
+        assert_eq!(by("jobset", "create", "Service", js), 1, "{js}");
+    }
+    let conditions = |js: &str| -> Vec<String> {
+        timeline
+            .iter()
+            .filter(|r| r[1] == "jobset" && r[3] == "JobSet" && r[5] == js && r[2] == "status")
+            .map(|r| r[6].clone())
+            .collect()
+    };
+    for js in ["w0-1", "w0-2"] {
+        assert!(
+            conditions(js).iter().any(|c| c == "conditions=Completed"),
+            "{js}: {:?}",
+            conditions(js)
+        );
+    }
+    assert!(
+        conditions("w0-3").iter().any(|c| c == "conditions=Failed"),
+        "{:?}",
+        conditions("w0-3")
+    );
+    assert!(timeline
+        .iter()
+        .any(|r| r[2] == "REGISTER_JOB" && r[5] == "w0!3-r1"));
+    assert!(
+        !timeline
+            .iter()
+            .any(|r| r[1] == "broker" && r[2] == "create" && r[3] == "Pod"),
+        "the broker writes no pod"
+    );
+}
+
 /// Styles the run cannot serve are refused before anything starts,
 /// naming what to add; nothing is simulated.
 #[test]
@@ -411,12 +588,67 @@ fn submission_styles_without_their_controller_are_refused_up_front() {
         &[&sched[..], &["--submit-as", "vcjob", "--controller", &vcm]].concat(),
         &["--submit-as vcjob", "jobs.batch.volcano.sh", "--crds"],
     );
+    // A JobSet needs JobSet's controller, the job controller (for its
+    // Job's pods), its CRD and its defaulting webhook: each missing one is
+    // named, with what adds it.
     refused(
-        &[&sched[..], &["--submit-as", "jobset"]].concat(),
+        &[
+            &sched[..],
+            &["--submit-as", "jobset", "--controller", &kcm()],
+        ]
+        .concat(),
         &[
             "--submit-as jobset",
-            "sigs.k8s.io/jobset",
-            "--submit-as job",
+            "--controller",
+            "jobset-manager",
+            "webhook.sh",
+        ],
+    );
+    let jsm = command(Path::new("/nonexistent/jobset-manager"), "");
+    refused(
+        &[&sched[..], &["--submit-as", "jobset", "--controller", &jsm]].concat(),
+        &[
+            "--submit-as jobset",
+            "kube-controller-manager",
+            "job controller",
+        ],
+    );
+    let kcm_fake = command(Path::new("/nonexistent/kube-controller-manager"), "");
+    let both = [
+        "--submit-as",
+        "jobset",
+        "--controller",
+        &jsm,
+        "--controller",
+        &kcm_fake,
+    ];
+    refused(
+        &[&sched[..], &both].concat(),
+        &[
+            "--submit-as jobset",
+            "jobsets.jobset.x-k8s.io",
+            "--crds",
+            "crds/jobset",
+        ],
+    );
+    // Its CRD but no webhook configuration for JobSets.
+    let crd = dir.path().join("jobset-crd.yaml");
+    std::fs::write(
+        &crd,
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n\
+         metadata: {name: jobsets.jobset.x-k8s.io}\nspec:\n  group: jobset.x-k8s.io\n  \
+         names: {kind: JobSet, plural: jobsets}\n  scope: Namespaced\n  versions:\n  - \
+         name: v1alpha2\n    served: true\n    storage: true\n    schema:\n      \
+         openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}\n",
+    )
+    .unwrap();
+    refused(
+        &[&sched[..], &both, &["--crds", crd.to_str().unwrap()]].concat(),
+        &[
+            "--submit-as jobset",
+            "webhook",
+            "schedulers/jobset/webhook.sh",
+            "--crds",
         ],
     );
     refused(

@@ -974,6 +974,9 @@ pub const MAIN_TASK: &str = "main";
 pub const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 /// The annotation a Volcano Job's pods carry their index in their task in.
 pub const VOLCANO_TASK_INDEX: &str = "volcano.sh/task-index";
+/// The label JobSet's controller puts on its Jobs and their pods: the
+/// JobSet's name (their controller reference names the Job, not the JobSet).
+pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
 
 impl SubmitAs {
     pub fn as_str(self) -> &'static str {
@@ -1044,7 +1047,8 @@ fn pod_template(pod: &Pod) -> Value {
 /// `backoffLimit` field, else 0 (a Batsim job's failure is its end), and a
 /// pod disrupted (evicted, preempted: its `DisruptionTarget` condition) is
 /// replaced without counting (`podFailurePolicy`), as a node's failure
-/// does not fail a job. The queue (`queue`, else `default_queue`) is
+/// does not fail a job. A JobSet's `failurePolicy.maxRestarts` is the
+/// job's `maxRestarts` field, else none (JobSet's default: no restart). The queue (`queue`, else `default_queue`) is
 /// Kueue's `queue-name` label on the Job under `--gang kueue`, a Volcano
 /// Job's `spec.queue`.
 pub fn workload_object(
@@ -1128,15 +1132,26 @@ pub fn workload_object(
                 "spec": spec,
             })
         }
-        SubmitAs::Jobset => json!({
-            "apiVersion": "jobset.x-k8s.io/v1alpha2",
-            "kind": "JobSet",
-            "metadata": meta,
-            "spec": {
+        SubmitAs::Jobset => {
+            let mut spec = json!({
                 "replicatedJobs": [{"name": MAIN_TASK, "replicas": 1,
                                     "template": {"spec": job_spec()}}],
-            },
-        }),
+            });
+            // JobSet's own retries: a failed Job restarts the whole JobSet
+            // (its Jobs recreated) up to maxRestarts times.
+            if let Some(v) = field(job, profile, "maxRestarts") {
+                let restarts = value_as_f64(v)
+                    .filter(|r| r.fract() == 0.0 && (0.0..=2e9).contains(r))
+                    .ok_or_else(|| format!("maxRestarts {v} is not a non-negative integer"))?;
+                spec["failurePolicy"] = json!({"maxRestarts": restarts as i64});
+            }
+            json!({
+                "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                "kind": "JobSet",
+                "metadata": meta,
+                "spec": spec,
+            })
+        }
     })
 }
 
@@ -1813,6 +1828,76 @@ mod tests {
         // The profile's cpu counts as the job's.
         let with_cpu = json!({"type": "delay", "delay": 5, "cpu": 1});
         assert!(!asks_for_no_cpu_or_memory(&one, Some(&with_cpu)));
+    }
+
+    /// A job on 3 machines as a JobSet (v1alpha2): one replicated job of
+    /// one Job, Indexed with completions = parallelism = 3, its pods'
+    /// template the gang's first pod; `maxRestarts` is its failure policy.
+    #[test]
+    fn a_parallel_job_as_a_jobset() {
+        let p = json!({"type": "delay", "delay": 5, "cpu": "2"});
+        let j = job(json!({"id": "w0!7", "subtime": 0, "res": 3, "profile": "d",
+            "walltime": 9.5, "maxRestarts": 2}));
+        let pods = pods_from_job("w0!7", &j, Some(&p), t0(), GangStyle::None, None).unwrap();
+        let o = workload_object(
+            SubmitAs::Jobset,
+            "w0!7",
+            &j,
+            Some(&p),
+            &pods[0],
+            GangStyle::None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(o["apiVersion"], "jobset.x-k8s.io/v1alpha2");
+        assert_eq!(o["kind"], "JobSet");
+        assert_eq!(o["metadata"]["name"], "w0-7");
+        assert_eq!(o["metadata"]["annotations"][JOB_ID_ANNOTATION], "w0!7");
+        assert_eq!(o["spec"]["failurePolicy"], json!({"maxRestarts": 2}));
+        let rjobs = o["spec"]["replicatedJobs"].as_array().unwrap();
+        assert_eq!(rjobs.len(), 1);
+        assert_eq!(rjobs[0]["name"], MAIN_TASK);
+        assert_eq!(rjobs[0]["replicas"], 1);
+        let spec = &rjobs[0]["template"]["spec"];
+        assert_eq!(spec["completions"], 3);
+        assert_eq!(spec["parallelism"], 3);
+        assert_eq!(spec["completionMode"], "Indexed");
+        assert_eq!(spec["backoffLimit"], 0);
+        let pod = &spec["template"];
+        assert_eq!(pod["spec"]["activeDeadlineSeconds"], 10);
+        assert_eq!(pod["spec"]["restartPolicy"], "Never");
+        assert_eq!(
+            pod["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+            "2"
+        );
+        assert!(pod["metadata"].get("name").is_none());
+        // Without the field, JobSet's default: no restart.
+        let j = job(json!({"id": "w0!8", "subtime": 0, "res": 1, "profile": "d"}));
+        let pods = pods_from_job("w0!8", &j, Some(&p), t0(), GangStyle::None, None).unwrap();
+        let o = workload_object(
+            SubmitAs::Jobset,
+            "w0!8",
+            &j,
+            Some(&p),
+            &pods[0],
+            GangStyle::None,
+            None,
+        )
+        .unwrap();
+        assert!(o["spec"].get("failurePolicy").is_none(), "{o}");
+        let j =
+            job(json!({"id": "w0!9", "subtime": 0, "res": 1, "profile": "d", "maxRestarts": -1}));
+        let e = workload_object(
+            SubmitAs::Jobset,
+            "w0!9",
+            &j,
+            Some(&p),
+            &pods[0],
+            GangStyle::None,
+            None,
+        )
+        .unwrap_err();
+        assert!(e.contains("maxRestarts -1"), "{e}");
     }
 
     proptest! {

@@ -522,8 +522,12 @@ impl Gate {
             // sockets cannot hold all of it yet: the byte counts (a
             // sock_diag lookup per connection) wait until it is done. A
             // write blocked on a full receive window keeps it busy for
-            // good: looked for after a few rounds.
-            let writing = s.watch_events_pending != 0 || s.requests_in_flight != 0;
+            // good: looked for after a few rounds. A request waiting on an
+            // admission webhook (the broker's create of a JobSet, whose
+            // webhook JobSet's manager serves) waits on a program behind
+            // this gate: it ends once the gate is open, in the window.
+            let waiting = self.activity.webhook_calls_waiting();
+            let writing = s.watch_events_pending != 0 || s.requests_in_flight > waiting;
             let bytes = if writing {
                 u64::MAX
             } else {

@@ -286,8 +286,9 @@ fn status_detail(kind: &str, new: &serde_json::Value) -> String {
     if let Some(p) = new["status"]["state"]["phase"].as_str() {
         return format!("phase={p}");
     }
-    if kind == "Job" {
+    if kind == "Job" || kind == "JobSet" {
         // A batch/v1 Job's conditions that hold (Suspended, Complete,
+        // Failed, ...), a JobSet's (StartupPolicyCompleted, Completed,
         // Failed, ...).
         let held: Vec<&str> = new["status"]["conditions"]
             .as_array()
@@ -345,6 +346,13 @@ mod tests {
         assert_eq!(
             status_detail("Queue", &json!({"status": {"running": 1}})),
             ""
+        );
+        let js = json!({"status": {"conditions": [
+            {"type": "StartupPolicyCompleted", "status": "True"},
+            {"type": "Completed", "status": "True"}, {"type": "Failed", "status": "False"}]}});
+        assert_eq!(
+            status_detail("JobSet", &js),
+            "conditions=StartupPolicyCompleted+Completed"
         );
     }
 }

@@ -1,12 +1,14 @@
-//! Jobs submitted as users submit them (`--submit-as job|vcjob`): the
-//! broker creates one workload object per Batsim job (a batch/v1 Job, a
-//! Volcano Job) through the API's admission path, so that the admission
-//! webhooks registered act on it, and a controller (kube-controller-manager's
-//! job controller, vc-controller-manager) makes its pods. The job's entries
-//! (one per pod, as for `--submit-as pod`) exist from the submission; each
-//! takes the first pod the controller makes for its index (the Job's
-//! completion index, the Volcano task's), found through the pod's
-//! controller reference (or its job-name label). From then on the pod is
+//! Jobs submitted as users submit them (`--submit-as job|vcjob|jobset`):
+//! the broker creates one workload object per Batsim job (a batch/v1 Job, a
+//! Volcano Job, a JobSet) through the API's admission path, so that the
+//! admission webhooks registered act on it, and a controller
+//! (kube-controller-manager's job controller, vc-controller-manager;
+//! JobSet's controller makes a Job, whose pods the job controller makes)
+//! makes its pods. The job's entries (one per pod, as for `--submit-as
+//! pod`) exist from the submission; each takes the first pod the controller
+//! makes for its index (the Job's completion index, the Volcano task's),
+//! found through the pod's controller reference (or its job-name label; a
+//! JobSet's pods through its `jobset-name` label). From then on the pod is
 //! followed as the broker's own pods are: EXECUTE_JOB once the gang is
 //! bound, the kubelet's statuses, kills; the controller's reaction to them
 //! (the Job's Complete or Failed condition, the Volcano Job's phase) is
@@ -18,10 +20,13 @@
 //! the first pod its controller makes registers the next attempt
 //! (REGISTER_JOB with the same profile, as `<id>-r<n>`, Batsim's dynamic
 //! jobs), and the attempt's entries take its pods when Batsim submits it.
+//! A JobSet's restart (its `failurePolicy`) recreates its Job: the new
+//! Job's pods are its next attempt in the same way.
 //! Registration stays open while an object may still make pods: until each
-//! is Complete or Failed (a Volcano Job: Completed, Failed, Aborted,
-//! Terminated), or `--give-up-after` after the last decision, when the run
-//! names the objects left with their conditions.
+//! is Complete or Failed (a JobSet: Completed or Failed; a Volcano Job:
+//! Completed, Failed, Aborted, Terminated), or `--give-up-after` after the
+//! last decision, when the run names the objects left with their
+//! conditions.
 
 use std::collections::HashMap;
 
@@ -236,12 +241,17 @@ impl Broker {
     /// follows it from now on. Returns that entry.
     pub(super) fn adopt_pod(&mut self, ch: &Change, out: &mut Vec<EventData>) -> Option<usize> {
         let meta = &ch.object["metadata"];
-        let owner = meta["ownerReferences"]
-            .as_array()
-            .and_then(|rs| {
-                rs.iter()
-                    .find(|r| r["controller"] == true && r["kind"] == "Job")
-                    .and_then(|r| r["name"].as_str())
+        // A JobSet's pods are its Jobs' (their controller reference names
+        // the Job, `JOBSET-main-0`): its label names the JobSet.
+        let owner = meta["labels"][translate::JOBSET_NAME_LABEL]
+            .as_str()
+            .filter(|_| self.cfg.submit_as == SubmitAs::Jobset)
+            .or_else(|| {
+                meta["ownerReferences"].as_array().and_then(|rs| {
+                    rs.iter()
+                        .find(|r| r["controller"] == true && r["kind"] == "Job")
+                        .and_then(|r| r["name"].as_str())
+                })
             })
             .or_else(|| meta["labels"]["batch.kubernetes.io/job-name"].as_str())
             .or_else(|| meta["labels"]["volcano.sh/job-name"].as_str())?;
@@ -400,8 +410,8 @@ impl Broker {
     }
 
     /// A change to a workload object: finished once its controller says
-    /// so (a Job's Complete or Failed condition, a Volcano Job's final
-    /// phase).
+    /// so (a Job's Complete or Failed condition, a JobSet's Completed or
+    /// Failed, a Volcano Job's final phase).
     pub(super) fn workload_changed(&mut self, ch: &Change) {
         let Some(resource) = self.cfg.submit_as.resource() else {
             return;
@@ -416,7 +426,10 @@ impl Broker {
         let st = &ch.object["status"];
         let done_condition = st["conditions"].as_array().is_some_and(|cs| {
             cs.iter().any(|c| {
-                (c["type"] == "Complete" || c["type"] == "Failed") && c["status"] == "True"
+                matches!(
+                    c["type"].as_str(),
+                    Some("Complete" | "Completed" | "Failed")
+                ) && c["status"] == "True"
             })
         });
         let done_phase = matches!(

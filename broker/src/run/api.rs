@@ -138,3 +138,29 @@ pub(super) fn defines_resource(objects: &[fakeapi::Manifest], resource: &str) ->
             ) == resource
     })
 }
+
+/// Whether `objects` hold a MutatingWebhookConfiguration with a webhook
+/// whose rules cover creating `resource` (`plural.group`), as
+/// kube-apiserver matches rules (`*` for any group, resource or operation).
+pub(super) fn mutates_resource(objects: &[fakeapi::Manifest], resource: &str) -> bool {
+    let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
+    let has = |list: &serde_json::Value, want: &str| {
+        list.as_array()
+            .is_some_and(|l| l.iter().any(|v| v == want || v == "*"))
+    };
+    objects.iter().any(|m| {
+        let o = &m.object;
+        o["kind"] == "MutatingWebhookConfiguration"
+            && o["webhooks"].as_array().is_some_and(|hooks| {
+                hooks.iter().any(|h| {
+                    h["rules"].as_array().is_some_and(|rules| {
+                        rules.iter().any(|r| {
+                            has(&r["apiGroups"], group)
+                                && has(&r["resources"], plural)
+                                && has(&r["operations"], "CREATE")
+                        })
+                    })
+                })
+            })
+    })
+}

@@ -186,7 +186,6 @@ pub fn scheduler_name(given: Option<String>, gang: crate::translate::GangStyle) 
     given.or_else(|| gang.scheduler_name().map(str::to_string))
 }
 
-/// `--shim auto`: linked when the binary carries the shim, else seccomp.
 /// Refuses a `--submit-as` style whose controller or CRDs the run lacks,
 /// before anything starts, naming the flag that adds them.
 pub fn check_submit_as(args: &RunArgs, objects: &[fakeapi::Manifest]) -> anyhow::Result<()> {
@@ -221,15 +220,39 @@ pub fn check_submit_as(args: &RunArgs, objects: &[fakeapi::Manifest]) -> anyhow:
              DIR/crds/volcano)"
         ),
         SubmitAs::Vcjob => {}
-        SubmitAs::Jobset => bail!(
-            "--submit-as jobset is not available: JobSet's controller (sigs.k8s.io/jobset) cannot \
-             be built here, the Go module proxy refuses the module (403); use --submit-as job \
-             (a batch/v1 Indexed Job) or vcjob"
+        SubmitAs::Jobset if !runs("jobset-manager") => bail!(
+            "--submit-as jobset: JobSets need JobSet's controller manager to make their Jobs; \
+             add --controller 'PATH/jobset-manager --kubeconfig \"$KUBECONFIG\" --config \
+             DIR/config.yaml' (built by `bash schedulers/build-go.sh GO_DIR jobset-manager`; \
+             DIR/config.yaml written by `schedulers/jobset/webhook.sh DIR GO_DIR`)"
         ),
+        SubmitAs::Jobset if !runs("kube-controller-manager") => bail!(
+            "--submit-as jobset: a JobSet's Jobs need kube-controller-manager's job controller \
+             to make their pods; add --controller 'PATH/kube-controller-manager --kubeconfig \
+             \"$KUBECONFIG\" --kube-api-content-type=application/json \
+             --controllers=job-controller,garbage-collector-controller --leader-elect=false \
+             --secure-port=0' (built by `bash schedulers/build-go.sh GO_DIR \
+             kube-controller-manager`)"
+        ),
+        SubmitAs::Jobset if !defines("jobsets.jobset.x-k8s.io") => bail!(
+            "--submit-as jobset: the API has no JobSet (jobsets.jobset.x-k8s.io); add JobSet's \
+             CustomResourceDefinition with --crds GO_DIR/crds/jobset (written by \
+             `bash schedulers/build-go.sh GO_DIR jobset-manager`)"
+        ),
+        SubmitAs::Jobset if !super::api::mutates_resource(objects, "jobsets.jobset.x-k8s.io") => {
+            bail!(
+                "--submit-as jobset: no webhook defaults the JobSets (JobSet's controller needs \
+                 the defaults its own webhook writes); add --crds DIR/webhook.yaml, JobSet's \
+                 webhook configurations and the Service that reaches its manager, written by \
+                 `schedulers/jobset/webhook.sh DIR GO_DIR` with the manager's DIR/config.yaml"
+            )
+        }
+        SubmitAs::Jobset => {}
     }
     Ok(())
 }
 
+/// `--shim auto`: linked when the binary carries the shim, else seccomp.
 pub fn resolve_shim(choice: ShimChoice, command: &str) -> ShimChoice {
     match choice {
         ShimChoice::Auto => match scheduler_program(command) {
@@ -320,10 +343,12 @@ pub struct RunArgs {
     /// parallelism = N for N machines; needs kube-controller-manager's job
     /// controller as a --controller), vcjob (a Volcano Job with one task of
     /// N replicas and minAvailable N; needs vc-controller-manager as a
-    /// --controller and Volcano's CRDs in --crds), jobset (refused: JobSet's
-    /// controller cannot be built here). The object goes through the API's
-    /// admission webhooks; the broker follows the pods its controller
-    /// makes.
+    /// --controller and Volcano's CRDs in --crds), jobset (a JobSet with one
+    /// replicated job, that Job; needs JobSet's controller manager and
+    /// kube-controller-manager as --controller, JobSet's CRD and webhook
+    /// configurations in --crds: schedulers/jobset/webhook.sh). The object
+    /// goes through the API's admission webhooks; the broker follows the
+    /// pods its controller makes.
     #[arg(long = "submit-as", value_enum, value_name = "STYLE", default_value_t = crate::translate::SubmitAs::Pod)]
     pub submit_as: crate::translate::SubmitAs,
     /// Output directory (created if needed).

@@ -25,7 +25,7 @@ pub fn go_dir() -> PathBuf {
 /// `name` is a program of build-go.sh (`kube-scheduler`,
 /// `kube-scheduler-with-plugin`, `kube-scheduler-explain`, `kube-scheduler-coscheduling`,
 /// `kube-controller-manager`, `vc-scheduler`, `vc-controller-manager`,
-/// `vc-webhook-manager`, `kueue-manager`, `yunikorn-scheduler`); `check` adds
+/// `vc-webhook-manager`, `kueue-manager`, `jobset-manager`, `yunikorn-scheduler`); `check` adds
 /// build-go.sh's `--check` (go vet and go test in that program's module).
 /// Needs bash, Go and, the first time on a machine, the Go module proxy.
 /// A failed build fails every test that asks for the program.
