@@ -245,13 +245,17 @@ async fn unreadable_protobuf_and_protobuf_only_accept_are_refused_clearly() {
     let r = raw(
         a,
         "POST",
-        "/api/v1/namespaces/default/services",
+        "/apis/apps/v1/namespaces/default/deployments",
         &headers,
-        Some(&envelope("v1", "Service", &pb_meta::Status::default())),
+        Some(&envelope(
+            "apps/v1",
+            "Deployment",
+            &pb_meta::Status::default(),
+        )),
     )
     .await;
     assert_eq!(r.status, 415);
-    assert!(r.json()["message"].as_str().unwrap().contains("Service"));
+    assert!(r.json()["message"].as_str().unwrap().contains("Deployment"));
     // Not protobuf at all: 400.
     let r = raw(
         a,
@@ -405,4 +409,102 @@ async fn configmaps_and_secrets_in_protobuf_as_kubectl_creates_them() {
     assert_eq!(r.status, 201, "{:?}", r.json());
     assert_eq!(r.json()["data"]["k"], "c2VjcmV0");
     assert_eq!(r.json()["type"], "Opaque");
+}
+
+/// What JobSet's controller (controller-runtime, protobuf for built-in
+/// kinds) creates for a JobSet: its headless Service and its Job, which
+/// the API then defaults and validates as any Job (generated selector,
+/// its labels on the template).
+#[tokio::test]
+async fn jobs_and_services_in_protobuf_as_jobsets_controller_creates_them() {
+    use k8s_pb::api::batch::v1 as pb_batch;
+    use k8s_pb::api::core::v1 as pb_core;
+    let (store, server, _client) = start(StoreConfig::default()).await;
+    let a = server.addr();
+    let headers = [("Content-Type", PROTOBUF), ("Accept", ACCEPT)];
+    let meta = |name: &str| pb_meta::ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some("default".into()),
+        labels: [(
+            "jobset.sigs.k8s.io/jobset-name".to_string(),
+            "js".to_string(),
+        )]
+        .into(),
+        ..Default::default()
+    };
+    let svc = pb_core::Service {
+        metadata: Some(meta("js")),
+        spec: Some(pb_core::ServiceSpec {
+            cluster_ip: Some("None".into()),
+            selector: [(
+                "jobset.sigs.k8s.io/jobset-name".to_string(),
+                "js".to_string(),
+            )]
+            .into(),
+            publish_not_ready_addresses: Some(true),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let r = raw(
+        a,
+        "POST",
+        "/api/v1/namespaces/default/services",
+        &headers,
+        Some(&envelope("v1", "Service", &svc)),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{:?}", r.json());
+    assert_eq!(r.json()["spec"]["clusterIP"], "None");
+    let job = pb_batch::Job {
+        metadata: Some(meta("js-main-0")),
+        spec: Some(pb_batch::JobSpec {
+            parallelism: Some(2),
+            completions: Some(2),
+            backoff_limit: Some(0),
+            completion_mode: Some("Indexed".into()),
+            template: Some(pb_core::PodTemplateSpec {
+                metadata: Some(pb_meta::ObjectMeta {
+                    labels: [(
+                        "jobset.sigs.k8s.io/jobset-name".to_string(),
+                        "js".to_string(),
+                    )]
+                    .into(),
+                    ..Default::default()
+                }),
+                spec: Some(pb_core::PodSpec {
+                    restart_policy: Some("Never".into()),
+                    subdomain: Some("js".into()),
+                    containers: vec![pb_core::Container {
+                        name: Some("c".into()),
+                        image: Some("busybox".into()),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+            }),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let r = raw(
+        a,
+        "POST",
+        "/apis/batch/v1/namespaces/default/jobs",
+        &headers,
+        Some(&envelope("batch/v1", "Job", &job)),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{:?}", r.json());
+    let stored = store
+        .get("jobs.batch", Some("default"), "js-main-0")
+        .unwrap();
+    assert_eq!(stored["spec"]["completions"], 2);
+    assert_eq!(stored["spec"]["completionMode"], "Indexed");
+    assert_eq!(stored["spec"]["template"]["spec"]["subdomain"], "js");
+    // The server's own defaults, as for a JSON Job.
+    assert!(
+        stored["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"].is_string(),
+        "{stored}"
+    );
 }
