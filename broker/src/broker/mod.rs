@@ -111,6 +111,12 @@ pub struct BrokerConfig {
     /// What a Batsim job becomes (`--submit-as`): its pods, or a workload
     /// object whose controller makes them (see `workloads.rs`).
     pub submit_as: translate::SubmitAs,
+    /// Simulated seconds one message of a reply takes to reach Batsim's
+    /// server: the master host's route to itself (SimGrid's loopback, or up
+    /// and down a `<cluster>`'s links: 0.0002 s on a 50 µs split-duplex
+    /// cluster). A CALL_ME_LATER names an instant after its own arrival.
+    /// 0 when the platform is unknown (`serve`).
+    pub reply_message_time: f64,
 }
 
 /// Pods of a schedulerName the scheduler has acted on none of, pending for
