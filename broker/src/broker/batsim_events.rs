@@ -137,6 +137,9 @@ impl Broker {
                         if let Some(g) = &group {
                             if submit.pod_style(self.cfg.gang) == self.cfg.gang {
                                 self.create_group(g, n as u32, &s.job, profile.as_ref())?;
+                                if self.cfg.gang.group_resource().is_some() {
+                                    self.group_objects.insert(first, g.clone());
+                                }
                             }
                         }
                         // Under --submit-as job|vcjob: the pods' template

@@ -212,6 +212,11 @@ pub struct Broker {
     jobs: jobs::Jobs<JobRt>,
     job_by_id: HashMap<String, usize>,
     job_by_pod: HashMap<String, usize>,
+    /// The group objects (PodGroups) the broker wrote for gangs, by the
+    /// gang's first entry: deleted once every pod of the gang has left the
+    /// API, as the garbage collector deletes an object whose owners are
+    /// all gone (a user's job would own its group).
+    group_objects: HashMap<usize, Arc<str>>,
     nodes: Vec<NodeRt>,
     node_by_name: HashMap<String, usize>,
     /// Profiles by workload and name, as compact JSON text (generated
@@ -336,6 +341,7 @@ impl Broker {
             jobs: jobs::Jobs::new(),
             job_by_id: HashMap::new(),
             job_by_pod: HashMap::new(),
+            group_objects: HashMap::new(),
             nodes: Vec::new(),
             node_by_name: HashMap::new(),
             profiles: HashMap::new(),
