@@ -166,6 +166,33 @@ struct JobRt {
     whole_node: bool,
 }
 
+impl JobRt {
+    /// A job entry as submitted: pending, untouched, not yet executed;
+    /// `pod_gone` when no pod of it is in the API (a workload object's
+    /// controller makes it).
+    fn new(
+        record: PodRecord,
+        image: Arc<str>,
+        scheduler: Arc<str>,
+        gang: Option<Gang>,
+        whole_node: bool,
+        pod_gone: bool,
+    ) -> JobRt {
+        JobRt {
+            record,
+            phase: Phase::Pending,
+            image,
+            scheduler,
+            touched: false,
+            created_wall: Instant::now(),
+            batsim_open: false,
+            pod_gone,
+            gang,
+            whole_node,
+        }
+    }
+}
+
 struct NodeRt {
     /// Shared with every sample of this node.
     name: Arc<str>,
