@@ -334,3 +334,48 @@ fn shim_auto_and_seed() {
         s.stderr
     );
 }
+
+/// On a platform whose master is a `<cluster>` host, each message of the
+/// broker's reply takes 0.0006 s to reach Batsim's server (50 µs up, the
+/// 500 µs backbone, 50 µs down). A wake-up wanted 1 µs after a binding (the
+/// kubelet's start latency) must name an instant after the message that
+/// asks for it arrives; it was asked for at `now + 1 µs`, and Batsim
+/// aborted ("You asked to be awaken in the past!").
+#[test]
+fn a_wake_up_closer_than_the_reply_takes_to_reach_batsim_is_asked_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("cluster.xml");
+    std::fs::write(
+        &p,
+        r#"<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1">
+<zone id="AS0" routing="Full">
+  <cluster id="c1" prefix="a" suffix="" radical="0-3" speed="1Gf" bw="125MBps" lat="50us"
+           bb_bw="2.25GBps" bb_lat="500us"><prop id="cpu" value="1"/></cluster>
+  <cluster id="c2" prefix="master_host" suffix="" radical="0-0" speed="1Gf" bw="125MBps"
+           lat="50us" bb_bw="2.25GBps" bb_lat="500us"><prop id="role" value="master"/></cluster>
+  <link id="backbone" bandwidth="1.25GBps" latency="500us"/>
+  <zoneRoute src="c1" dst="c2" gw_src="ac1_router" gw_dst="master_hostc2_router">
+    <link_ctn id="backbone"/>
+  </zoneRoute>
+</zone>
+</platform>"#,
+    )
+    .unwrap();
+    let w = workload(dir.path(), 12, 0.5, 3.0);
+    let sched = scheduler().display().to_string();
+    for start in ["0.000001", "0.0004"] {
+        let r = run(
+            dir.path(),
+            start,
+            &p,
+            &w,
+            &sched,
+            &["--kubelet-start", start],
+        );
+        assert!(r.ok, "--kubelet-start {start}: {}", r.stderr);
+        let s = r.summary();
+        assert_eq!(s["jobs_succeeded"], 12, "--kubelet-start {start}");
+    }
+}

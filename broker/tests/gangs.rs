@@ -607,3 +607,74 @@ fn queues_csv_follows_each_queue_and_agrees_with_pods_csv() {
     assert!(!out.join("queues.csv").exists());
     assert!(summary(&out).get("queues").is_none());
 }
+
+/// The PodGroups the broker writes leave the API with their pods: once the
+/// pod GC (`--terminated-pod-gc-threshold`) has deleted every pod of a
+/// gang, its group object is deleted too, as the garbage collector deletes
+/// an object whose owners are all gone. Without it, every group of a long
+/// trace stayed in the API (and in a gang scheduler's cache) to the end.
+/// (The deletions are events a gang scheduler sees, and may retry its
+/// waiting gangs on: the schedule need not be the one of a run that
+/// collects nothing.)
+#[test]
+fn a_gangs_pod_group_leaves_the_api_with_its_last_pod() {
+    let dir = tempfile::tempdir().unwrap();
+    let (w, gangs) = parallel_workload(dir.path());
+    let platform = sixteen_nodes();
+    let kept = run_on(dir.path(), "kept", &platform, &w, "coscheduling");
+    let out = dir.path().join("gc");
+    let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
+        .args(["run", "--standin", "--strict", "--platform"])
+        .arg(&platform)
+        .arg("--workload")
+        .arg(&w)
+        .arg("--scheduler")
+        .arg(common::batkube_scheduler())
+        .args([
+            "--gang",
+            "coscheduling",
+            "--terminated-pod-gc-threshold",
+            "8",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let read = |d: &Path, f: &str| std::fs::read_to_string(d.join(f)).unwrap();
+    let s = summary(&out);
+    assert_eq!(s["jobs_succeeded"], 60, "{s}");
+    assert_eq!(s["gangs_started"], gangs, "{s}");
+    assert_eq!(s["overcommit_count"], 0, "{s}");
+    let timeline = read(&out, "timeline.csv");
+    let deleted: Vec<&str> = timeline
+        .lines()
+        .filter(|l| l.contains(",broker,delete,PodGroup,default,"))
+        .collect();
+    // The 8 newest pods stay: at most 8 gangs keep their group.
+    assert!(
+        deleted.len() + 8 >= gangs && deleted.len() < gangs,
+        "{} of {gangs} groups deleted",
+        deleted.len()
+    );
+    for row in &deleted {
+        let group = row.split(',').nth(5).unwrap();
+        // Every pod of the group was collected before it.
+        let at = timeline.find(row).unwrap();
+        let pods = timeline[..at]
+            .lines()
+            .filter(|l| l.contains(&format!(",create,Pod,default,{group}-")))
+            .count();
+        assert!(pods > 1, "{row}: a group of {pods} pod(s)");
+        assert!(
+            !timeline[at..].contains(&format!(",Pod,default,{group}-")),
+            "{row}: a pod of the group is still written to after its group left"
+        );
+    }
+    assert!(
+        read(&kept, "timeline.csv")
+            .find(",delete,PodGroup,")
+            .is_none(),
+        "nothing is collected at the default threshold"
+    );
+}

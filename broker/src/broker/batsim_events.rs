@@ -2,8 +2,6 @@
 //! REJECT_JOB), completions and kills a kubelet's status writes, and the
 //! nodes' use sampled for nodes.csv.
 
-use std::time::Instant;
-
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus, PodCondition,
     PodStatus,
@@ -137,6 +135,9 @@ impl Broker {
                         if let Some(g) = &group {
                             if submit.pod_style(self.cfg.gang) == self.cfg.gang {
                                 self.create_group(g, n as u32, &s.job, profile.as_ref())?;
+                                if self.cfg.gang.group_resource().is_some() {
+                                    self.group_objects.insert(first, g.clone());
+                                }
                             }
                         }
                         // Under --submit-as job|vcjob: the pods' template
@@ -191,20 +192,12 @@ impl Broker {
                                 if template.is_none() {
                                     template = Some(pod);
                                 }
-                                entries.push(self.push_job(JobRt {
-                                    record,
-                                    phase: Phase::Pending,
-                                    image,
-                                    scheduler,
-                                    touched: false,
-                                    created_wall: Instant::now(),
-                                    batsim_open: false,
-                                    // No pod yet: the controller makes it.
-                                    pod_gone: true,
-                                    gang,
-                                    whole_node: whole_node
-                                        && self.whole_node.as_ref().is_some_and(|w| w.nodes_differ),
-                                }));
+                                // No pod yet: the controller makes it.
+                                let whole = whole_node
+                                    && self.whole_node.as_ref().is_some_and(|w| w.nodes_differ);
+                                entries.push(self.push_job(JobRt::new(
+                                    record, image, scheduler, gang, whole, true,
+                                )));
                                 continue;
                             }
                             self.store.add_pod(&pod).map_err(|e| {
@@ -220,19 +213,10 @@ impl Broker {
                                 format!("job {}", s.job_id),
                             );
                             let pod_name = record.pod.clone();
-                            let idx = self.push_job(JobRt {
-                                record,
-                                phase: Phase::Pending,
-                                image,
-                                scheduler,
-                                touched: false,
-                                created_wall: Instant::now(),
-                                batsim_open: false,
-                                pod_gone: false,
-                                gang,
-                                whole_node: whole_node
-                                    && self.whole_node.as_ref().is_some_and(|w| w.nodes_differ),
-                            });
+                            let whole = whole_node
+                                && self.whole_node.as_ref().is_some_and(|w| w.nodes_differ);
+                            let idx = self
+                                .push_job(JobRt::new(record, image, scheduler, gang, whole, false));
                             self.job_by_pod.insert(pod_name, idx);
                         }
                         self.job_by_id.insert(s.job_id.clone(), first);
@@ -273,18 +257,9 @@ impl Broker {
                         out.push(build::reject_job(&s.job_id));
                         record.outcome = format!("REJECTED: {why}");
                         let none = self.intern("");
-                        let idx = self.push_job(JobRt {
-                            record,
-                            phase: Phase::Done,
-                            image: none.clone(),
-                            scheduler: none,
-                            touched: false,
-                            created_wall: Instant::now(),
-                            batsim_open: false,
-                            pod_gone: true,
-                            gang: None,
-                            whole_node: false,
-                        });
+                        let mut rt = JobRt::new(record, none.clone(), none, None, false, true);
+                        rt.phase = Phase::Done;
+                        let idx = self.push_job(rt);
                         self.job_by_id.insert(s.job_id.clone(), idx);
                         self.retirable.push(idx);
                     }

@@ -111,6 +111,12 @@ pub struct BrokerConfig {
     /// What a Batsim job becomes (`--submit-as`): its pods, or a workload
     /// object whose controller makes them (see `workloads.rs`).
     pub submit_as: translate::SubmitAs,
+    /// Simulated seconds one message of a reply takes to reach Batsim's
+    /// server: the master host's route to itself (SimGrid's loopback, or up
+    /// and down a `<cluster>`'s links: 0.0002 s on a 50 µs split-duplex
+    /// cluster). A CALL_ME_LATER names an instant after its own arrival.
+    /// 0 when the platform is unknown (`serve`).
+    pub reply_message_time: f64,
 }
 
 /// Pods of a schedulerName the scheduler has acted on none of, pending for
@@ -160,6 +166,33 @@ struct JobRt {
     whole_node: bool,
 }
 
+impl JobRt {
+    /// A job entry as submitted: pending, untouched, not yet executed;
+    /// `pod_gone` when no pod of it is in the API (a workload object's
+    /// controller makes it).
+    fn new(
+        record: PodRecord,
+        image: Arc<str>,
+        scheduler: Arc<str>,
+        gang: Option<Gang>,
+        whole_node: bool,
+        pod_gone: bool,
+    ) -> JobRt {
+        JobRt {
+            record,
+            phase: Phase::Pending,
+            image,
+            scheduler,
+            touched: false,
+            created_wall: Instant::now(),
+            batsim_open: false,
+            pod_gone,
+            gang,
+            whole_node,
+        }
+    }
+}
+
 struct NodeRt {
     /// Shared with every sample of this node.
     name: Arc<str>,
@@ -206,6 +239,11 @@ pub struct Broker {
     jobs: jobs::Jobs<JobRt>,
     job_by_id: HashMap<String, usize>,
     job_by_pod: HashMap<String, usize>,
+    /// The group objects (PodGroups) the broker wrote for gangs, by the
+    /// gang's first entry: deleted once every pod of the gang has left the
+    /// API, as the garbage collector deletes an object whose owners are
+    /// all gone (a user's job would own its group).
+    group_objects: HashMap<usize, Arc<str>>,
     nodes: Vec<NodeRt>,
     node_by_name: HashMap<String, usize>,
     /// Profiles by workload and name, as compact JSON text (generated
@@ -330,6 +368,7 @@ impl Broker {
             jobs: jobs::Jobs::new(),
             job_by_id: HashMap::new(),
             job_by_pod: HashMap::new(),
+            group_objects: HashMap::new(),
             nodes: Vec::new(),
             node_by_name: HashMap::new(),
             profiles: HashMap::new(),

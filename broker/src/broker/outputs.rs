@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::record::{NodeSample, PodRecord, Summary};
 use super::{timeline, Broker, Phase};
+use crate::translate;
 use batsim::protocol::EventData;
 
 impl Broker {
@@ -119,7 +120,43 @@ impl Broker {
                 self.job_by_id.remove(&j.record.job_id);
             }
             self.life_forget(i);
+            if let Some(g) = j.gang {
+                self.gang_left(g);
+            }
             self.pods_log.finished(i, j.record);
+        }
+    }
+
+    /// Deletes the group object of gang `g` once every pod of it has left
+    /// the API (retired): the pods are its owners.
+    fn gang_left(&mut self, g: super::gangs::Gang) {
+        if g.members().any(|k| self.jobs.contains(k)) {
+            return;
+        }
+        let (Some(name), Some(resource)) = (
+            self.group_objects.remove(&g.first),
+            self.cfg.gang.group_resource(),
+        ) else {
+            return;
+        };
+        match self
+            .store
+            .delete(resource, Some(translate::NAMESPACE), &name)
+        {
+            Ok(obj) => {
+                let kind = obj["kind"].as_str().unwrap_or("PodGroup").to_string();
+                self.timeline.push(
+                    self.clock.now(),
+                    "broker",
+                    "delete",
+                    &kind,
+                    translate::NAMESPACE,
+                    name.to_string(),
+                    "its pods are gone".to_string(),
+                );
+            }
+            // A client deleted it first.
+            Err(e) => tracing::debug!(group = %name, error = %e, "group object not deleted"),
         }
     }
 

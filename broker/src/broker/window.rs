@@ -20,7 +20,7 @@ use super::{
     EXTERNAL_PATIENCE, SIM_EPOCH_NANOS, UNSERVED_SIMULATED, UNSERVED_WALL,
 };
 use crate::translate;
-use batsim::protocol::{build, EventData, Message};
+use batsim::protocol::{build, Event, EventData, Message};
 
 impl Broker {
     /// Handles one Batsim message and returns the reply.
@@ -721,15 +721,37 @@ impl Broker {
                 want.push(t);
             }
         }
+        let floors = CallFloors::of(now, reply, self.cfg.reply_message_time);
+        let mut near: Option<f64> = None;
         for t in want {
-            let t = ceil_us(t).max(ceil_us(now + 1e-6));
-            let key = (t * 1e6).round() as u64;
-            if self.pending_wakeups.range(..=key).next().is_some() {
+            let t = ceil_us(t).max(floors.today);
+            if t <= floors.at_end {
+                // Too close to name after the reply's other events: first,
+                // at the earliest instant it can name there (later wants
+                // close by are asked again at that wake-up).
+                near = Some(near.map_or(t, |n: f64| n.min(t)));
                 continue;
             }
-            self.pending_wakeups.insert(key);
+            if self.pending_wakeups.range(..=key_us(t)).next().is_some() {
+                continue;
+            }
+            self.pending_wakeups.insert(key_us(t));
             self.wakeups += 1;
             reply.push(now, build::call_me_later(t));
+        }
+        if let Some(t) = near {
+            let t = t.max(floors.first);
+            if self.pending_wakeups.range(..=key_us(t)).next().is_none() {
+                self.pending_wakeups.insert(key_us(t));
+                self.wakeups += 1;
+                reply.events.insert(
+                    0,
+                    Event {
+                        timestamp: now,
+                        data: build::call_me_later(t),
+                    },
+                );
+            }
         }
     }
 
@@ -823,6 +845,64 @@ impl Broker {
                 Some((d.timestamp_nanos_opt()? as i128 - SIM_EPOCH_NANOS as i128) as f64 / 1e9)
             }),
             _ => None,
+        }
+    }
+}
+
+fn key_us(t: f64) -> u64 {
+    (t * 1e6).round() as u64
+}
+
+/// The earliest instants a CALL_ME_LATER can name in a reply at `now`.
+///
+/// Batsim applies a reply one event at a time: each is a message from the
+/// master host to itself, taking the master's route (`message`: SimGrid's
+/// loopback, 1e-10 s, or up and down a `<cluster>`'s links, 0.0002 s or
+/// more), and the server receives them in the order they were posted. A
+/// CALL_ME_LATER must name an instant after its own arrival, or Batsim
+/// aborts ("You asked to be awaken in the past!"). What can arrive before
+/// it:
+/// - put first, only the message the sender of the last message Batsim
+///   handled may post at `now` (a submitter's goodbye: it resumes after
+///   the server sent its request), so it arrives by `now + 2 x message`;
+/// - put last, the reply's other events, that message, and what the
+///   reply's KILL_JOBs make the server's killers post.
+///
+/// Not counted: a job this reply starts that ends within the reply's own
+/// transfer (its executor's report could come between); then Batsim aborts
+/// as before.
+struct CallFloors {
+    /// The floor before any of this: one microsecond after `now`.
+    today: f64,
+    /// The latest a CALL_ME_LATER put last arrives: wants at or before it
+    /// go first.
+    at_end: f64,
+    /// The earliest instant a CALL_ME_LATER put first can name.
+    first: f64,
+}
+
+impl CallFloors {
+    fn of(now: f64, reply: &Message, message: f64) -> CallFloors {
+        let today = ceil_us(now + 1e-6);
+        // The floor of today is kept wherever it is already later than the
+        // arrival (always on a loopback: 1e-10 s a message).
+        let after = |arrives: f64| {
+            if today > arrives + 1e-9 {
+                arrives
+            } else {
+                ceil_us(arrives + 1e-6)
+            }
+        };
+        let kills = reply
+            .events
+            .iter()
+            .filter(|e| matches!(e.data, EventData::KillJob(_)))
+            .count();
+        let ahead = (reply.events.len() + kills + 2) as f64;
+        CallFloors {
+            today,
+            at_end: now + ahead * message + 1e-9,
+            first: after(now + 2.0 * message).max(today),
         }
     }
 }

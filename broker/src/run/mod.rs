@@ -218,6 +218,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
             lifecycle,
             elide: args.elide,
             submit_as: args.submit_as,
+            reply_message_time: reply_message_time(&platform),
         },
     );
     if let Some(p) = processes::scheduler_program(&args.scheduler) {
@@ -437,6 +438,17 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
 /// overcommit): its first error (an exited program's with its status and
 /// the end of its log), the stand-in's failure, a Batsim that ended the
 /// exchange early, a signal.
+/// The time one message of the broker's reply takes to reach Batsim's
+/// server: one byte over the master host's route to itself (see the
+/// stand-in's module doc). 0 when the platform names no master (the run
+/// fails later, with Batsim's own message).
+fn reply_message_time(platform: &Platform) -> f64 {
+    match platform.machines(None) {
+        Ok(m) => platform.message_time(&m.master.name, &m.master.name, 1.0),
+        Err(_) => 0.0,
+    }
+}
+
 fn ending_of(
     result: anyhow::Result<()>,
     standin_result: &Option<std::thread::Result<anyhow::Result<batsim::standin::RunSummary>>>,
@@ -609,6 +621,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
             lifecycle: Default::default(),
             elide: Default::default(),
             submit_as: Default::default(),
+            reply_message_time: 0.0,
         },
     );
     broker
