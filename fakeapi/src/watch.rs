@@ -512,7 +512,7 @@ mod tests {
                     Mark::End(n) => metadata["annotations"] = json!({ INSTANT_END: n.to_string() }),
                     Mark::EndOf(n, names) => {
                         metadata["annotations"] =
-                            json!({ INSTANT_END: n.to_string(), INSTANT_WATCHES: &**names })
+                            json!({ INSTANT_END: n.to_string(), INSTANT_WATCHES: &*names })
                     }
                 }
                 let obj = json!({"kind": info.kind, "apiVersion": info.api_version(), "metadata": metadata});
