@@ -78,7 +78,8 @@ pub use patch::PatchKind;
 pub use resources::ResourceInfo;
 pub use server::{kubeconfig_yaml, serve, RequestRecord, RunningServer};
 pub use store::{
-    Admitted, Change, Clock, DeleteOptions, EventType, HoldGuard, Origin, Propagation, Store,
-    StoreConfig, WatchStart, INSTANTS_HEADER, INSTANT_BEGIN, INSTANT_END,
+    Admitted, Change, Clock, DeleteOptions, EventType, HoldGuard, InstantMarks, Origin,
+    Propagation, Store, StoreConfig, WatchStart, INSTANTS_HEADER, INSTANT_BEGIN, INSTANT_END,
+    INSTANT_WATCHES,
 };
 pub use timers::{SimTimers, WatchTimers};

@@ -1232,13 +1232,20 @@ fn watch(ctx: &Ctx, r: &Req, t: &Target, name: Option<&str>) -> Result<Response,
     );
     // Instant markers go to a watch that asked for them and for bookmarks,
     // in JSON (a table watch is for people).
-    let instants = r.flag("allowWatchBookmarks")
-        && matches!(render, Render::Json | Render::Metadata)
-        && r.headers
-            .get(crate::store::INSTANTS_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| !matches!(v.trim(), "false" | "0"));
-    let reg = ctx.store.watch_in(&t.served, sel, start, tally, instants)?;
+    let marks = match r
+        .headers
+        .get(crate::store::INSTANTS_HEADER)
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(v)
+            if r.flag("allowWatchBookmarks")
+                && matches!(render, Render::Json | Render::Metadata) =>
+        {
+            crate::store::InstantMarks::from_header(v)
+        }
+        _ => crate::store::InstantMarks::None,
+    };
+    let reg = ctx.store.watch_in(&t.served, sel, start, tally, marks)?;
     let stream = WatchStream::new(
         ctx.store.clone(),
         t.served.clone(),

@@ -48,14 +48,60 @@ pub(crate) struct PreparedCreate {
 pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
 /// The request header by which a watch asks for instant markers (see
-/// [`Store::hold`]); any value but `false` or `0`. A real API server
-/// ignores it, so a client that waits on markers must not wait for them
-/// before it has seen one.
+/// [`Store::hold`]); any value but `false` or `0`, and
+/// `client=TOKEN; watch=NAME` for ends only where they are news (see
+/// [`INSTANT_WATCHES`]). A real API server ignores it,
+/// so a client that waits on markers must not wait for them before it
+/// has seen one.
 pub const INSTANTS_HEADER: &str = "x-batkube-instants";
 /// The annotation of the bookmark before a held batch's changes.
 pub const INSTANT_BEGIN: &str = "batkube.io/instant-begin";
 /// The annotation of the bookmark after a held batch's changes.
 pub const INSTANT_END: &str = "batkube.io/instant-end";
+/// Beside [`INSTANT_END`] on the watches of a client that asked with
+/// `client=TOKEN; watch=NAME`: the names of that client's watches that saw
+/// a change of the instant, sorted and joined by commas (each of them, and
+/// only they, get this end).
+pub const INSTANT_WATCHES: &str = "batkube.io/instant-watches";
+
+/// Which instant markers a watch asked for (see [`Store::hold`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum InstantMarks {
+    /// None (no header).
+    #[default]
+    None,
+    /// An end on every such watch after every instant.
+    Every,
+    /// An end only on the client's watches that saw a change of the
+    /// instant, naming them: a client (its token) whose other watches saw
+    /// nothing of an instant is not sent a frame on each of them to say so.
+    Named { client: Arc<str>, watch: Arc<str> },
+}
+
+impl InstantMarks {
+    /// From the header's value: `client=TOKEN; watch=NAME` (`,` or `;`
+    /// between them, names without either), else any value but `false` or
+    /// `0`.
+    pub fn from_header(value: &str) -> InstantMarks {
+        let v = value.trim();
+        let (mut client, mut watch) = (None, None);
+        for part in v.split([';', ',']) {
+            match part.trim().split_once('=') {
+                Some(("client", c)) if !c.trim().is_empty() => client = Some(c.trim()),
+                Some(("watch", w)) if !w.trim().is_empty() => watch = Some(w.trim()),
+                _ => {}
+            }
+        }
+        match (client, watch) {
+            (Some(c), Some(w)) => InstantMarks::Named {
+                client: c.into(),
+                watch: w.into(),
+            },
+            _ if matches!(v, "false" | "0") => InstantMarks::None,
+            _ => InstantMarks::Every,
+        }
+    }
+}
 
 /// Store settings. `StoreConfig::default()` is right for most uses.
 #[derive(Clone)]
@@ -304,7 +350,7 @@ pub(crate) enum WatchItem {
 }
 
 /// What a bookmark says besides its resourceVersion.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Mark {
     /// A periodic one (nothing).
     Periodic,
@@ -315,6 +361,10 @@ pub(crate) enum Mark {
     Begin(u64),
     /// `batkube.io/instant-end`: every change of batch N was sent before.
     End(u64),
+    /// The same, to a client that asked for named ends: these of its
+    /// watches (this one among them, their names joined) saw a change of
+    /// batch N.
+    EndOf(u64, Arc<str>),
 }
 
 /// An event queued to a watcher, counted as pending in [`Activity`] by its
@@ -334,6 +384,8 @@ struct Watcher {
     tally: Arc<WatchTally>,
     /// Gets the instant markers around each held batch.
     instants: bool,
+    /// Its client's token and its name, when it asked for named ends.
+    client: Option<(Arc<str>, Arc<str>)>,
     /// The last instant whose begin marker it was sent.
     begun: u64,
 }
@@ -394,17 +446,44 @@ impl State {
             .contains_key(&(String::new(), ns.to_string()))
     }
 
-    /// Queues a marker to every watch that asked for instants (the end of
-    /// one: a begin goes only to a watch that sees a change of it). A
-    /// watch whose queue is full overflows (it ends with a 410), as for a
-    /// change.
-    fn mark_instant(&mut self, mark: Mark) {
+    /// Queues instant `n`'s end to every watch that asked for instants
+    /// (a begin goes only to a watch that sees a change of it), or, to a
+    /// client that asked for named ends, to each of its watches that saw a
+    /// change of it, naming them. A watch whose queue is full overflows
+    /// (it ends with a 410), as for a change.
+    fn end_instant(&mut self, n: u64) {
         let rv = self.rv;
+        // The named clients' watches that saw a change of `n`, per client
+        // (few clients: a list).
+        let mut named: Vec<(Arc<str>, Vec<&str>)> = Vec::new();
+        for w in self.tables.iter().flat_map(|t| &t.watchers) {
+            if let Some((c, name)) = w.client.as_ref().filter(|_| w.instants && w.begun == n) {
+                match named.iter_mut().find(|(k, _)| k == c) {
+                    Some((_, names)) => names.push(name),
+                    None => named.push((c.clone(), vec![name])),
+                }
+            }
+        }
+        let named: Vec<(Arc<str>, Arc<str>)> = named
+            .into_iter()
+            .map(|(c, mut names)| {
+                names.sort_unstable();
+                (c, names.join(",").into())
+            })
+            .collect();
         for table in &mut self.tables {
             table.watchers.retain(|w| {
                 if !w.instants {
                     return true;
                 }
+                let mark = match &w.client {
+                    None => Mark::End(n),
+                    Some(_) if w.begun != n => return true,
+                    Some((c, _)) => match named.iter().find(|(k, _)| k == c) {
+                        Some((_, names)) => Mark::EndOf(n, names.clone()),
+                        None => Mark::End(n),
+                    },
+                };
                 match w.tx.try_send(Queued {
                     item: WatchItem::Bookmark { rv, mark },
                     count: PendingEvents::one(&w.tally),
@@ -489,7 +568,7 @@ impl Drop for HoldGuard {
         if h.depth.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
             if std::mem::take(&mut st.instant_open) {
                 let n = st.instant;
-                st.mark_instant(Mark::End(n));
+                st.end_instant(n);
             }
             drop(st);
             for w in std::mem::take(&mut *h.wakers.lock()) {
@@ -899,6 +978,16 @@ impl Store {
     /// all reached the same end, holds a partial view of the batch, however
     /// the bytes were cut on the way: it can wait for the rest instead of
     /// deciding on part of an instant.
+    ///
+    /// A client that asked with `client=TOKEN; watch=NAME`
+    /// ([`InstantMarks::Named`]) gets the end only on its watches that saw
+    /// a change of the batch, each end naming all of them
+    /// ([`INSTANT_WATCHES`]): it has read the batch whole once it has read
+    /// the end on each watch named and no begin without its end. Its idle
+    /// watches are not sent a frame per instant. A watch it starts again
+    /// gets the end of the last instant with its replay, without names:
+    /// that watch has caught up to it (the end of a batch it was named in
+    /// may have been lost with its previous stream).
     pub fn hold(&self) -> HoldGuard {
         self.inner
             .hold
@@ -2569,8 +2658,13 @@ impl Store {
         selection: Selection,
         start: WatchStart,
         tally: Arc<WatchTally>,
-        instants: bool,
+        marks: InstantMarks,
     ) -> Result<WatchRegistration> {
+        let instants = marks != InstantMarks::None;
+        let client = match marks {
+            InstantMarks::Named { client, watch } => Some((client, watch)),
+            _ => None,
+        };
         let (tx, rx) = mpsc::channel(self.inner.config.watch_buffer.max(1));
         let overflow = Arc::new(AtomicBool::new(false));
         let mut initial = VecDeque::new();
@@ -2666,6 +2760,7 @@ impl Store {
                 overflow: overflow.clone(),
                 tally: tally.clone(),
                 instants,
+                client,
                 begun,
             });
             WatchKey { table: idx, id }

@@ -16,7 +16,7 @@ use crate::registry::Served;
 use crate::resources::ResourceInfo;
 use crate::store::{
     event_line, Mark, Queued, Store, WatchItem, WatchKey, WatchRegistration, INSTANT_BEGIN,
-    INSTANT_END,
+    INSTANT_END, INSTANT_WATCHES,
 };
 use crate::table;
 use crate::timers::{next_tick, SimTimer, WatchTimers};
@@ -131,6 +131,15 @@ fn bookmark_line_as(kind: &str, api_version: &str, rv: u64, mark: Mark) -> Bytes
             write!(v, ",\"annotations\":{{\"{INSTANT_BEGIN}\":\"{n}\"}}").expect("vec")
         }
         Mark::End(n) => write!(v, ",\"annotations\":{{\"{INSTANT_END}\":\"{n}\"}}").expect("vec"),
+        Mark::EndOf(n, names) => {
+            write!(
+                v,
+                ",\"annotations\":{{\"{INSTANT_END}\":\"{n}\",\"{INSTANT_WATCHES}\":"
+            )
+            .expect("vec");
+            serde_json::to_writer(&mut v, &*names).expect("json");
+            v.push(b'}');
+        }
     }
     v.extend_from_slice(b"}}}\n");
     Bytes::from(v)
@@ -489,9 +498,10 @@ mod tests {
                 Mark::InitialEnd,
                 Mark::Begin(7),
                 Mark::End(12),
+                Mark::EndOf(12, "nodes,pods".into()),
             ] {
                 let mut metadata = json!({"resourceVersion": "42"});
-                match mark {
+                match mark.clone() {
                     Mark::Periodic => {}
                     Mark::InitialEnd => {
                         metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"})
@@ -500,9 +510,13 @@ mod tests {
                         metadata["annotations"] = json!({ INSTANT_BEGIN: n.to_string() })
                     }
                     Mark::End(n) => metadata["annotations"] = json!({ INSTANT_END: n.to_string() }),
+                    Mark::EndOf(n, names) => {
+                        metadata["annotations"] =
+                            json!({ INSTANT_END: n.to_string(), INSTANT_WATCHES: &*names })
+                    }
                 }
                 let obj = json!({"kind": info.kind, "apiVersion": info.api_version(), "metadata": metadata});
-                let line = bookmark_line(info, 42, mark);
+                let line = bookmark_line(info, 42, mark.clone());
                 let got: serde_json::Value = serde_json::from_slice(&line).unwrap();
                 assert_eq!(
                     got,
@@ -528,7 +542,7 @@ mod tests {
                 Selection::default(),
                 WatchStart::After(store.resource_version()),
                 tally,
-                false,
+                crate::store::InstantMarks::None,
             )
             .unwrap();
         WatchStream::new(store.clone(), info, reg, None, false, Render::Json, None)
@@ -604,7 +618,7 @@ mod tests {
                 Selection::default(),
                 WatchStart::Current,
                 tally,
-                false,
+                crate::store::InstantMarks::None,
             )
             .unwrap();
         let mut stream =
@@ -637,7 +651,7 @@ mod tests {
                 Selection::default(),
                 WatchStart::Current,
                 tally,
-                false,
+                crate::store::InstantMarks::None,
             )
             .unwrap();
         let mut stream =

@@ -806,15 +806,20 @@ async fn events_expire_after_their_ttl_on_the_store_clock() {
     assert!(store.list("events", None, None, None).unwrap().is_empty());
 }
 
-/// A watch event in a word: `ADDED name`, `begin N`, `end N`.
+/// A watch event in a word: `ADDED name`, `begin N`, `end N`, `end N of WATCHES`.
 fn describe<K: kube::Resource>(ev: WatchEvent<K>) -> String {
     match ev {
         WatchEvent::Added(o) => format!("ADDED {}", o.meta().name.clone().unwrap()),
         WatchEvent::Bookmark(b) => {
             let a = &b.metadata.annotations;
-            match (a.get(fakeapi::INSTANT_BEGIN), a.get(fakeapi::INSTANT_END)) {
-                (Some(n), None) => format!("begin {n}"),
-                (None, Some(n)) => format!("end {n}"),
+            match (
+                a.get(fakeapi::INSTANT_BEGIN),
+                a.get(fakeapi::INSTANT_END),
+                a.get(fakeapi::INSTANT_WATCHES),
+            ) {
+                (Some(n), None, None) => format!("begin {n}"),
+                (None, Some(n), None) => format!("end {n}"),
+                (None, Some(n), Some(w)) => format!("end {n} of {w}"),
                 _ => "bookmark".into(),
             }
         }
@@ -901,6 +906,122 @@ async fn held_batches_are_bracketed_by_instant_bookmarks() {
         got.push(next(&mut plain).await);
     }
     assert_eq!(got, ["ADDED p1", "ADDED p2", "ADDED p3"]);
+}
+
+/// A client that asks for named ends (`client=TOKEN; watch=NAME`) gets an
+/// instant's end only on its watches that saw a change of it, each naming
+/// all of them; its idle watches get no frame. Another client's watches
+/// are named apart, and a watch that asked for every end still gets each.
+#[tokio::test]
+async fn named_ends_go_only_to_the_watches_that_saw_the_instant() {
+    let (store, _server, client) = start(StoreConfig::default()).await;
+    let open = |path: &str, marks: &str| {
+        let mut req = kube::core::Request::new(path)
+            .watch(&WatchParams::default(), "0")
+            .unwrap();
+        req.headers_mut()
+            .insert(fakeapi::INSTANTS_HEADER, marks.parse().unwrap());
+        req
+    };
+    store.create_pod(pod("p0")).unwrap();
+    store.create_node(node("n0")).unwrap();
+    let pods_path = "/api/v1/namespaces/default/pods";
+    let mut a_pods = client
+        .request_events::<Pod>(open(pods_path, "client=a; watch=pods"))
+        .await
+        .unwrap()
+        .boxed();
+    let mut a_nodes = client
+        .request_events::<Node>(open("/api/v1/nodes", "client=a; watch=nodes"))
+        .await
+        .unwrap()
+        .boxed();
+    let mut b_pods = client
+        .request_events::<Pod>(open(pods_path, "client=b, watch=p"))
+        .await
+        .unwrap()
+        .boxed();
+    let mut every = client
+        .request_events::<Node>(open("/api/v1/nodes", "true"))
+        .await
+        .unwrap()
+        .boxed();
+    async fn next<K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug>(
+        s: &mut (impl futures_util::Stream<Item = kube::Result<WatchEvent<K>>> + Unpin),
+    ) -> String {
+        describe(
+            timeout(PATIENCE, s.try_next())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap(),
+        )
+    }
+    assert_eq!(next(&mut a_pods).await, "ADDED p0");
+    assert_eq!(next(&mut a_nodes).await, "ADDED n0");
+    assert_eq!(next(&mut b_pods).await, "ADDED p0");
+    assert_eq!(next(&mut every).await, "ADDED n0");
+    // Instant 1 changes a pod only; instant 2 a pod and a node.
+    {
+        let _h = store.hold();
+        store.create_pod(pod("p1")).unwrap();
+    }
+    {
+        let _h = store.hold();
+        store.create_pod(pod("p2")).unwrap();
+        store.create_node(node("n1")).unwrap();
+    }
+    let mut got = Vec::new();
+    for _ in 0..6 {
+        got.push(next(&mut a_pods).await);
+    }
+    assert_eq!(
+        got,
+        [
+            "begin 1",
+            "ADDED p1",
+            "end 1 of pods",
+            "begin 2",
+            "ADDED p2",
+            "end 2 of nodes,pods"
+        ]
+    );
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.push(next(&mut a_nodes).await);
+    }
+    assert_eq!(got, ["begin 2", "ADDED n1", "end 2 of nodes,pods"]);
+    let mut got = Vec::new();
+    for _ in 0..6 {
+        got.push(next(&mut b_pods).await);
+    }
+    assert_eq!(
+        got,
+        [
+            "begin 1",
+            "ADDED p1",
+            "end 1 of p",
+            "begin 2",
+            "ADDED p2",
+            "end 2 of p"
+        ]
+    );
+    let mut got = Vec::new();
+    for _ in 0..4 {
+        got.push(next(&mut every).await);
+    }
+    assert_eq!(got, ["end 1", "begin 2", "ADDED n1", "end 2"]);
+    // Nothing more was sent to the idle nodes watch of client a: the next
+    // thing it reads is instant 3's.
+    {
+        let _h = store.hold();
+        store.create_node(node("n2")).unwrap();
+    }
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.push(next(&mut a_nodes).await);
+    }
+    assert_eq!(got, ["begin 3", "ADDED n2", "end 3 of nodes"]);
 }
 
 /// A watch that asks for instants when it starts (again, after a timeout)

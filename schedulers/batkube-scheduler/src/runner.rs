@@ -805,7 +805,11 @@ pub async fn run(
         sched.enable_pod_groups();
         let gvk = GroupVersionKind::gvk(gang::GROUP, gang::VERSION, gang::KIND);
         let ar = ApiResource::from_gvk_with_plural(&gvk, gang::PLURAL);
-        crate::watch::watch(Api::<DynamicObject>::all_with(client.clone(), &ar)).boxed()
+        crate::watch::watch(
+            Api::<DynamicObject>::all_with(client.clone(), &ar),
+            "groups",
+        )
+        .boxed()
     } else {
         tracing::info!(
             "the API does not serve {}.{}/{}: running without pod groups",
@@ -815,13 +819,17 @@ pub async fn run(
         );
         futures::stream::pending().boxed()
     };
-    let mut pods = Box::pin(crate::watch::watch(Api::<Pod>::all(client.clone())));
-    let mut nodes = Box::pin(crate::watch::watch(Api::<Node>::all(client.clone())));
+    let mut pods = Box::pin(crate::watch::watch(Api::<Pod>::all(client.clone()), "pods"));
+    let mut nodes = Box::pin(crate::watch::watch(
+        Api::<Node>::all(client.clone()),
+        "nodes",
+    ));
     // Which watch is which in `instants`.
     const PODS: usize = 0;
     const NODES: usize = 1;
     const GROUPS: usize = 2;
-    let mut instants = Instants::new(if served { 3 } else { 2 });
+    let names = ["pods", "nodes", "groups"];
+    let mut instants = Instants::new(&names[..if served { 3 } else { 2 }]);
     let (bind_tx, mut bind_rx) = mpsc::unbounded_channel();
     let mut r = Runner {
         sched,

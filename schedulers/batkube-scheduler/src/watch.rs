@@ -4,9 +4,12 @@
 //! batch, and a watch that asks for it (the header [`INSTANTS_HEADER`],
 //! with bookmarks) gets a bookmark annotated [`INSTANT_BEGIN`]` = N` before
 //! its first change of batch N, and one annotated [`INSTANT_END`]` = N`
-//! after the batch on every watch of the client, whether or not the watch
-//! saw any of its changes. A scheduler that decides only when no watch is inside a batch
-//! and every watch has reached the same end ([`Instants::settled`]) never
+//! after the batch. This watcher asks for named ends (`client=TOKEN;
+//! watch=NAME`): the end comes only on the client's watches that saw a
+//! change of the batch, each naming all of them ([`INSTANT_WATCHES`]), so
+//! a watch with nothing new costs no frame per instant. A scheduler that
+//! decides only when no watch is inside a batch and every watch named by
+//! a batch's end has read its own end of it ([`Instants::settled`]) never
 //! decides on part of an instant, however the bytes were cut on the way
 //! (a batch larger than a socket's receive window arrives in pieces, as
 //! the scheduler reads). kube-runtime's watcher swallows bookmarks, so this
@@ -18,7 +21,9 @@
 //! said nothing of what happened meanwhile: once it has spoken of instants
 //! it counts as inside an unknown one until its next end marker (the API
 //! gives one to every watch it registers), so the scheduler never decides
-//! with one watch's replay and without another's.
+//! with one watch's replay and without another's. That end also stands
+//! for the ends its previous stream may have lost: its replay brought it
+//! up to that instant.
 //!
 //! A real API server ignores the header and sends no markers: every
 //! watch then stays without a known instant and [`Instants::settled`] is
@@ -39,6 +44,9 @@ pub const INSTANTS_HEADER: &str = "x-batkube-instants";
 pub const INSTANT_BEGIN: &str = "batkube.io/instant-begin";
 /// The bookmark annotation after an instant's changes.
 pub const INSTANT_END: &str = "batkube.io/instant-end";
+/// Beside the end: the names of the client's watches that saw a change of
+/// the instant (each gets this end), joined by commas.
+pub const INSTANT_WATCHES: &str = "batkube.io/instant-watches";
 
 /// How long a watch request asks to last before it is made again.
 const WATCH_TIMEOUT_SECONDS: u32 = 290;
@@ -57,8 +65,10 @@ pub enum Item<K> {
     Event(Event<K>),
     /// Instant N begins on this watch.
     Begin(u64),
-    /// Instant N ended on this watch.
-    End(u64),
+    /// Instant N ended on this watch; the names of the client's watches
+    /// that saw a change of it (each gets this end), if the API named them
+    /// (not on the end of a watch's replay).
+    End(u64, Option<String>),
     /// The watch's stream ended (its timeout, an error) or it lists
     /// again: what happens until its next stream is not known yet.
     Between,
@@ -76,20 +86,26 @@ enum Phase<K> {
 
 struct State<K: Clone> {
     api: Api<K>,
+    /// The instants header's value.
+    marks: String,
     phase: Phase<K>,
     backoff: Option<Duration>,
     out: VecDeque<Result<Item<K>, kube::Error>>,
 }
 
 /// List and watch `api` (all of it), yielding its changes and the
-/// instants' markers; errors are yielded too (the watch goes on after a
-/// backoff).
-pub fn watch<K>(api: Api<K>) -> impl Stream<Item = Result<Item<K>, kube::Error>> + Send
+/// instants' markers, asking for ends named (the watch called `name`
+/// among the process's watches); errors are yielded too (the watch goes on
+/// after a backoff).
+pub fn watch<K>(api: Api<K>, name: &str) -> impl Stream<Item = Result<Item<K>, kube::Error>> + Send
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
+    // The process is the API's client: its watches' ends name one another.
+    let marks = format!("client={}; watch={name}", std::process::id());
     let state = State {
         api,
+        marks,
         phase: Phase::List {
             next: None,
             first: true,
@@ -178,7 +194,7 @@ where
                     req.extensions_mut().insert("watch");
                     req.headers_mut().insert(
                         INSTANTS_HEADER,
-                        "true".parse().expect("a valid header value"),
+                        self.marks.parse().expect("a valid header value"),
                     );
                     self.api
                         .clone()
@@ -236,7 +252,8 @@ where
                                 self.out.push_back(Ok(Item::Begin(n)));
                             }
                             if let Some(n) = annotation(&b, INSTANT_END) {
-                                self.out.push_back(Ok(Item::End(n)));
+                                let names = b.metadata.annotations.get(INSTANT_WATCHES).cloned();
+                                self.out.push_back(Ok(Item::End(n, names)));
                             }
                         }
                         WatchEvent::Error(e) if e.code == 410 => self.relist(),
@@ -274,9 +291,11 @@ where
 struct Mark {
     /// An instant begun and not yet ended on this watch.
     open: Option<u64>,
-    /// The last instant ended on this watch; none before the first, when
-    /// the watch says nothing about instants.
-    last: Option<u64>,
+    /// It has spoken of instants (a real API server's watches never do).
+    spoke: bool,
+    /// The last instant whose end it has read: nothing of it or before is
+    /// owed on this watch.
+    through: u64,
     /// Between two streams, after it has spoken of instants: it may be
     /// behind the others until its next end marker.
     between: bool,
@@ -286,20 +305,28 @@ struct Mark {
 /// is a whole number of instants on every watch.
 #[derive(Debug, Default)]
 pub struct Instants {
+    /// Each watch's name, as it asked for named ends.
+    names: Vec<&'static str>,
     marks: Vec<Mark>,
+    /// Instants whose end was read on some watch and not yet on every
+    /// watch it named (a bit per watch).
+    owed: Vec<(u64, u64)>,
 }
 
 impl Instants {
-    /// `n` watches, numbered from 0.
-    pub fn new(n: usize) -> Self {
+    /// Watches numbered from 0, each by the name it gives the API.
+    pub fn new(names: &[&'static str]) -> Self {
+        assert!(names.len() <= 64, "a bit per watch");
         Instants {
-            marks: vec![Mark::default(); n],
+            names: names.to_vec(),
+            marks: vec![Mark::default(); names.len()],
+            owed: Vec::new(),
         }
     }
 
     /// Watch `w` yielded `item`.
     pub fn note<K>(&mut self, w: usize, item: &Item<K>) {
-        if let Item::Begin(n) | Item::End(n) = item {
+        if let Item::Begin(n) | Item::End(n, _) = item {
             tracing::trace!(
                 watch = w,
                 instant = n,
@@ -307,37 +334,54 @@ impl Instants {
                 "instant marker"
             );
         }
-        let m = &mut self.marks[w];
         match item {
-            Item::Begin(n) => m.open = Some(*n),
-            Item::End(n) => {
+            Item::Begin(n) => {
+                let m = &mut self.marks[w];
+                m.open = Some(*n);
+                m.spoke = true;
+            }
+            Item::End(n, names) => {
+                let m = &mut self.marks[w];
                 m.open = None;
-                m.last = Some(*n);
+                m.spoke = true;
                 m.between = false;
+                m.through = m.through.max(*n);
+                if let Some(names) = names {
+                    if !self.owed.iter().any(|(i, _)| i == n) {
+                        // Every watch named owes its end, but one that has
+                        // read a later end (its replay after a new stream)
+                        // has caught up past it.
+                        let mask = names
+                            .split(',')
+                            .filter_map(|name| self.names.iter().position(|k| *k == name))
+                            .filter(|&b| self.marks[b].through < *n)
+                            .fold(0u64, |m, b| m | 1 << b);
+                        self.owed.push((*n, mask));
+                    }
+                }
+                // Its end read, this watch owes nothing up to it.
+                let through = self.marks[w].through;
+                for (i, mask) in &mut self.owed {
+                    if *i <= through {
+                        *mask &= !(1 << w);
+                    }
+                }
+                self.owed.retain(|(_, mask)| *mask != 0);
             }
             // A watch that never spoke of instants (a real API server)
             // stays silent after a new stream too.
-            Item::Between => m.between = m.last.is_some() || m.open.is_some(),
+            Item::Between => {
+                let m = &mut self.marks[w];
+                m.between = m.spoke;
+            }
             Item::Event(_) => {}
         }
     }
 
-    /// No watch is inside an instant, and every watch that has seen one
-    /// has ended the same last one.
+    /// No watch is inside an instant or between streams, and every watch
+    /// an instant's end named has read its own end of it.
     pub fn settled(&self) -> bool {
-        let mut last = None;
-        for m in &self.marks {
-            if m.open.is_some() || m.between {
-                return false;
-            }
-            match (last, m.last) {
-                (_, None) => {}
-                (None, Some(l)) => last = Some(l),
-                (Some(a), Some(b)) if a != b => return false,
-                _ => {}
-            }
-        }
-        true
+        self.owed.is_empty() && self.marks.iter().all(|m| m.open.is_none() && !m.between)
     }
 }
 
@@ -349,55 +393,110 @@ mod tests {
     fn begin(n: u64) -> Item<Pod> {
         Item::Begin(n)
     }
-    fn end(n: u64) -> Item<Pod> {
-        Item::End(n)
+    /// The end of `n` naming the watches that saw a change of it.
+    fn end(n: u64, names: &str) -> Item<Pod> {
+        Item::End(n, Some(names.into()))
+    }
+    /// The end of `n` after a watch's replay (not named).
+    fn replay_end(n: u64) -> Item<Pod> {
+        Item::End(n, None)
+    }
+    fn change() -> Item<Pod> {
+        Item::Event(Event::Apply(Pod::default()))
     }
 
     #[test]
-    fn settled_only_between_whole_instants_on_every_watch() {
-        let mut i = Instants::new(2);
+    fn settled_only_once_every_watch_an_end_names_has_read_its_end() {
+        let mut i = Instants::new(&["pods", "nodes"]);
         assert!(i.settled(), "no markers (a real API server): always");
         i.note(0, &begin(1));
         assert!(!i.settled(), "inside an instant");
-        i.note(0, &Item::Event(Event::Apply(Pod::default())));
-        assert!(!i.settled());
-        i.note(0, &end(1));
-        assert!(i.settled(), "the other watch has said nothing yet");
-        i.note(1, &begin(1));
-        i.note(1, &end(1));
-        assert!(i.settled());
-        i.note(1, &begin(2));
-        i.note(1, &end(2));
-        assert!(!i.settled(), "watch 0 has not reached instant 2's end");
+        i.note(0, &change());
+        i.note(0, &end(1, "pods"));
+        assert!(i.settled(), "only the pods watch saw instant 1");
+        // Both saw instant 2; the pods watch is read first.
         i.note(0, &begin(2));
+        i.note(0, &change());
+        i.note(0, &end(2, "nodes,pods"));
+        assert!(!i.settled(), "the nodes watch's part of 2 is still unread");
+        i.note(1, &begin(2));
         assert!(!i.settled());
-        i.note(0, &end(2));
+        i.note(1, &change());
+        i.note(1, &end(2, "nodes,pods"));
         assert!(i.settled());
-        // A watch between streams (it timed out, or lists again) may be
-        // behind until its next end, whatever it replays meanwhile.
-        i.note(0, &Item::<Pod>::Between);
-        assert!(!i.settled(), "watch 0 starts again");
-        i.note(0, &Item::Event(Event::Apply(Pod::default())));
-        assert!(!i.settled(), "a replay without markers is not a whole view");
-        i.note(0, &end(2));
+        // Instant 3 (both) then 4 (pods only), the pods watch read ahead.
+        i.note(0, &begin(3));
+        i.note(0, &end(3, "nodes,pods"));
+        i.note(0, &begin(4));
+        i.note(0, &end(4, "pods"));
+        assert!(!i.settled(), "4 is whole, 3 is not");
+        i.note(1, &begin(3));
+        i.note(1, &end(3, "nodes,pods"));
+        assert!(i.settled());
+        // The nodes watch read first this time.
+        i.note(1, &begin(5));
+        i.note(1, &end(5, "nodes,pods"));
+        assert!(!i.settled());
+        i.note(0, &begin(5));
+        i.note(0, &end(5, "nodes,pods"));
+        assert!(i.settled());
+    }
+
+    #[test]
+    fn a_watch_started_again_holds_the_others_until_its_replay_ends() {
+        let mut i = Instants::new(&["pods", "nodes"]);
+        i.note(0, &begin(1));
+        i.note(0, &end(1, "nodes,pods"));
+        i.note(1, &begin(1));
+        i.note(1, &end(1, "nodes,pods"));
+        assert!(i.settled());
+        // The nodes watch's stream ends (its timeout), and the pods watch
+        // reads an instant that named it too: its part may be lost with
+        // the old stream; its replay's end makes up for it.
+        i.note(1, &Item::<Pod>::Between);
+        assert!(!i.settled(), "watch 1 starts again");
+        i.note(0, &begin(2));
+        i.note(0, &end(2, "nodes,pods"));
+        i.note(1, &change());
+        assert!(!i.settled(), "a replay without its end is not a whole view");
+        i.note(1, &replay_end(2));
+        assert!(i.settled(), "the replay brought it through instant 2");
+        // Its replay's end read before the other watch's end of an instant
+        // naming it: it is not waited for.
+        i.note(1, &Item::<Pod>::Between);
+        i.note(1, &begin(3));
+        i.note(1, &change());
+        i.note(1, &Item::<Pod>::Between);
+        i.note(1, &replay_end(3));
         assert!(i.settled());
         i.note(0, &begin(3));
+        i.note(0, &end(3, "nodes,pods"));
+        assert!(i.settled(), "watch 1 is through 3 already");
+        // A relist inside an instant.
+        i.note(0, &begin(4));
         i.note(0, &Item::<Pod>::Between);
         i.note(0, &Item::Event(Event::<Pod>::Init));
         assert!(!i.settled(), "a relist inside an instant");
-        i.note(0, &end(3));
-        i.note(1, &begin(3));
-        i.note(1, &end(3));
+        i.note(0, &end(4, "pods"));
         assert!(i.settled());
     }
 
     #[test]
     fn a_watch_that_never_spoke_of_instants_never_holds_the_others() {
-        let mut i = Instants::new(2);
+        let mut i = Instants::new(&["pods", "nodes"]);
         i.note(0, &Item::<Pod>::Between);
         assert!(i.settled(), "a real API server: no markers, ever");
-        i.note(1, &end(1));
+        i.note(1, &begin(1));
+        i.note(1, &end(1, "nodes"));
         i.note(0, &Item::<Pod>::Between);
+        assert!(i.settled());
+    }
+
+    #[test]
+    fn an_unknown_name_is_not_waited_for() {
+        let mut i = Instants::new(&["pods", "nodes"]);
+        i.note(0, &begin(1));
+        i.note(0, &end(1, "leases,pods"));
         assert!(i.settled());
     }
 }
