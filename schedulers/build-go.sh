@@ -34,10 +34,17 @@
 #                                fakeapi's differential harness records against
 #                                kube-apiserver (fakeapi/tests/differential/clients/
 #                                informer); only when named
+#   e2e.test                     Kubernetes' own end-to-end suite, unmodified
+#                                (`go test -c k8s.io/kubernetes/test/e2e`, from
+#                                fakeapi/conformance), which
+#                                fakeapi/conformance/run.sh runs; only when named
+#   ginkgo                       the Ginkgo CLI of the suite's Ginkgo version, which
+#                                runs it in parallel (fakeapi/conformance); only
+#                                when named
 #
 # Usage: schedulers/build-go.sh [--check] [OUT_DIR] [PROGRAM...]
-#   PROGRAM   one of the names above (default: all of them but kube-apiserver
-#             and etcd)
+#   PROGRAM   one of the names above (default: all of them but those built
+#             only when named)
 #   OUT_DIR   where the binaries go (default: target/go at the repository root)
 #   --check   also run `go vet` and `go test` in the modules built (not for
 #             Volcano's, which holds no Go code of ours)
@@ -68,6 +75,8 @@ declare -A module=(
 	[kube-apiserver]=../apiserver
 	[etcd]=../apiserver
 	[apidiff-informer]=../fakeapi/tests/differential/clients/informer
+	[e2e.test]=../fakeapi/conformance
+	[ginkgo]=../fakeapi/conformance
 	[yunikorn-scheduler]=yunikorn
 )
 # program -> the package built, when it is not the module's own main package
@@ -81,7 +90,7 @@ declare -A package=(
 )
 all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling kube-controller-manager vc-scheduler vc-controller-manager vc-webhook-manager kueue-manager yunikorn-scheduler)
 # Built only when named: the real API server and its store are not schedulers.
-more=(kube-apiserver etcd apidiff-informer)
+more=(kube-apiserver etcd apidiff-informer e2e.test ginkgo)
 
 check=0
 out=""
@@ -100,7 +109,7 @@ for arg in "$@"; do
 	*)
 		if [[ -n "${module[$arg]+x}" ]]; then
 			wanted+=("$arg")
-		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == yunikorn* || $arg == etcd* || $arg == apidiff* ]]; then
+		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == yunikorn* || $arg == etcd* || $arg == apidiff* || $arg == e2e* || $arg == ginkgo* ]]; then
 			# A misspelt program, not a directory to create.
 			echo "build-go.sh: unknown program $arg (${all[*]} ${more[*]})" >&2
 			exit 2
@@ -282,6 +291,42 @@ build_informer() {
 	fi
 }
 
+# Kubernetes' e2e suite: the test binary of k8s.io/kubernetes/test/e2e as
+# Kubernetes' own build makes it (`go test -c`, stamped with the release as
+# its programs are), from the module cache; fakeapi/conformance/go.mod
+# holds the release and, in deps_test.go, the packages its tests import.
+build_e2e() {
+	local kver minor ldflags
+	kver=$(modversion k8s.io/kubernetes)
+	minor=${kver#v1.}
+	minor=${minor%%.*}
+	ldflags="-X k8s.io/component-base/version.gitVersion=$kver"
+	ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
+	ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor"
+	ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+	if [[ "${DBG:-0}" != 1 ]]; then
+		ldflags+=" -s -w"
+	fi
+	echo "build-go.sh: e2e.test (k8s.io/kubernetes $kver) -> $out/e2e.test" >&2
+	go test -c -trimpath -buildvcs=false -ldflags="$ldflags" -o "$out/e2e.test" k8s.io/kubernetes/test/e2e
+	if [[ $check == 1 ]]; then
+		echo "build-go.sh: e2e.test: nothing of ours to vet or test" >&2
+	fi
+}
+
+# The Ginkgo CLI (go.mod's `tool` line, the suite's Ginkgo version).
+build_ginkgo() {
+	local ldflags=""
+	if [[ "${DBG:-0}" != 1 ]]; then
+		ldflags="-s -w"
+	fi
+	echo "build-go.sh: ginkgo (github.com/onsi/ginkgo/v2 $(modversion github.com/onsi/ginkgo/v2)) -> $out/ginkgo" >&2
+	go build -trimpath -buildvcs=false -ldflags="$ldflags" -o "$out/ginkgo" github.com/onsi/ginkgo/v2/ginkgo
+	if [[ $check == 1 ]]; then
+		echo "build-go.sh: ginkgo: nothing of ours to vet or test" >&2
+	fi
+}
+
 # YuniKorn's scheduler: the k8shim's main package (its Makefile's
 # `scheduler` target builds ./pkg/cmd/shim as yunikorn-scheduler), built
 # from the module cache (go.mod's `tool` line), with the Makefile's flags
@@ -334,6 +379,14 @@ for bin in "${wanted[@]}"; do
 	fi
 	if [[ $bin == apidiff-informer ]]; then
 		build_informer
+		continue
+	fi
+	if [[ $bin == e2e.test ]]; then
+		build_e2e
+		continue
+	fi
+	if [[ $bin == ginkgo ]]; then
+		build_ginkgo
 		continue
 	fi
 	# The Kubernetes version this module pins, for `--version` and the
