@@ -101,3 +101,61 @@ async fn a_timeout_that_is_not_a_duration_is_a_400() {
         assert_eq!(r.status, 200, "timeout={t}");
     }
 }
+
+/// PodTemplates are served (the suite's chunking and table tests page
+/// through 400 of them; a create that fails there kills the suite's
+/// process): created with their template's pod defaults, listed in pages.
+#[tokio::test]
+async fn pod_templates_are_served_and_paged() {
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let a = server.addr();
+    for i in 0..3 {
+        let body = format!(
+            r#"{{"metadata":{{"name":"template-{i:04}"}},"template":{{"spec":{{"containers":[{{"name":"test","image":"test2"}}]}}}}}}"#
+        );
+        let r = raw(
+            a,
+            "POST",
+            "/api/v1/namespaces/default/podtemplates",
+            &[("Content-Type", "application/json")],
+            Some(body.as_bytes()),
+        )
+        .await;
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        let t = r.json();
+        assert_eq!(t["kind"], "PodTemplate");
+        assert_eq!(t["template"]["spec"]["restartPolicy"], "Always");
+        assert_eq!(t["template"]["spec"]["dnsPolicy"], "ClusterFirst");
+    }
+    let r = raw(
+        a,
+        "GET",
+        "/api/v1/namespaces/default/podtemplates?limit=2",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let page = r.json();
+    assert_eq!(page["kind"], "PodTemplateList");
+    assert_eq!(page["items"].as_array().unwrap().len(), 2);
+    assert_eq!(page["metadata"]["remainingItemCount"], 1);
+    let next = page["metadata"]["continue"].as_str().unwrap();
+    let r = raw(
+        a,
+        "GET",
+        &format!("/api/v1/namespaces/default/podtemplates?limit=2&continue={next}"),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["items"][0]["metadata"]["name"], "template-0002");
+    // Discovery lists them.
+    let r = raw(a, "GET", "/api/v1", &[], None).await;
+    assert!(r.json()["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|x| x["name"] == "podtemplates" && x["kind"] == "PodTemplate"));
+}
