@@ -159,3 +159,57 @@ async fn pod_templates_are_served_and_paged() {
         .iter()
         .any(|x| x["name"] == "podtemplates" && x["kind"] == "PodTemplate"));
 }
+
+/// Pods that own each other in a circle, every reference blocking, all go
+/// when one is deleted in the foreground (the suite's "Garbage collector
+/// should not be blocked by dependency circle", over HTTP as it does it).
+#[tokio::test]
+async fn a_circle_of_owners_deleted_in_the_foreground_all_goes() {
+    let (store, server, _client) = start(StoreConfig::default()).await;
+    let a = server.addr();
+    let mut uids = Vec::new();
+    for n in ["pod1", "pod2", "pod3"] {
+        let p = serde_json::to_vec(&pod(n)).unwrap();
+        let r = raw(
+            a,
+            "POST",
+            "/api/v1/namespaces/default/pods",
+            &[("Content-Type", "application/json")],
+            Some(&p),
+        )
+        .await;
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        uids.push(r.json()["metadata"]["uid"].as_str().unwrap().to_string());
+    }
+    for (i, owner) in [(0, 2), (1, 0), (2, 1)] {
+        let patch = json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "Pod",
+            "name": format!("pod{}", owner + 1), "uid": uids[owner],
+            "controller": true, "blockOwnerDeletion": true}]}});
+        let r = raw(
+            a,
+            "PATCH",
+            &format!("/api/v1/namespaces/default/pods/pod{}", i + 1),
+            &[("Content-Type", "application/strategic-merge-patch+json")],
+            Some(patch.to_string().as_bytes()),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    }
+    let opts = json!({"propagationPolicy": "Foreground", "preconditions": {"uid": uids[0]}});
+    let r = raw(
+        a,
+        "DELETE",
+        "/api/v1/namespaces/default/pods/pod1",
+        &[("Content-Type", "application/json")],
+        Some(opts.to_string().as_bytes()),
+    )
+    .await;
+    assert!(r.status == 200 || r.status == 202, "{}", r.status);
+    let left: Vec<String> = store
+        .list_pods(None)
+        .unwrap()
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    assert!(left.is_empty(), "left: {left:?}");
+}
