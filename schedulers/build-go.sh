@@ -38,9 +38,6 @@
 #                                (`go test -c k8s.io/kubernetes/test/e2e`, from
 #                                fakeapi/conformance), which
 #                                fakeapi/conformance/run.sh runs; only when named
-#   ginkgo                       the Ginkgo CLI of the suite's Ginkgo version, which
-#                                runs it in parallel (fakeapi/conformance); only
-#                                when named
 #
 # Usage: schedulers/build-go.sh [--check] [OUT_DIR] [PROGRAM...]
 #   PROGRAM   one of the names above (default: all of them but those built
@@ -76,7 +73,6 @@ declare -A module=(
 	[etcd]=../apiserver
 	[apidiff-informer]=../fakeapi/tests/differential/clients/informer
 	[e2e.test]=../fakeapi/conformance
-	[ginkgo]=../fakeapi/conformance
 	[yunikorn-scheduler]=yunikorn
 )
 # program -> the package built, when it is not the module's own main package
@@ -90,7 +86,7 @@ declare -A package=(
 )
 all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling kube-controller-manager vc-scheduler vc-controller-manager vc-webhook-manager kueue-manager yunikorn-scheduler)
 # Built only when named: the real API server and its store are not schedulers.
-more=(kube-apiserver etcd apidiff-informer e2e.test ginkgo)
+more=(kube-apiserver etcd apidiff-informer e2e.test)
 
 check=0
 out=""
@@ -109,7 +105,7 @@ for arg in "$@"; do
 	*)
 		if [[ -n "${module[$arg]+x}" ]]; then
 			wanted+=("$arg")
-		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == yunikorn* || $arg == etcd* || $arg == apidiff* || $arg == e2e* || $arg == ginkgo* ]]; then
+		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == yunikorn* || $arg == etcd* || $arg == apidiff* || $arg == e2e* ]]; then
 			# A misspelt program, not a directory to create.
 			echo "build-go.sh: unknown program $arg (${all[*]} ${more[*]})" >&2
 			exit 2
@@ -314,19 +310,6 @@ build_e2e() {
 	fi
 }
 
-# The Ginkgo CLI (go.mod's `tool` line, the suite's Ginkgo version).
-build_ginkgo() {
-	local ldflags=""
-	if [[ "${DBG:-0}" != 1 ]]; then
-		ldflags="-s -w"
-	fi
-	echo "build-go.sh: ginkgo (github.com/onsi/ginkgo/v2 $(modversion github.com/onsi/ginkgo/v2)) -> $out/ginkgo" >&2
-	go build -trimpath -buildvcs=false -ldflags="$ldflags" -o "$out/ginkgo" github.com/onsi/ginkgo/v2/ginkgo
-	if [[ $check == 1 ]]; then
-		echo "build-go.sh: ginkgo: nothing of ours to vet or test" >&2
-	fi
-}
-
 # YuniKorn's scheduler: the k8shim's main package (its Makefile's
 # `scheduler` target builds ./pkg/cmd/shim as yunikorn-scheduler), built
 # from the module cache (go.mod's `tool` line), with the Makefile's flags
@@ -383,10 +366,6 @@ for bin in "${wanted[@]}"; do
 	fi
 	if [[ $bin == e2e.test ]]; then
 		build_e2e
-		continue
-	fi
-	if [[ $bin == ginkgo ]]; then
-		build_ginkgo
 		continue
 	fi
 	# The Kubernetes version this module pins, for `--version` and the

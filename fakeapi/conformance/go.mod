@@ -211,5 +211,3 @@ replace (
 	k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.35.8
 	k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.35.8
 )
-
-tool github.com/onsi/ginkgo/v2/ginkgo
