@@ -239,4 +239,4 @@ if [[ -f $out/shard-serial.focus ]]; then
 	run_shard "$out/shard-serial.focus"
 fi
 echo "run.sh: the suite took $((SECONDS - start)) s" >&2
-python3 "$here/summary.py" "$out"/shard-*.json "$out/selected.txt" "$out"
+python3 "$here/summary.py" "$out"
