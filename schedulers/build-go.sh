@@ -39,10 +39,14 @@
 #                                fakeapi's differential harness records against
 #                                kube-apiserver (fakeapi/tests/differential/clients/
 #                                informer); only when named
+#   e2e.test                     Kubernetes' own end-to-end suite, unmodified
+#                                (`go test -c k8s.io/kubernetes/test/e2e`, from
+#                                fakeapi/conformance), which
+#                                fakeapi/conformance/run.sh runs; only when named
 #
 # Usage: schedulers/build-go.sh [--check] [OUT_DIR] [PROGRAM...]
-#   PROGRAM   one of the names above (default: all of them but kube-apiserver
-#             and etcd)
+#   PROGRAM   one of the names above (default: all of them but those built
+#             only when named)
 #   OUT_DIR   where the binaries go (default: target/go at the repository root)
 #   --check   also run `go vet` and `go test` in the modules built (not for
 #             Volcano's, which holds no Go code of ours)
@@ -74,6 +78,7 @@ declare -A module=(
 	[kube-apiserver]=../apiserver
 	[etcd]=../apiserver
 	[apidiff-informer]=../fakeapi/tests/differential/clients/informer
+	[e2e.test]=../fakeapi/conformance
 	[yunikorn-scheduler]=yunikorn
 )
 # program -> the package built, when it is not the module's own main package
@@ -87,7 +92,7 @@ declare -A package=(
 )
 all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling kube-controller-manager vc-scheduler vc-controller-manager vc-webhook-manager kueue-manager jobset-manager yunikorn-scheduler)
 # Built only when named: the real API server and its store are not schedulers.
-more=(kube-apiserver etcd apidiff-informer)
+more=(kube-apiserver etcd apidiff-informer e2e.test)
 
 check=0
 out=""
@@ -106,7 +111,7 @@ for arg in "$@"; do
 	*)
 		if [[ -n "${module[$arg]+x}" ]]; then
 			wanted+=("$arg")
-		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == jobset* || $arg == yunikorn* || $arg == etcd* || $arg == apidiff* ]]; then
+		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == jobset* || $arg == yunikorn* || $arg == etcd* || $arg == apidiff* || $arg == e2e* ]]; then
 			# A misspelt program, not a directory to create.
 			echo "build-go.sh: unknown program $arg (${all[*]} ${more[*]})" >&2
 			exit 2
@@ -346,6 +351,29 @@ build_informer() {
 	fi
 }
 
+# Kubernetes' e2e suite: the test binary of k8s.io/kubernetes/test/e2e as
+# Kubernetes' own build makes it (`go test -c`, stamped with the release as
+# its programs are), from the module cache; fakeapi/conformance/go.mod
+# holds the release and, in deps_test.go, the packages its tests import.
+build_e2e() {
+	local kver minor ldflags
+	kver=$(modversion k8s.io/kubernetes)
+	minor=${kver#v1.}
+	minor=${minor%%.*}
+	ldflags="-X k8s.io/component-base/version.gitVersion=$kver"
+	ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
+	ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor"
+	ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+	if [[ "${DBG:-0}" != 1 ]]; then
+		ldflags+=" -s -w"
+	fi
+	echo "build-go.sh: e2e.test (k8s.io/kubernetes $kver) -> $out/e2e.test" >&2
+	go test -c -trimpath -buildvcs=false -ldflags="$ldflags" -o "$out/e2e.test" k8s.io/kubernetes/test/e2e
+	if [[ $check == 1 ]]; then
+		echo "build-go.sh: e2e.test: nothing of ours to vet or test" >&2
+	fi
+}
+
 # YuniKorn's scheduler: the k8shim's main package (its Makefile's
 # `scheduler` target builds ./pkg/cmd/shim as yunikorn-scheduler), built
 # from the module cache (go.mod's `tool` line), with the Makefile's flags
@@ -402,6 +430,10 @@ for bin in "${wanted[@]}"; do
 	fi
 	if [[ $bin == apidiff-informer ]]; then
 		build_informer
+		continue
+	fi
+	if [[ $bin == e2e.test ]]; then
+		build_e2e
 		continue
 	fi
 	# The Kubernetes version this module pins, for `--version` and the

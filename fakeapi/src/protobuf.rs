@@ -7,7 +7,8 @@
 //! object's message. The messages are decoded with `k8s-pb`'s generated
 //! types and moved field by field into `k8s-openapi`'s, whose serde gives
 //! the JSON a JSON client would have sent (RFC 3339 times, `MicroTime` in
-//! microseconds, `FieldsV1` as its JSON). Only the kinds clients write are
+//! microseconds, `FieldsV1` as its JSON); a CustomResourceDefinition
+//! (`crd.rs`) straight into that JSON. Only the kinds clients write are
 //! read; any other kind is a 415 naming it, never a guess.
 //!
 //! Responses stay JSON: client-go always offers it (`Accept:
@@ -23,6 +24,7 @@ use prost::Message;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+mod crd;
 mod job;
 mod pod;
 mod service;
@@ -47,6 +49,7 @@ pub const KINDS: &[(&str, &str)] = &[
     ("events.k8s.io/v1", "Event"),
     ("coordination.k8s.io/v1", "Lease"),
     ("policy/v1", "Eviction"),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
     ("*", "DeleteOptions"),
 ];
 
@@ -145,6 +148,10 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
             k8s_pb::api::policy::v1::Eviction::decode(&*raw)
                 .map_err(bad)?
                 .conv(),
+        ),
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => crd::definition(
+            k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition::decode(&*raw)
+                .map_err(bad)?,
         ),
         (_, "DeleteOptions") => {
             let mut v = json(pb_meta::DeleteOptions::decode(&*raw).map_err(bad)?.conv());

@@ -185,6 +185,17 @@ pub static RESOURCES: &[ResourceInfo] = &[
     row(
         "",
         "v1",
+        "PodTemplate",
+        "podtemplates",
+        "podtemplate",
+        NS,
+        &[],
+        &[],
+        &[],
+    ),
+    row(
+        "",
+        "v1",
         "ServiceAccount",
         "serviceaccounts",
         "serviceaccount",

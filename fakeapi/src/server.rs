@@ -231,6 +231,75 @@ pub fn kubeconfig_yaml(addr: SocketAddr) -> String {
     )
 }
 
+/// Go's `time.ParseDuration`: `[-+]` then one or more decimal numbers
+/// (with an optional fraction) each followed by a unit (`ns`, `us`, `µs`,
+/// `μs`, `ms`, `s`, `m`, `h`), or `0`; in nanoseconds, with Go's error
+/// messages.
+fn go_duration(text: &str) -> Result<i128, String> {
+    let quoted = format!("{text:?}");
+    let invalid = || format!("time: invalid duration {quoted}");
+    let mut s = text;
+    let negative = s.starts_with('-');
+    if let Some(rest) = s.strip_prefix('-').or_else(|| s.strip_prefix('+')) {
+        s = rest;
+    }
+    if s == "0" {
+        return Ok(0);
+    }
+    if s.is_empty() {
+        return Err(invalid());
+    }
+    let mut total: i128 = 0;
+    while !s.is_empty() {
+        let int_len = s.bytes().take_while(u8::is_ascii_digit).count();
+        let (int, rest) = s.split_at(int_len);
+        let (frac, rest) = match rest.strip_prefix('.') {
+            Some(r) => {
+                let n = r.bytes().take_while(u8::is_ascii_digit).count();
+                r.split_at(n)
+            }
+            None => ("", rest),
+        };
+        if int.is_empty() && frac.is_empty() {
+            return Err(invalid());
+        }
+        let unit_len = rest
+            .char_indices()
+            .find(|(_, c)| *c == '.' || c.is_ascii_digit())
+            .map_or(rest.len(), |(i, _)| i);
+        let (unit, rest) = rest.split_at(unit_len);
+        if unit.is_empty() {
+            return Err(format!("time: missing unit in duration {quoted}"));
+        }
+        let scale: i128 = match unit {
+            "ns" => 1,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            _ => return Err(format!("time: unknown unit {unit:?} in duration {quoted}")),
+        };
+        let whole: i128 = if int.is_empty() {
+            0
+        } else {
+            int.parse().map_err(|_| invalid())?
+        };
+        let mut part = whole.checked_mul(scale).ok_or_else(invalid)?;
+        if !frac.is_empty() {
+            let digits = &frac[..frac.len().min(18)];
+            let f: i128 = digits.parse().map_err(|_| invalid())?;
+            part += f * scale / 10i128.pow(digits.len() as u32);
+        }
+        total = total.checked_add(part).ok_or_else(invalid)?;
+        if total > i64::MAX as i128 + i128::from(negative) {
+            return Err(invalid());
+        }
+        s = rest;
+    }
+    Ok(if negative { -total } else { total })
+}
+
 fn json_response(code: u16, body: impl Into<Bytes>) -> Response {
     Response::builder()
         .status(code)
@@ -413,6 +482,17 @@ async fn route(ctx: &Ctx, req: Request) -> (&'static str, String, Response) {
                 .collect::<HashMap<_, _>>()
         })
         .unwrap_or_default();
+    // kube-apiserver reads `timeout` (a Go duration) on every request and
+    // refuses one it cannot parse; a valid one bounds nothing here, as
+    // fakeapi answers without waiting.
+    if let Some(t) = query.get("timeout") {
+        if let Err(e) = go_duration(t) {
+            let err = ApiError::BadRequest(format!(
+                "invalid timeout specified in the request URL - {e}"
+            ));
+            return ("unknown", String::new(), error_response(&err));
+        }
+    }
     let r = Req {
         conn,
         method: parts.method,
@@ -1379,4 +1459,41 @@ fn render_metrics(ctx: &Ctx) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::go_duration;
+
+    #[test]
+    fn durations_read_as_go_reads_them() {
+        assert_eq!(go_duration("0"), Ok(0));
+        assert_eq!(go_duration("0s"), Ok(0));
+        assert_eq!(go_duration("3m"), Ok(180_000_000_000));
+        assert_eq!(go_duration("-1.5s"), Ok(-1_500_000_000));
+        assert_eq!(go_duration("1h2m3.5s"), Ok(3_723_500_000_000));
+        assert_eq!(go_duration(".5ms"), Ok(500_000));
+        assert_eq!(go_duration("10µs"), Ok(10_000));
+        assert_eq!(
+            go_duration("invalid"),
+            Err(r#"time: invalid duration "invalid""#.into())
+        );
+        assert_eq!(
+            go_duration("10"),
+            Err(r#"time: missing unit in duration "10""#.into())
+        );
+        assert_eq!(
+            go_duration("10d"),
+            Err(r#"time: unknown unit "d" in duration "10d""#.into())
+        );
+        assert_eq!(go_duration(""), Err(r#"time: invalid duration """#.into()));
+        assert_eq!(
+            go_duration("-"),
+            Err(r#"time: invalid duration "-""#.into())
+        );
+        assert_eq!(
+            go_duration("9999999999h"),
+            Err(r#"time: invalid duration "9999999999h""#.into())
+        );
+    }
 }

@@ -931,6 +931,12 @@ impl Store {
         for pc in builtin_admission::system_priority_classes() {
             let _ = store.create("priorityclasses.scheduling.k8s.io", None, pc);
         }
+        // (Only with a `default` namespace to hold it.)
+        let _ = store.create(
+            "services",
+            Some("default"),
+            builtin_admission::kubernetes_service(),
+        );
         store
     }
 

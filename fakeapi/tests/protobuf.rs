@@ -508,3 +508,170 @@ async fn jobs_and_services_in_protobuf_as_jobsets_controller_creates_them() {
         "{stored}"
     );
 }
+
+/// A CustomResourceDefinition in protobuf, as client-go's apiextensions
+/// clientset writes it by default (the e2e suite's CRD tests do): read into
+/// the JSON a JSON client would have sent (Go's field names; what Go's JSON
+/// leaves out left out; a pointer set to zero kept), established, its kind
+/// served with the schema's default.
+#[tokio::test]
+async fn custom_resource_definitions_in_protobuf() {
+    use k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1 as pb;
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let a = server.addr();
+    let raw_json = |v: serde_json::Value| pb::Json {
+        raw: Some(serde_json::to_vec(&v).unwrap()),
+    };
+    let string = || pb::JsonSchemaProps {
+        r#type: Some("string".into()),
+        ..Default::default()
+    };
+    let spec = pb::JsonSchemaProps {
+        r#type: Some("object".into()),
+        properties: [
+            (
+                "size".to_string(),
+                pb::JsonSchemaProps {
+                    r#type: Some("integer".into()),
+                    minimum: Some(0.0),
+                    maximum: Some(10.0),
+                    default: Some(raw_json(serde_json::json!(3))),
+                    ..Default::default()
+                },
+            ),
+            (
+                "colour".to_string(),
+                pb::JsonSchemaProps {
+                    // A pointer set to zero: written, as Go writes it.
+                    min_length: Some(0),
+                    r#enum: vec![
+                        raw_json(serde_json::json!("red")),
+                        raw_json(serde_json::json!("blue")),
+                    ],
+                    ..string()
+                },
+            ),
+            (
+                "tags".to_string(),
+                pb::JsonSchemaProps {
+                    r#type: Some("array".into()),
+                    items: Some(Box::new(pb::JsonSchemaPropsOrArray {
+                        schema: Some(Box::new(string())),
+                        j_son_schemas: vec![],
+                    })),
+                    x_kubernetes_list_type: Some("set".into()),
+                    ..Default::default()
+                },
+            ),
+        ]
+        .into(),
+        ..Default::default()
+    };
+    let root = pb::JsonSchemaProps {
+        r#type: Some("object".into()),
+        properties: [("spec".to_string(), spec)].into(),
+        // A plain bool at its zero value: left out, as Go leaves it out.
+        nullable: Some(false),
+        ..Default::default()
+    };
+    let crd = pb::CustomResourceDefinition {
+        metadata: Some(pb_meta::ObjectMeta {
+            name: Some("widgets.example.com".into()),
+            ..Default::default()
+        }),
+        spec: Some(pb::CustomResourceDefinitionSpec {
+            group: Some("example.com".into()),
+            names: Some(pb::CustomResourceDefinitionNames {
+                plural: Some("widgets".into()),
+                singular: Some("widget".into()),
+                kind: Some("Widget".into()),
+                list_kind: Some("WidgetList".into()),
+                short_names: vec!["wd".into()],
+                ..Default::default()
+            }),
+            scope: Some("Namespaced".into()),
+            versions: vec![pb::CustomResourceDefinitionVersion {
+                name: Some("v1".into()),
+                served: Some(true),
+                storage: Some(true),
+                deprecated: Some(false),
+                schema: Some(pb::CustomResourceValidation {
+                    open_apiv3_schema: Some(root),
+                }),
+                subresources: Some(pb::CustomResourceSubresources {
+                    status: Some(pb::CustomResourceSubresourceStatus {}),
+                    scale: None,
+                }),
+                additional_printer_columns: vec![pb::CustomResourceColumnDefinition {
+                    name: Some("Size".into()),
+                    r#type: Some("integer".into()),
+                    json_path: Some(".spec.size".into()),
+                    priority: Some(0),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            conversion: Some(pb::CustomResourceConversion {
+                strategy: Some("None".into()),
+                webhook: None,
+            }),
+            preserve_unknown_fields: Some(false),
+        }),
+        status: None,
+    };
+    let headers = [("Content-Type", PROTOBUF), ("Accept", ACCEPT)];
+    let r = raw(
+        a,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &headers,
+        Some(&envelope(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            &crd,
+        )),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let got = r.json();
+    let version = &got["spec"]["versions"][0];
+    assert_eq!(
+        version["schema"]["openAPIV3Schema"],
+        serde_json::json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "properties": {
+                "size": {"type": "integer", "minimum": 0.0, "maximum": 10.0, "default": 3},
+                "colour": {"type": "string", "minLength": 0, "enum": ["red", "blue"]},
+                "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"}
+            }}}
+        })
+    );
+    assert_eq!(version["served"], true);
+    assert_eq!(version["storage"], true);
+    assert!(version.get("deprecated").is_none(), "{version}");
+    assert_eq!(version["subresources"], serde_json::json!({"status": {}}));
+    assert_eq!(
+        version["additionalPrinterColumns"],
+        serde_json::json!([{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}])
+    );
+    assert_eq!(
+        got["spec"]["names"]["shortNames"],
+        serde_json::json!(["wd"])
+    );
+    assert_eq!(
+        got["spec"]["conversion"],
+        serde_json::json!({"strategy": "None"})
+    );
+    assert!(got["spec"].get("preserveUnknownFields").is_none());
+    // Established at once; its kind served with the default.
+    let r = raw(
+        a,
+        "POST",
+        "/apis/example.com/v1/namespaces/default/widgets",
+        &[("Content-Type", "application/json")],
+        Some(br#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"colour":"red"}}"#),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["spec"]["size"], 3);
+}

@@ -43,6 +43,25 @@ pub(crate) fn system_priority_classes() -> [Value; 2] {
     ]
 }
 
+/// The Service `default/kubernetes` that kube-apiserver's bootstrap
+/// controller keeps, the API server's own address in the cluster: the first
+/// address of the service range (10.96.0.0/16 here, as kubeadm's default),
+/// port 443 `https`. Clients read it (the e2e suite learns the cluster's IP
+/// family from it). Its `targetPort` is kube-apiserver's default secure
+/// port: the store does not know where it is served, and nothing routes
+/// cluster IPs in a simulation, so it has no Endpoints.
+pub(crate) fn kubernetes_service() -> Value {
+    json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kubernetes", "namespace": "default",
+            "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {"clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1"],
+            "internalTrafficPolicy": "Cluster", "ipFamilies": ["IPv4"],
+            "ipFamilyPolicy": "SingleStack",
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+            "sessionAffinity": "None", "type": "ClusterIP"},
+        "status": {"loadBalancer": {}}})
+}
+
 impl Store {
     /// Admits a new pod (see the module doc).
     pub(super) fn admit_pod(&self, st: &State, pod: &mut Value, origin: Origin) -> Result<()> {

@@ -30,6 +30,10 @@
 //! - `propagationPolicy: Foreground` keeps the owner, marked with the
 //!   `foregroundDeletion` finalizer, until none of its dependents that
 //!   block it exists any more.
+//! - a circle of foreground deletions (a dependent whose owner waits for it
+//!   and that has a dependent waiting too) is broken as the collector breaks
+//!   it: the dependent's references stop blocking (`blockOwnerDeletion:
+//!   false`), then it is deleted in the foreground.
 
 use super::*;
 use std::collections::{BTreeSet, HashMap};
@@ -163,8 +167,8 @@ impl Graph {
         if let Some(o) = old {
             if ty != EventType::Deleted
                 && owner_refs(o)
-                    .map(|r| r.uid)
-                    .eq(owner_refs(new).map(|r| r.uid))
+                    .map(|r| (r.uid, r.block))
+                    .eq(owner_refs(new).map(|r| (r.uid, r.block)))
                 && !self.may_own(new)
             {
                 return;
@@ -217,6 +221,17 @@ impl Graph {
                 }
                 if waiting(new) && !old.is_some_and(waiting) {
                     self.queue.push_back(Job::Owner(item.clone()));
+                }
+                // A reference that stops blocking a waiting owner may
+                // free it.
+                if let Some(o) = old {
+                    let still: BTreeSet<&str> =
+                        owner_refs(new).filter(|r| r.block).map(|r| r.uid).collect();
+                    for r in owner_refs(o).filter(|r| r.block && !still.contains(r.uid)) {
+                        if let Some(owner) = self.waiting_owners.get(r.uid) {
+                            self.queue.push_back(Job::Owner(owner.clone()));
+                        }
+                    }
                 }
                 let orphaning = |o: &Value| deleting(o) && has_finalizer(o, ORPHAN);
                 if orphaning(new) && !old.is_some_and(orphaning) {
@@ -291,6 +306,7 @@ impl Store {
         }
         let mut any = false;
         let mut blocks_waiting_owner = false;
+        let mut owner_waiting = false;
         for r in owner_refs(&obj.value) {
             any = true;
             let Some(owner_item) = self.resolve_owner(st, &r, &item.1 .0) else {
@@ -299,6 +315,7 @@ impl Store {
             match Self::object(st, &owner_item) {
                 Some(o) if meta_str(&o.value, "uid") == Some(r.uid) => {
                     if waiting(&o.value) {
+                        owner_waiting = true;
                         blocks_waiting_owner |= r.block;
                     } else {
                         return; // a solid owner
@@ -313,6 +330,39 @@ impl Store {
         let Some(served) = self.served_of(st, item.0) else {
             return;
         };
+        let mut obj = obj;
+        let mut blocks_waiting_owner = blocks_waiting_owner;
+        if owner_waiting && self.dependent_waits(st, &obj.value) {
+            // A cycle of foreground deletions (its owner waits for it, and
+            // it would wait for a dependent that waits too): as the
+            // collector does, its references stop blocking their owners,
+            // then it goes in the foreground.
+            let mut v = (*obj.value).clone();
+            if let Some(refs) = v
+                .pointer_mut("/metadata/ownerReferences")
+                .and_then(Value::as_array_mut)
+            {
+                for r in refs {
+                    if r.get("blockOwnerDeletion").and_then(Value::as_bool) == Some(true) {
+                        r["blockOwnerDeletion"] = json!(false);
+                    }
+                }
+            }
+            self.commit(
+                st,
+                &served,
+                item.1.clone(),
+                v,
+                Some(obj),
+                EventType::Modified,
+                Origin::GarbageCollector,
+            );
+            let Some(now) = Self::object(st, &item) else {
+                return;
+            };
+            obj = now;
+            blocks_waiting_owner = true;
+        }
         let policy = if blocks_waiting_owner {
             Propagation::Foreground
         } else {
@@ -323,6 +373,18 @@ impl Store {
             ..DeleteOptions::default()
         };
         let _ = self.delete_locked(st, &served, item.1, obj, &opts, Origin::GarbageCollector);
+    }
+
+    /// Whether a dependent of `obj` is itself being deleted in the
+    /// foreground (waits for its own dependents).
+    fn dependent_waits(&self, st: &State, obj: &Value) -> bool {
+        let Some(uid) = meta_str(obj, "uid") else {
+            return false;
+        };
+        st.gc.dependents.get(uid).is_some_and(|deps| {
+            deps.iter()
+                .any(|d| Self::object(st, d).is_some_and(|o| waiting(&o.value)))
+        })
     }
 
     /// An owner deleted in the foreground: its dependents go; once none
@@ -632,6 +694,34 @@ mod tests {
         cm(&s, "lonely");
         delete(&s, "lonely", Propagation::Foreground);
         assert!(exists(&s, "lonely").is_none());
+    }
+
+    /// Three objects owning each other in a circle, every reference
+    /// blocking: a foreground deletion of one takes all three (the e2e
+    /// suite's "should not be blocked by dependency circle"), the circle
+    /// broken as kube-controller-manager's collector breaks it.
+    #[test]
+    fn foreground_deletion_of_a_circle_takes_it_all() {
+        let s = Store::new();
+        let uid = |n: &str| {
+            exists(&s, n).unwrap()["metadata"]["uid"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        for n in ["c1", "c2", "c3"] {
+            cm(&s, n);
+        }
+        for (name, owner) in [("c1", "c3"), ("c2", "c1"), ("c3", "c2")] {
+            let mut o = exists(&s, name).unwrap();
+            o["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap",
+                "name": owner, "uid": uid(owner), "controller": true, "blockOwnerDeletion": true}]);
+            s.update("configmaps", Some("default"), o).unwrap();
+        }
+        delete(&s, "c1", Propagation::Foreground);
+        for n in ["c1", "c2", "c3"] {
+            assert!(exists(&s, n).is_none(), "{n} is left: {:?}", exists(&s, n));
+        }
     }
 
     #[test]
