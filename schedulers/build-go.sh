@@ -351,19 +351,28 @@ build_informer() {
 	fi
 }
 
+# The -X flags that stamp a Kubernetes program with the release the
+# current module pins (`--version`, the User-Agent; unstamped, upstream
+# code says v0.0.0-master).
+kube_ldflags() {
+	local kver minor
+	kver=$(modversion k8s.io/kubernetes)
+	minor=${kver#v1.}
+	minor=${minor%%.*}
+	echo "-X k8s.io/component-base/version.gitVersion=$kver" \
+		"-X k8s.io/component-base/version.gitMajor=1" \
+		"-X k8s.io/component-base/version.gitMinor=$minor" \
+		"-X k8s.io/component-base/version.gitTreeState=clean"
+}
+
 # Kubernetes' e2e suite: the test binary of k8s.io/kubernetes/test/e2e as
 # Kubernetes' own build makes it (`go test -c`, stamped with the release as
 # its programs are), from the module cache; fakeapi/conformance/go.mod
 # holds the release and, in deps_test.go, the packages its tests import.
 build_e2e() {
-	local kver minor ldflags
+	local kver ldflags
 	kver=$(modversion k8s.io/kubernetes)
-	minor=${kver#v1.}
-	minor=${minor%%.*}
-	ldflags="-X k8s.io/component-base/version.gitVersion=$kver"
-	ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
-	ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor"
-	ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+	ldflags=$(kube_ldflags)
 	if [[ "${DBG:-0}" != 1 ]]; then
 		ldflags+=" -s -w"
 	fi
@@ -436,15 +445,8 @@ for bin in "${wanted[@]}"; do
 		build_e2e
 		continue
 	fi
-	# The Kubernetes version this module pins, for `--version` and the
-	# User-Agent (unstamped, upstream code says v0.0.0-master).
 	kver=$(modversion k8s.io/kubernetes)
-	minor=${kver#v1.}
-	minor=${minor%%.*}
-	ldflags="-X k8s.io/component-base/version.gitVersion=$kver"
-	ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
-	ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor"
-	ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+	ldflags=$(kube_ldflags)
 	if [[ $bin == vc-* ]]; then
 		# Volcano stamps its own version package (as its Makefile does),
 		# from the module's version and the commit the proxy recorded.
