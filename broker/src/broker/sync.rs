@@ -87,6 +87,45 @@ impl ShimSide {
         }
     }
 
+    /// What keeps the programs from being quiescent, for a warning: each
+    /// one's probe, the API's counts and the bytes on their way (starts
+    /// with "; ", or is empty if nothing can be read).
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        for p in &self.procs {
+            match p.controller.probe() {
+                Ok(q) => parts.push(format!(
+                    "{}: {} threads, {} in a shim wait, {}{}",
+                    p.name,
+                    q.threads,
+                    q.waiting,
+                    if q.quiescent() {
+                        "quiescent"
+                    } else {
+                        "not quiescent"
+                    },
+                    if q.all_sleeping {
+                        ""
+                    } else {
+                        " (a thread runs or may run)"
+                    }
+                )),
+                Err(e) => parts.push(format!("{}: {e}", p.name)),
+            }
+        }
+        let a = self.activity.snapshot();
+        parts.push(format!(
+            "API: requests in flight {}, watch events not written {}, connections being read {}",
+            a.requests_in_flight, a.watch_events_pending, a.connections_reading
+        ));
+        parts.push(format!(
+            "bytes between the API and its clients {}, packets in the kernel's backlog {}",
+            tcp_backlog(&self.activity, &mut self.diag.lock(), &self.api_ports),
+            softnet().backlog
+        ));
+        format!("; {}", parts.join("; "))
+    }
+
     /// Simulated time (every page reads the same).
     pub fn now(&self) -> SimTime {
         self.procs[0].controller.now()
@@ -427,35 +466,91 @@ pub fn settle_hook(
             activity: activity.snapshot(),
         }
     };
+    // Since when the hook has said no without a yes in between, and
+    // whether that was reported: a program held this long (10 s of wall
+    // time) waits on something that does not come; the report names it.
+    // (The supervisor asks again within milliseconds while a call waits:
+    // a pause of a second between two asks starts a new episode.)
+    let unsettled: parking_lot::Mutex<Unsettled> = Default::default();
     Arc::new(move || {
+        let report = |why: &dyn Fn() -> String| {
+            let mut u = unsettled.lock();
+            let now = Instant::now();
+            if u.last.is_none_or(|l| now - l > Duration::from_secs(1)) {
+                *u = Unsettled::default();
+            }
+            u.last = Some(now);
+            let since = *u.since.get_or_insert(now);
+            if !u.reported && since.elapsed() >= Duration::from_secs(10) {
+                u.reported = true;
+                tracing::warn!(
+                    waited = ?since.elapsed(),
+                    "a program's deterministic read has waited for the API to settle: {}",
+                    why()
+                );
+            }
+        };
         let key = look();
-        if key.version != processed.load(Ordering::Acquire) {
+        let version = processed.load(Ordering::Acquire);
+        if key.version != version {
             // The broker has changes to react to, and may be asleep
             // waiting for the program's quiescence: wake it to take them.
             for c in &broker {
                 c.nudge();
             }
+            report(&|| {
+                format!(
+                    "the broker has not reacted to the store's changes (version {}, reacted to {version})",
+                    key.version
+                )
+            });
             return false;
         }
         let before = key.activity;
-        if awake.load(Ordering::SeqCst) != 0
-            || before.connections_reading != 0
-            || before.watch_events_pending != 0
-        {
+        let workers = awake.load(Ordering::SeqCst);
+        if workers != 0 || before.connections_reading != 0 || before.watch_events_pending != 0 {
+            report(&|| {
+                format!(
+                    "API workers awake {workers}, connections being read {}, watch events not written {}",
+                    before.connections_reading, before.watch_events_pending
+                )
+            });
             return false;
         }
         if settled_at.lock().as_ref() == Some(&key) {
+            *unsettled.lock() = Unsettled::default();
             return true;
         }
-        let settled = softnet().backlog == 0
-            && in_flight(&activity, &mut diag.lock(), &ports) == 0
-            && awake.load(Ordering::SeqCst) == 0
-            && look() == key;
+        let backlog = softnet().backlog;
+        let bytes = if backlog == 0 {
+            in_flight(&activity, &mut diag.lock(), &ports)
+        } else {
+            u64::MAX
+        };
+        let settled =
+            backlog == 0 && bytes == 0 && awake.load(Ordering::SeqCst) == 0 && look() == key;
         if settled {
             *settled_at.lock() = Some(key);
+            *unsettled.lock() = Unsettled::default();
+        } else {
+            report(&|| {
+                format!(
+                    "packets in the kernel's backlog {backlog}, bytes between the API and its clients {}",
+                    if bytes == u64::MAX { "not looked at".to_string() } else { bytes.to_string() }
+                )
+            });
         }
         settled
     })
+}
+
+/// A run of refusals of [`settle_hook`]: since when, the last one, and
+/// whether it was reported.
+#[derive(Default)]
+struct Unsettled {
+    since: Option<Instant>,
+    last: Option<Instant>,
+    reported: bool,
 }
 
 /// What a settled look of [`settle_hook`] depended on.
@@ -736,7 +831,7 @@ impl SockDiag {
     /// the listener's accept queue, which fakeapi counts, until accepted.
     ///
     /// A dump of the TCP sockets walks the kernel's whole connection table
-    /// (about half a millisecond per address family), and clients open
+    /// (about half a millisecond), and clients open
     /// connections all the time (an HTTP/1 pool drops one idle for 90
     /// simulated seconds): it is made only when counts say a handshake may
     /// be in progress. Since the last dump that found none, as many
@@ -757,16 +852,20 @@ impl SockDiag {
                 return Ok(0);
             }
         }
+        // IPv4 sockets only: the API listens on 127.0.0.1 alone (`batkube
+        // run` refuses to start otherwise), so both ends of a connection to
+        // it are AF_INET sockets (a client dialing 127.0.0.1 opens one; only
+        // a v4-mapped IPv6 address in its kubeconfig would not). IPv4 and
+        // IPv6 share the kernel's connection table, each dump walks all of
+        // it: a second one for IPv6 doubled the cost for nothing.
         let mut n = 0;
-        for family in [libc::AF_INET as u8, libc::AF_INET6 as u8] {
-            self.dump(family, |state, sport, dport| {
-                if (state == TCP_SYN_SENT && ports.contains(&dport))
-                    || (matches!(state, TCP_SYN_RECV | TCP_NEW_SYN_RECV) && ports.contains(&sport))
-                {
-                    n += 1;
-                }
-            })?;
-        }
+        self.dump(libc::AF_INET as u8, |state, sport, dport| {
+            if (state == TCP_SYN_SENT && ports.contains(&dport))
+                || (matches!(state, TCP_SYN_RECV | TCP_NEW_SYN_RECV) && ports.contains(&sport))
+            {
+                n += 1;
+            }
+        })?;
         // A baseline only if no handshake ended while the dump looked: one
         // started before `opens` was read and established after `done`
         // would otherwise leave the counts apart the other way.

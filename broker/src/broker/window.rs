@@ -427,9 +427,13 @@ impl Broker {
         );
         if outcome.bound_hit {
             self.windows_bound_hit += 1;
+            let state = match &self.side {
+                SchedulerSide::Shim(s) => s.describe(),
+                SchedulerSide::External => String::new(),
+            };
             tracing::warn!(
                 time = t,
-                "the scheduler was still busy when the window's wall-clock bound ran out"
+                "the scheduler was still busy when the window's wall-clock bound ran out{state}"
             );
         }
         if let Some(f) = outcome.failure {

@@ -165,6 +165,16 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
         rt.block_on(server.add_listener("127.0.0.1:0".parse()?))
             .with_context(|| format!("starting the API's listener for {}", p.name))?;
     }
+    // Quiescence looks for handshakes to these ports among IPv4 sockets
+    // only (`SockDiag::handshakes`).
+    anyhow::ensure!(
+        server
+            .addrs()
+            .iter()
+            .all(|a| a.ip().is_loopback() && a.is_ipv4()),
+        "the API must listen on 127.0.0.1 only, not {:?}",
+        server.addrs()
+    );
     let api_ports: Vec<u16> = server.addrs().iter().map(|a| a.port()).collect();
     let mut clocks: Vec<Arc<Controller>> = Vec::new();
     if shim {
