@@ -13,7 +13,9 @@
 //!   `requests.storage` and the same per storage class
 //!   (`<class>.storageclass.storage.k8s.io/…`); every other resource,
 //!   custom ones included, `count/<plural>.<group>` (and the legacy
-//!   `configmaps`, `secrets`, `replicationcontrollers`, `resourcequotas`).
+//!   `configmaps`, `secrets`, `replicationcontrollers`, `resourcequotas`);
+//!   DRA's ResourceClaims their devices by class
+//!   (`<class>.deviceclass.resource.k8s.io/devices`).
 //!   Scopes (`spec.scopes`, `spec.scopeSelector`): `Terminating`,
 //!   `NotTerminating`, `BestEffort`, `NotBestEffort`, `PriorityClass`,
 //!   `CrossNamespacePodAffinity` for pods, `VolumeAttributesClass` for
@@ -36,8 +38,8 @@
 //! Quantities are summed exactly ([`crate::quantity`]). A namespace without
 //! a ResourceQuota costs one lookup in a map of namespaces that have one.
 //! Not done: a pod past its deletion grace period stays counted until it
-//! leaves the API (the controller stops counting it at once), and a quota's
-//! DRA device classes (`<class>.deviceclass.resource.kubernetes.io/devices`).
+//! leaves the API (the controller stops counting it at once), and DRA's
+//! extended resources backed by devices (`DRAExtendedResource`, alpha).
 
 use super::{meta_str, EventType, Origin, State, Store};
 use crate::error::{ApiError, Result};
@@ -56,6 +58,8 @@ enum Eval {
     Pods,
     Services,
     Claims,
+    /// DRA's ResourceClaims: devices by class.
+    DeviceClaims,
     /// Object count, with the legacy name of the few core kinds that have one.
     Count,
 }
@@ -65,6 +69,7 @@ fn evaluator(group: &str, plural: &str) -> Eval {
         ("", "pods") => Eval::Pods,
         ("", "services") => Eval::Services,
         ("", "persistentvolumeclaims") => Eval::Claims,
+        ("resource.k8s.io", "resourceclaims") => Eval::DeviceClaims,
         _ => Eval::Count,
     }
 }
@@ -110,6 +115,9 @@ const SERVICE_RESOURCES: [&str; 4] = [
 ];
 const CLAIM_RESOURCES: [&str; 2] = ["persistentvolumeclaims", "requests.storage"];
 const STORAGE_CLASS_SUFFIX: &str = ".storageclass.storage.k8s.io/";
+const DEVICE_CLASS_SUFFIX: &str = ".deviceclass.resource.k8s.io/devices";
+/// `AllocationResultsMaxSize`: what a request for all devices of a class counts.
+const ALL_DEVICES: i64 = 32;
 /// The resources whose presence a quota requires on every container.
 const VALIDATION_SET: [&str; 6] = [
     "cpu",
@@ -154,6 +162,7 @@ fn matching_resources<'a>(
                     .iter()
                     .any(|r| k.ends_with(&format!("{STORAGE_CLASS_SUFFIX}{r}")))
         }
+        Eval::DeviceClaims => **k == count || k.ends_with(DEVICE_CLASS_SUFFIX),
         Eval::Count => **k == count || legacy == Some(k.as_str()),
     })
     .cloned()
@@ -333,6 +342,40 @@ fn usage(eval: Eval, group: &str, plural: &str, obj: &Value) -> List {
                         format!("{c}{STORAGE_CLASS_SUFFIX}requests.storage"),
                         storage,
                     );
+                }
+            }
+        }
+        Eval::DeviceClaims => {
+            out.insert(count_name(group, plural), Quantity::count(1));
+            // A request names its class (`exactly`, or on itself before
+            // v1) or lists alternatives (`firstAvailable`: the most any of
+            // them asks of a class).
+            let devices = |r: &Value| -> Option<(String, i64)> {
+                let class = r["deviceClassName"].as_str().filter(|c| !c.is_empty())?;
+                let n = match r["allocationMode"].as_str() {
+                    Some("All") => ALL_DEVICES,
+                    _ => r["count"].as_i64().unwrap_or(1),
+                };
+                Some((format!("{class}{DEVICE_CLASS_SUFFIX}"), n))
+            };
+            for r in obj
+                .pointer("/spec/devices/requests")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let mut by_class: BTreeMap<String, i64> = BTreeMap::new();
+                if let Some(subs) = r["firstAvailable"].as_array().filter(|a| !a.is_empty()) {
+                    for (class, n) in subs.iter().filter_map(devices) {
+                        let e = by_class.entry(class).or_insert(0);
+                        *e = (*e).max(n);
+                    }
+                } else if let Some(d) = devices(r.get("exactly").unwrap_or(r)) {
+                    by_class.insert(d.0, d.1);
+                }
+                for (class, n) in by_class {
+                    let e = out.entry(class).or_insert(Quantity::ZERO);
+                    *e = e.add(Quantity::count(n));
                 }
             }
         }
@@ -801,6 +844,11 @@ impl Store {
                 tables.push((t, info));
             }
         }
+        if hard.keys().any(|k| k.ends_with(DEVICE_CLASS_SUFFIX)) {
+            if let Some(found) = counted_table(st, "count/resourceclaims.resource.k8s.io") {
+                tables.push(found);
+            }
+        }
         for k in hard.keys() {
             if let Some(found) = counted_table(st, k) {
                 if !tables.iter().any(|(t, _)| *t == found.0) {
@@ -886,6 +934,25 @@ mod tests {
         done["status"] = json!({"phase": "Succeeded"});
         let u = usage(Eval::Pods, "", "pods", &done);
         assert_eq!(u.len(), 1, "a terminal pod counts as an object only: {u:?}");
+    }
+
+    #[test]
+    fn a_resource_claim_counts_its_devices_by_class() {
+        let claim = json!({"spec": {"devices": {"requests": [
+            {"name": "a", "exactly": {"deviceClassName": "gold", "allocationMode": "ExactCount", "count": 2}},
+            {"name": "b", "exactly": {"deviceClassName": "gold"}},
+            {"name": "c", "firstAvailable": [
+                {"name": "x", "deviceClassName": "silver", "count": 3},
+                {"name": "y", "deviceClassName": "silver", "allocationMode": "All"}]}]}}});
+        let u = usage(
+            Eval::DeviceClaims,
+            "resource.k8s.io",
+            "resourceclaims",
+            &claim,
+        );
+        assert_eq!(u["count/resourceclaims.resource.k8s.io"], q("1"));
+        assert_eq!(u["gold.deviceclass.resource.k8s.io/devices"], q("3"));
+        assert_eq!(u["silver.deviceclass.resource.k8s.io/devices"], q("32"));
     }
 
     #[test]
