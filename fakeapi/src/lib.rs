@@ -54,6 +54,7 @@ mod manifest;
 pub mod negotiate;
 pub mod patch;
 pub mod protobuf;
+pub mod quantity;
 mod registry;
 pub mod resources;
 mod schema;

@@ -30,6 +30,7 @@ mod admit;
 mod binding;
 mod builtin_admission;
 mod gc;
+mod quota;
 pub use admit::Admitted;
 pub(crate) use admit::PatchTarget;
 pub(crate) use binding::BindRequest;
@@ -211,6 +212,10 @@ pub enum Origin {
     /// The store's garbage collector (owner references), acting as
     /// kube-controller-manager's does: a client of the API like `Http`.
     GarbageCollector,
+    /// The store's resource-quota controller writing a ResourceQuota's
+    /// status, as kube-controller-manager's does: a client of the API like
+    /// `Http`.
+    QuotaController,
 }
 
 impl Origin {
@@ -430,6 +435,9 @@ struct State {
     registry: Registry,
     /// Owner references and the garbage collector's work.
     gc: gc::Graph,
+    /// The namespaces that have ResourceQuotas, with how many: a
+    /// namespace not here costs quota nothing (`quota.rs`).
+    quota_namespaces: std::collections::HashMap<String, u32>,
     /// The last held batch that changed something (its markers' number).
     instant: u64,
     /// Whether the current hold has sent its begin markers (it changed
@@ -902,6 +910,7 @@ impl Store {
             subscribers: Vec::new(),
             registry: Registry::default(),
             gc: gc::Graph::default(),
+            quota_namespaces: Default::default(),
             instant: 0,
             instant_open: false,
         };
@@ -1771,6 +1780,7 @@ impl Store {
         if served.custom.is_none() && (info.group, info.kind) == ("", "Service") {
             builtin_admission::allocate_service_ip(&st, &mut obj);
         }
+        self.admit_quota(&st, served.storage_info(), &key.0, &obj, None, origin)?;
         if dry_run {
             return Ok(served.present(preview(obj, 0)));
         }
@@ -1855,6 +1865,10 @@ impl Store {
             },
         };
         st.gc.changed(idx, &key, old_value.as_deref(), &value, ty);
+        let quota_tracked = !key.0.is_empty()
+            && (st.quota_namespaces.contains_key(&key.0)
+                || (info.group.is_empty() && info.plural == "resourcequotas"));
+        let quota_key = quota_tracked.then(|| key.clone());
         st.subscribers.retain(|s| s.send(change.clone()).is_ok());
         if !st.subscribers.is_empty() {
             // A subscriber's thread may be blocked waiting for the API.
@@ -1928,6 +1942,15 @@ impl Store {
                 Err(mpsc::error::TrySendError::Closed(())) => false,
             }
         });
+        if let Some(key) = quota_key {
+            let new = (ty != EventType::Deleted).then_some(&*value);
+            let old = if ty == EventType::Added {
+                None
+            } else {
+                old_value.as_deref()
+            };
+            self.quota_after_change(st, info, &key, old, new, origin);
+        }
         self.collect_garbage(st);
         stored
     }
@@ -2053,7 +2076,7 @@ impl Store {
         dry_run: bool,
     ) -> Result<Stored> {
         let obj = self.shape_update(served, &key, &old, obj, subresource, origin)?;
-        Ok(self.commit_shaped(st, served, key, old, obj, origin, dry_run))
+        self.commit_shaped(st, served, key, old, obj, origin, dry_run)
     }
 
     /// An update up to what is written (the status rules, immutable
@@ -2179,12 +2202,20 @@ impl Store {
         obj: Value,
         origin: Origin,
         dry_run: bool,
-    ) -> Stored {
+    ) -> Result<Stored> {
         if obj == *old.value {
-            return old;
+            return Ok(old);
         }
+        self.admit_quota(
+            st,
+            served.storage_info(),
+            &key.0,
+            &obj,
+            Some(&old.value),
+            origin,
+        )?;
         if dry_run {
-            return preview(obj, old.rv);
+            return Ok(preview(obj, old.rv));
         }
         let deleting = meta(&old.value).is_some_and(|m| m.contains_key("deletionTimestamp"));
         let finalizers_left = meta(&obj)
@@ -2195,9 +2226,9 @@ impl Store {
             let answer = preview(obj, old.rv);
             let gone = (*old.value).clone();
             self.commit(st, served, key, gone, Some(old), EventType::Deleted, origin);
-            return answer;
+            return Ok(answer);
         }
-        self.commit(st, served, key, obj, Some(old), EventType::Modified, origin)
+        Ok(self.commit(st, served, key, obj, Some(old), EventType::Modified, origin))
     }
 
     /// Read-modify-write under the lock (for the Rust API and bindings).

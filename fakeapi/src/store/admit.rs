@@ -172,7 +172,7 @@ impl Store {
         if current.rv != old.rv {
             return Ok(None);
         }
-        let s = self.commit_shaped(&mut st, served, key, old, obj, origin, dry_run);
+        let s = self.commit_shaped(&mut st, served, key, old, obj, origin, dry_run)?;
         drop(st);
         Ok(Some(served.present(s)))
     }

@@ -15,7 +15,8 @@
 //!   `topology.kubernetes.io/zone` and `/region` labels.
 //!
 //! Not done (written down in `fakeapi/README.md`): `ServiceAccount` (no
-//! service account token volume), `LimitRanger`, `ResourceQuota`.
+//! service account token volume), `LimitRanger`. `ResourceQuota` is
+//! `quota.rs`.
 //!
 //! [`StoreConfig::default_toleration_seconds`]: super::StoreConfig::default_toleration_seconds
 
