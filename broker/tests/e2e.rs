@@ -379,3 +379,50 @@ fn a_wake_up_closer_than_the_reply_takes_to_reach_batsim_is_asked_after_it() {
         assert_eq!(s["jobs_succeeded"], 12, "--kubelet-start {start}");
     }
 }
+
+/// A job whose executor ends in the step in which another message reaches
+/// Batsim's server (here a submission, 1-2 ns before the job's nominal end)
+/// posts its own message just after the server sent that instant's message
+/// to the broker: the server takes it first, over the compute host's route
+/// (0.0002 s on platforms/16-node.xml), and the broker's reply only after
+/// it. A wake-up wanted sooner (the kubelet's start, 0.1 ms after the
+/// binding) was asked for before the reply could arrive, and Batsim aborted
+/// ("You asked to be awaken in the past!"); found on the NASA trace under
+/// YuniKorn. It is now asked for after that message; runs where no
+/// executor ends so are unchanged.
+#[test]
+fn a_wake_up_is_asked_after_a_completion_already_on_its_way_to_batsim() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../platforms/16-node.xml");
+    let sched = scheduler().display().to_string();
+    let mut starts = Vec::new();
+    for (name, offset) in [("in-flight", -1.5e-9), ("after", 0.0)] {
+        let w = dir.path().join(format!("{name}.json"));
+        let workload = serde_json::json!({"nb_res": 16, "jobs": [
+            {"id": "A", "subtime": 0, "res": 1, "profile": "ten"},
+            {"id": "B", "subtime": 10.0001 + offset, "res": 1, "profile": "one"}],
+            "profiles": {"ten": {"type": "delay", "delay": 10, "cpu": 1},
+                         "one": {"type": "delay", "delay": 1, "cpu": 1}}});
+        std::fs::write(&w, workload.to_string()).unwrap();
+        let r = run(
+            dir.path(),
+            name,
+            &p,
+            &w,
+            &sched,
+            &["--kubelet-start", "0.0001"],
+        );
+        assert!(r.ok, "{name}: {}", r.stderr);
+        let jobs = std::fs::read_to_string(r.out.join("jobs.csv")).unwrap();
+        let b = jobs
+            .lines()
+            .find(|l| l.starts_with("B,"))
+            .unwrap()
+            .to_string();
+        starts.push(b.split(',').nth(8).unwrap().to_string());
+    }
+    // In flight: B's start waits for A's message (10.0001 + 0.0002), then
+    // the kubelet's start is asked for at once. Otherwise A's message comes
+    // with B's submission (10.0003) and B starts 0.1 ms later.
+    assert_eq!(starts, ["10.000300", "10.000400"]);
+}

@@ -526,6 +526,7 @@ impl Broker {
         self.set_phase(i, Phase::Running { node });
         self.jobs[i].record.started = Some(now);
         self.jobs[i].batsim_open = true;
+        self.executor_started(i, now);
         let rid = self.nodes[node].resource_id;
         out.push(build::execute_job(
             &self.jobs[i].record.job_id,

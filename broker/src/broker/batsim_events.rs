@@ -83,6 +83,15 @@ impl Broker {
                         .and_then(|m| m.get(&s.job.profile))
                         .and_then(|text| serde_json::from_str(text).ok())
                 });
+                // A delay job's executor reports exactly its delay after it
+                // starts: the broker knows when its message leaves.
+                if let Some(d) = profile
+                    .as_ref()
+                    .filter(|p| p["type"] == "delay")
+                    .and_then(|p| p["delay"].as_f64())
+                {
+                    self.batsim_delays.insert(s.job_id.clone(), d);
+                }
                 let mut record = PodRecord {
                     job_id: s.job_id.clone(),
                     pod: translate::pod_name(&s.job_id),
@@ -269,6 +278,10 @@ impl Broker {
                 let Some(&first) = self.job_by_id.get(&c.job_id) else {
                     return self.fail(format!("JOB_COMPLETED for unknown job {:?}", c.job_id));
                 };
+                self.batsim_delays.remove(&c.job_id);
+                if let Some(key) = self.ends_due_key.remove(&first) {
+                    self.ends_due.remove(&(key, first));
+                }
                 // Every pod of a gang ends with its job.
                 let members: Vec<usize> = match self.jobs[first].gang {
                     Some(g) => g.members().filter(|&k| self.jobs.contains(k)).collect(),

@@ -136,6 +136,7 @@ impl Broker {
         self.gangs_started += 1;
         let alloc = IntervalSet::from_ids(nodes.iter().map(|&n| self.nodes[n].resource_id));
         out.push(build::execute_job(&self.jobs[g.first].record.job_id, alloc));
+        self.executor_started(g.first, now);
         for (k, node) in g.members().zip(nodes) {
             self.set_phase(k, Phase::Running { node });
             self.jobs[k].record.started = Some(now);

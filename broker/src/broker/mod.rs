@@ -117,6 +117,10 @@ pub struct BrokerConfig {
     /// cluster). A CALL_ME_LATER names an instant after its own arrival.
     /// 0 when the platform is unknown (`serve`).
     pub reply_message_time: f64,
+    /// Simulated seconds the slowest job executor's message takes to reach
+    /// Batsim's server (a compute host's route to the master, one byte).
+    /// 0 when the platform is unknown (`serve`).
+    pub completion_message_time: f64,
 }
 
 /// Pods of a schedulerName the scheduler has acted on none of, pending for
@@ -251,6 +255,12 @@ pub struct Broker {
     /// gigabytes).
     profiles: HashMap<String, HashMap<String, Box<str>>>,
     pending_wakeups: BTreeSet<u64>,
+    /// The delay of each submitted job whose profile is a `delay`, by id.
+    batsim_delays: HashMap<String, f64>,
+    /// Jobs running under Batsim whose executor's end is known: (its
+    /// nominal end in µs, the job's first entry); with each entry's key.
+    ends_due: BTreeSet<(u64, usize)>,
+    ends_due_key: HashMap<usize, u64>,
     timers: BTreeMap<(u64, u64), Timer>,
     timer_seq: u64,
     /// Jobs whose pod is pending, by index: what a window, a give-up and
@@ -373,6 +383,9 @@ impl Broker {
             node_by_name: HashMap::new(),
             profiles: HashMap::new(),
             pending_wakeups: BTreeSet::new(),
+            batsim_delays: HashMap::new(),
+            ends_due: BTreeSet::new(),
+            ends_due_key: HashMap::new(),
             timers: BTreeMap::new(),
             timer_seq: 0,
             pending: BTreeSet::new(),

@@ -690,6 +690,19 @@ impl Broker {
     /// Asks Batsim for a wake-up at the next instant something is due (the
     /// scheduler's timer, a kubelet event), unless one is already pending
     /// at or before it.
+    /// A job's executor starts at `now` (EXECUTE_JOB): its end is known
+    /// if its profile is a delay.
+    pub(super) fn executor_started(&mut self, first: usize, now: f64) {
+        let id = &self.jobs[first].record.job_id;
+        if let Some(&d) = self.batsim_delays.get(id) {
+            let key = key_us(now + d);
+            if let Some(old) = self.ends_due_key.insert(first, key) {
+                self.ends_due.remove(&(old, first));
+            }
+            self.ends_due.insert((key, first));
+        }
+    }
+
     pub(super) fn request_wakeups(&mut self, now: f64, reply: &mut Message) {
         let mut want: Vec<f64> = Vec::new();
         // Nothing to wake up for when nothing can change any more: every
@@ -725,7 +738,26 @@ impl Broker {
                 want.push(t);
             }
         }
-        let floors = CallFloors::of(now, reply, self.cfg.reply_message_time);
+        // A job executor that ended at this very instant (its job's
+        // nominal end, to the microsecond, and not reported yet) posted its
+        // message to Batsim's server after the server had sent this
+        // instant's message: the server takes that message first, over the
+        // compute host's route, and this reply's events only after it
+        // (`standin` module doc, "messages that wait travel together").
+        // Seen on the NASA trace under YuniKorn on platforms/128-node.xml:
+        // a job ended at 1681944.0 as a wake-up was due there, and the
+        // reply's CALL_ME_LATER at 1681944.0002 reached the server at
+        // 1681944.0002000062.
+        let in_flight = self
+            .ends_due
+            .first()
+            .is_some_and(|&(end, _)| end <= key_us(now) + 1);
+        let base = if in_flight {
+            now + self.cfg.completion_message_time
+        } else {
+            now
+        };
+        let floors = CallFloors::of(now, base, reply, self.cfg.reply_message_time);
         let mut near: Option<f64> = None;
         for t in want {
             let t = ceil_us(t).max(floors.today);
@@ -886,7 +918,9 @@ struct CallFloors {
 }
 
 impl CallFloors {
-    fn of(now: f64, reply: &Message, message: f64) -> CallFloors {
+    /// `base`: when the reply's first event reaches the server (`now`,
+    /// or later when another message is on its way there first).
+    fn of(now: f64, base: f64, reply: &Message, message: f64) -> CallFloors {
         let today = ceil_us(now + 1e-6);
         // The floor of today is kept wherever it is already later than the
         // arrival (always on a loopback: 1e-10 s a message).
@@ -905,8 +939,8 @@ impl CallFloors {
         let ahead = (reply.events.len() + kills + 2) as f64;
         CallFloors {
             today,
-            at_end: now + ahead * message + 1e-9,
-            first: after(now + 2.0 * message).max(today),
+            at_end: base + ahead * message + 1e-9,
+            first: after(base + 2.0 * message).max(today),
         }
     }
 }

@@ -229,6 +229,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
             elide: args.elide,
             submit_as: args.submit_as,
             reply_message_time: reply_message_time(&platform),
+            completion_message_time: completion_message_time(&platform),
         },
     );
     if let Some(p) = processes::scheduler_program(&args.scheduler) {
@@ -459,6 +460,20 @@ fn reply_message_time(platform: &Platform) -> f64 {
     }
 }
 
+/// The longest a job executor's message takes to reach Batsim's server:
+/// one byte over the slowest compute host's route to the master. 0 when
+/// the platform names no master.
+fn completion_message_time(platform: &Platform) -> f64 {
+    match platform.machines(None) {
+        Ok(m) => m
+            .compute
+            .iter()
+            .map(|h| platform.message_time(&h.name, &m.master.name, 1.0))
+            .fold(0.0, f64::max),
+        Err(_) => 0.0,
+    }
+}
+
 fn ending_of(
     result: anyhow::Result<()>,
     standin_result: &Option<std::thread::Result<anyhow::Result<batsim::standin::RunSummary>>>,
@@ -632,6 +647,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
             elide: Default::default(),
             submit_as: Default::default(),
             reply_message_time: 0.0,
+            completion_message_time: 0.0,
         },
     );
     broker
