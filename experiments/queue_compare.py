@@ -304,6 +304,11 @@ def main():
     ap.add_argument("--elide", default="none", metavar="RULES",
                     help="batkube run --elide RULES for the schedulers on simulated time (default none: exact; "
                          "idle passes over timers of programs whose last firing did nothing, see README)")
+    ap.add_argument("--pod-gc-threshold", type=int, default=None, metavar="N",
+                    help="batkube run --terminated-pod-gc-threshold N for every run (default: upstream's 12,500); "
+                         "a batch scheduler's sessions go over every terminated pod still in the API (see README)")
+    ap.add_argument("--seed", type=int, default=None, metavar="S",
+                    help="batkube run --seed S for every run (deterministic, and slower under --shim seccomp)")
     ap.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                     help="stop a run after this much wall time (its outputs say how far it got)")
     args = ap.parse_args()
@@ -320,6 +325,12 @@ def main():
         base = OUT
     if args.elide != "none":
         base = base / f"elide-{args.elide.replace(',', '+').replace(':', '-')}"
+    if args.pod_gc_threshold is not None:
+        if args.pod_gc_threshold < 0:
+            ap.error("--pod-gc-threshold must be 0 (keep every pod) or more")
+        base = base / f"pod-gc-{args.pod_gc_threshold}"
+    if args.seed is not None:
+        base = base / f"seed-{args.seed}"
     base.mkdir(parents=True, exist_ok=True)
     bk, scheds = schedulers(args.schedulers.split(","), base, cluster)
     w = nasa_workload(base, args.nasa_jobs, args.speedup) if args.workload == "nasa" else workload(str(bk), args.jobs)
@@ -335,7 +346,10 @@ def main():
             t0 = time.monotonic()
             proc = subprocess.Popen([str(bk), "run", "--platform", str(platform), "--workload", str(w),
                                      "--scheduler", cmd, "--out", str(out), *flags,
-                                     *(["--elide", args.elide] if key != "batkube" else [])],
+                                     *(["--elide", args.elide] if key != "batkube" else []),
+                                     *(["--terminated-pod-gc-threshold", str(args.pod_gc_threshold)]
+                                       if args.pod_gc_threshold is not None else []),
+                                     *(["--seed", str(args.seed)] if args.seed is not None else [])],
                                     stdout=subprocess.DEVNULL)
             try:
                 proc.wait(timeout=args.time_limit)
