@@ -1418,3 +1418,86 @@ async fn a_conversion_webhook_crd_is_served_in_its_storage_version() {
          example.com/v1 instead"
     );
 }
+
+/// Server-side apply removes what a manager applied before and no longer
+/// applies, as kube-apiserver does through field ownership: Kueue clears a
+/// Workload's admission by applying its status without it (a stale one kept
+/// Kueue admitting and evicting the Workload for ever). A field another
+/// manager applies, or another client changed since, stays.
+#[tokio::test]
+async fn an_apply_removes_what_its_manager_no_longer_applies() {
+    let (_store, server, client) = start(StoreConfig::default()).await;
+    install_widgets(&client).await;
+    let v1: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &widget_resource("v1"));
+    v1.create(&PostParams::default(), &widget("w", json!({"size": "S"})))
+        .await
+        .unwrap();
+    let apply = |manager: &'static str, status: Value| {
+        let addr = server.addr();
+        async move {
+            let body = serde_json::to_vec(&json!({"apiVersion": "example.com/v1",
+                "kind": "Widget", "metadata": {"name": "w", "namespace": "default"},
+                "status": status}))
+            .unwrap();
+            let r = raw(
+                addr,
+                "PATCH",
+                &format!(
+                    "/apis/example.com/v1/namespaces/default/widgets/w/status?fieldManager={manager}&force=true"
+                ),
+                &[("Content-Type", "application/apply-patch+yaml")],
+                Some(&body),
+            )
+            .await;
+            assert_eq!(r.status, 200, "{}", r.json());
+            r.json()["status"].clone()
+        }
+    };
+    apply(
+        "admission",
+        json!({"phase": "Admitted", "conditions": [{"type": "QuotaReserved", "status": "True"}]}),
+    )
+    .await;
+    apply(
+        "jobs",
+        json!({"conditions": [{"type": "Finished", "status": "False"}]}),
+    )
+    .await;
+    // The admission manager leaves out its phase: gone; its condition
+    // changes; the other manager's condition stays.
+    let st = apply(
+        "admission",
+        json!({"conditions": [{"type": "QuotaReserved", "status": "False"}]}),
+    )
+    .await;
+    assert_eq!(
+        st,
+        json!({"conditions": [{"type": "QuotaReserved", "status": "False"},
+            {"type": "Finished", "status": "False"}]})
+    );
+    // A field another client has changed since is no longer the
+    // manager's alone: it stays.
+    let reserved = json!([{"type": "QuotaReserved", "status": "False"}]);
+    apply(
+        "admission",
+        json!({"phase": "Admitted", "conditions": reserved}),
+    )
+    .await;
+    v1.patch_status(
+        "w",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running"}})),
+    )
+    .await
+    .unwrap();
+    let st = apply("admission", json!({"conditions": reserved})).await;
+    assert_eq!(st["phase"], "Running", "{st}");
+    // The jobs manager leaves its condition out: it goes, the other's stays.
+    let st = apply("jobs", json!({})).await;
+    assert_eq!(
+        st["conditions"],
+        json!([{"type": "QuotaReserved", "status": "False"}]),
+        "{st}"
+    );
+}
