@@ -10,6 +10,10 @@ one that does not, through `batkube run` on exact simulated time:
     `--gang kueue`), ClusterQueues in one cohort with nominal quotas in the
     tenants' proportions and borrowing, fair sharing on or off — when
     `schedulers/kueue/` is built by `schedulers/build-go.sh kueue-manager`;
+    `kueue-jobs`: the same queues with each job a batch/v1 Job
+    (`--submit-as job`) suspended by Kueue's own webhook, its pods made by
+    kube-controller-manager's job controller, a preempted Job readmitted
+    as a new Batsim job (`<id>-r1`);
   - YuniKorn (its scheduler, yunikorn-k8shim with yunikorn-core;
     `--gang yunikorn`: gangs as task groups, reserved by its placeholders),
     one queue per tenant under root with guaranteed resources in the
@@ -39,7 +43,7 @@ Per tenant: jobs, mean wait, mean bounded slowdown (tau = 10 s), share of
 the cluster's cpu-seconds (from summary.json's `queues`), and its allocated
 cpu over time (queues.csv).
 
-    python3 experiments/queue_compare.py [--schedulers volcano,kueue,kueue-fair,yunikorn,batkube] [--jobs N] [--reuse]
+    python3 experiments/queue_compare.py [--schedulers volcano,kueue,kueue-fair,kueue-jobs,yunikorn,batkube] [--jobs N] [--reuse]
     python3 experiments/queue_compare.py --workload nasa [--nasa-jobs K] [--speedup F] [--schedulers ...]
 Outputs: experiments/results/queue_compare/{queue_compare.csv,queue_compare.png,<scheduler>/}
 (with `--workload nasa`: experiments/results/queue_compare/nasa-<K>-x<F>/…), and the table on stdout
@@ -214,6 +218,8 @@ def schedulers(which, out, cluster):
         go += ["vc-scheduler", "vc-controller-manager"]
     if any(w.startswith("kueue") for w in which):
         go += ["kube-scheduler", "kueue-manager"]
+    if "kueue-jobs" in which:
+        go += ["kube-controller-manager"]
     if "yunikorn" in which:
         go += ["yunikorn-scheduler"]
     if go:
@@ -233,6 +239,26 @@ def schedulers(which, out, cluster):
                  "--controller", f'{c.ROOT / "schedulers/kueue/run.sh"} {GO / "kueue-manager"} --config {config} '
                                  '--kubeconfig "$KUBECONFIG"'])
 
+    def kueue_jobs():
+        # Each job a batch/v1 Job: Kueue's own webhooks (certificates made
+        # by Kueue, webhook.sh's objects, its Secret mounted), the job
+        # controller making the pods.
+        config = out / "kueue-config-jobs.yaml"
+        config.write_text((c.ROOT / "schedulers/kueue/config.yaml").read_text()
+                          .replace('  - "pod"\n', '  - "batch/job"\n'))
+        hook = out / "kueue-hook"
+        shutil.rmtree(hook, ignore_errors=True)
+        subprocess.run(["sh", str(c.ROOT / "schedulers/kueue/webhook.sh"), str(hook), str(GO), str(config)],
+                       check=True)
+        return (["--gang", "kueue", "--submit-as", "job", "--warm-up", "5",
+                 "--crds", str(hook / "webhook.yaml"), "--scenario", str(kueue_queues(out, cluster)),
+                 "--mount-secret", f"kueue-system/kueue-webhook-server-cert={hook / 'certs'}",
+                 "--controller", f'{GO / "kube-controller-manager"} --kubeconfig "$KUBECONFIG" '
+                                 '--kube-api-content-type=application/json '
+                                 '--controllers=job-controller,garbage-collector-controller '
+                                 '--leader-elect=false --secure-port=0',
+                 "--controller", f'{GO / "kueue-manager"} --kubeconfig "$KUBECONFIG" --config {hook / "config.yaml"}'])
+
     all_ = {
         "volcano": ("Volcano (proportion, drf)",
                     f'{GO / "vc-scheduler"} --kubeconfig "$KUBECONFIG" --scheduler-conf '
@@ -241,6 +267,7 @@ def schedulers(which, out, cluster):
                      "--controller", f'{GO / "vc-controller-manager"} --kubeconfig "$KUBECONFIG" --leader-elect=false']),
         "kueue": ("Kueue (cohort, borrowing)", kueue_cmd, lambda: kueue(False)),
         "kueue-fair": ("Kueue (cohort, fair sharing)", kueue_cmd, lambda: kueue(True)),
+        "kueue-jobs": ("Kueue on batch/v1 Jobs (cohort, borrowing)", kueue_cmd, kueue_jobs),
         "yunikorn": ("YuniKorn (guaranteed shares, placeholders)", str(GO / "yunikorn-scheduler"),
                      lambda: ["--gang", "yunikorn", "--crds", str(yunikorn_configs(out, cluster))]),
         "batkube": ("batkube-scheduler (no queues)", str(rel / "batkube-scheduler"), ["--gang", "coscheduling"]),
@@ -290,7 +317,7 @@ def plot(runs, out, capacity):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--schedulers", default="volcano,batkube",
-                    help="volcano, kueue, kueue-fair, yunikorn, batkube (default: volcano,batkube)")
+                    help="volcano, kueue, kueue-fair, kueue-jobs, yunikorn, batkube (default: volcano,batkube)")
     ap.add_argument("--workload", choices=sorted(CLUSTERS), default="generated",
                     help="generated (two tenants' jobs on 16 nodes, the default) or nasa (the NASA iPSC trace "
                          "split by user id, on 128 nodes)")

@@ -21,7 +21,10 @@
 #                                (schedulers/kube-controller-manager)
 #   kueue-manager                Kueue's controller manager (sigs.k8s.io/kueue/cmd/kueue,
 #                                schedulers/kueue); also copies Kueue's CRDs from the
-#                                module cache into OUT_DIR/crds/kueue/
+#                                module cache into OUT_DIR/crds/kueue/, and writes, as
+#                                `kubectl kustomize` renders the module's config/default,
+#                                its webhook configurations and its CRDs with their
+#                                conversion webhooks into OUT_DIR/webhooks/kueue/
 #   jobset-manager               JobSet's controller manager (sigs.k8s.io/jobset, its root
 #                                main package, schedulers/jobset); also copies JobSet's CRD
 #                                into OUT_DIR/crds/jobset/ and its webhook configurations
@@ -243,6 +246,49 @@ kueue_crds() {
 	echo "build-go.sh: $n CRDs (sigs.k8s.io/kueue $(modversion sigs.k8s.io/kueue)) -> $dest" >&2
 }
 
+# Kueue's admission webhook configurations (the Mutating- and
+# ValidatingWebhookConfiguration of config/default as `kubectl kustomize`
+# renders it: names prefixed `kueue-`, the Service
+# kueue-system/kueue-webhook-service, no caBundle: Kueue's own cert
+# controller patches it in) into $out/webhooks/kueue/webhooks.yaml, and its
+# CRDs as config/default renders them (five of them with the conversion
+# webhook whose caBundle that controller also patches, and waits for) into
+# $out/webhooks/kueue/crds.yaml: what schedulers/kueue/webhook.sh prepares
+# a run with Kueue's webhook server from.
+kueue_webhooks() {
+	local mod dest rendered
+	mod=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)
+	command -v kubectl >/dev/null || {
+		echo "build-go.sh: kubectl is needed to render Kueue's webhook configurations (kubectl kustomize $mod/config/default)" >&2
+		exit 1
+	}
+	dest="$out/webhooks/kueue"
+	mkdir -p "$dest"
+	rendered=$(mktemp "${TMPDIR:-/tmp}/kueue-default.XXXXXX")
+	if ! kubectl kustomize "$mod/config/default" >"$rendered" 2>/dev/null; then
+		rm -f "$rendered"
+		echo "build-go.sh: kubectl kustomize $mod/config/default failed" >&2
+		exit 1
+	fi
+	# $1: the kinds kept (an awk regular expression), $2: how many.
+	pick() {
+		awk -v kinds="$1" -v want="$2" '
+			function flush() { if (doc ~ ("\nkind: (" kinds ")\n")) { printf "---%s", doc; n++ } doc = "\n" }
+			BEGIN { doc = "\n" }
+			/^---/ { flush(); next }
+			{ doc = doc $0 "\n" }
+			END { flush(); if (n != want) exit 1 }' "$rendered"
+	}
+	pick 'MutatingWebhookConfiguration|ValidatingWebhookConfiguration' 2 >"$dest/webhooks.yaml" &&
+		pick CustomResourceDefinition "$(find "$out/crds/kueue" -name '*.yaml' | wc -l)" >"$dest/crds.yaml" || {
+		rm -f "$rendered"
+		echo "build-go.sh: kubectl kustomize $mod/config/default gave other webhook configurations or CRDs than expected (has the module's layout changed?)" >&2
+		exit 1
+	}
+	rm -f "$rendered"
+	echo "build-go.sh: webhook configurations and CRDs with conversion webhooks (sigs.k8s.io/kueue $(modversion sigs.k8s.io/kueue)) -> $dest" >&2
+}
+
 # Kueue's controller manager: its own main package, built from the module
 # cache (go.mod's `tool` line), stamped as Kueue's Makefile stamps it.
 build_kueue() {
@@ -256,6 +302,7 @@ build_kueue() {
 	echo "build-go.sh: kueue-manager (sigs.k8s.io/kueue $kver) -> $out/kueue-manager" >&2
 	go build -trimpath -buildvcs=false -ldflags="$ldflags" -o "$out/kueue-manager" sigs.k8s.io/kueue/cmd/kueue
 	kueue_crds
+	kueue_webhooks
 	if [[ $check == 1 ]]; then
 		# Only the module's own packages: Kueue's tests are upstream's.
 		go vet -trimpath sigs.k8s.io/kueue/cmd/kueue

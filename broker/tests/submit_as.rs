@@ -777,3 +777,167 @@ fn kueue_admits_batch_v1_jobs_by_unsuspending_them() {
         );
     }
 }
+
+/// Kueue on batch/v1 Jobs with its own webhooks (schedulers/kueue/webhook.sh:
+/// Kueue's cert controller makes its certificates, patches the caBundle of
+/// its webhook configurations and CRDs, and reads its certificate from the
+/// Secret's volume, `--mount-secret`), beside the job controller and
+/// kube-scheduler, in the cohort of schedulers/kueue/kueue-queues.yaml. Job
+/// 1 (12 machines, team-a: 8 of its own, 4 borrowed from cq-b) runs; job 2
+/// (8 machines, team-b) comes and reclaims cq-b's quota: Kueue preempts job
+/// 1 (its Job suspended again, its pods deleted: Batsim kills it), admits
+/// job 2, and once job 2 is over readmits job 1, whose new pods run as the
+/// new Batsim job `1-r1` to its end. Kueue's webhook suspended the Jobs, the
+/// run says so, and the broker imitated nothing.
+#[test]
+fn kueue_preempts_a_running_job_and_readmits_it_with_its_own_webhook() {
+    let sched = command(
+        &common::go::go_program("kube-scheduler", false),
+        "--leader-elect=false --secure-port=0",
+    );
+    let kueue = common::go::go_program("kueue-manager", false);
+    let dir = tempfile::tempdir().unwrap();
+    let config = std::fs::read_to_string(root().join("schedulers/kueue/config.yaml"))
+        .unwrap()
+        .replace("  - \"pod\"\n", "  - \"batch/job\"\n");
+    assert!(
+        config.contains("batch/job"),
+        "Kueue's integrations in config.yaml moved"
+    );
+    let base = dir.path().join("kueue-jobs.yaml");
+    std::fs::write(&base, config).unwrap();
+    let hook = dir.path().join("hook");
+    let prepared = Command::new("sh")
+        .arg(root().join("schedulers/kueue/webhook.sh"))
+        .arg(&hook)
+        .arg(common::go::go_dir())
+        .arg(&base)
+        .output()
+        .unwrap();
+    assert!(
+        prepared.status.success(),
+        "webhook.sh: {}",
+        String::from_utf8_lossy(&prepared.stderr)
+    );
+    let w = dir.path().join("w.json");
+    std::fs::write(
+        &w,
+        json!({"nb_res": 16, "jobs": [
+            {"id": "1", "subtime": 0, "res": 12, "profile": "d60", "queue": "team-a"},
+            {"id": "2", "subtime": 5, "res": 8, "profile": "d20", "queue": "team-b"}],
+          "profiles": {"d60": {"type": "delay", "delay": 60, "cpu": "1"},
+                       "d20": {"type": "delay", "delay": 20, "cpu": "1"}}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = run(
+        &out,
+        &w,
+        &[
+            "--gang",
+            "kueue",
+            "--submit-as",
+            "job",
+            // Kueue's certificates and webhook server are ready before t = 0.
+            "--warm-up",
+            "5",
+            "--crds",
+            hook.join("webhook.yaml").to_str().unwrap(),
+            "--scenario",
+            root()
+                .join("schedulers/kueue/kueue-queues.yaml")
+                .to_str()
+                .unwrap(),
+            "--mount-secret",
+            &format!(
+                "kueue-system/kueue-webhook-server-cert={}",
+                hook.join("certs").display()
+            ),
+            "--scheduler",
+            &sched,
+            "--controller",
+            &kcm(),
+            "--controller",
+            &command(
+                &kueue,
+                &format!("--config {}", hook.join("config.yaml").display()),
+            ),
+        ],
+    );
+    let s = succeeded(&out, &o);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains(
+            "--submit-as job: admission webhooks act on the jobs' objects (jobs.batch): \
+             mjob.kb.io (mutating, kueue-mutating-webhook-configuration), vjob.kb.io \
+             (validating, kueue-validating-webhook-configuration)"
+        ),
+        "the run names Kueue's webhooks: {stderr}"
+    );
+    assert!(!stderr.contains("the broker suspends"), "{stderr}");
+    assert_eq!(s["resubmissions"], 1, "{s}");
+    assert_eq!(s["warnings"], json!([]), "{s}");
+    let jobs = csv(&out.join("jobs.csv"));
+    let row = |id: &str| {
+        jobs.iter()
+            .find(|r| r[0] == id)
+            .unwrap_or_else(|| panic!("no job {id}: {jobs:?}"))
+            .clone()
+    };
+    let time = |id: &str, col: usize| -> f64 { row(id)[col].parse().unwrap() };
+    assert_eq!(row("1")[7], "COMPLETED_KILLED", "{jobs:?}");
+    assert_eq!(time("1", 10), 5.0, "preempted when job 2 comes");
+    assert_eq!(row("2")[7], "COMPLETED_SUCCESSFULLY");
+    assert_eq!(row("1-r1")[7], "COMPLETED_SUCCESSFULLY");
+    assert_eq!(time("1-r1", 9), 60.0, "the readmitted job runs whole");
+    assert!(
+        time("1-r1", 8) >= time("2", 10),
+        "readmitted once job 2 has given cq-b's quota back: {jobs:?}"
+    );
+    assert_eq!(jobs.len(), 3, "{jobs:?}");
+    let pods = pods_by_job(&out);
+    let first = &pods["w0!1"];
+    assert_eq!(first.len(), 12);
+    assert_eq!(
+        first.iter().filter(|r| r.2 == "PREEMPTED").count(),
+        1,
+        "{first:?}"
+    );
+    assert!(first
+        .iter()
+        .all(|r| r.2 == "PREEMPTED" || r.2.starts_with("KILLED")));
+    let again = &pods["w0!1-r1"];
+    assert_eq!(again.len(), 12);
+    for (pod, _, outcome) in again {
+        assert!(pod.starts_with("w0-1-"), "the Job's own pods: {pod}");
+        assert!(!first.iter().any(|r| &r.0 == pod), "new pods: {pod}");
+        assert_eq!(outcome, "COMPLETED_SUCCESSFULLY");
+    }
+    // Kueue's own doings: its certificates and caBundles before t = 0, the
+    // Job suspended again at the preemption.
+    let timeline = csv(&out.join("timeline.csv"));
+    let kueue_did = |kind: &str, name: &str, at: Option<f64>| {
+        timeline.iter().any(|r| {
+            r[1] == "kueue"
+                && r[3] == kind
+                && r[5] == name
+                && at.is_none_or(|t| r[0].parse::<f64>().unwrap() == t)
+        })
+    };
+    assert!(kueue_did("Secret", "kueue-webhook-server-cert", None));
+    assert!(kueue_did(
+        "MutatingWebhookConfiguration",
+        "kueue-mutating-webhook-configuration",
+        None
+    ));
+    assert!(kueue_did(
+        "CustomResourceDefinition",
+        "workloads.kueue.x-k8s.io",
+        None
+    ));
+    assert!(kueue_did("Job", "w0-1", Some(5.0)), "suspended at 5 s");
+    assert!(timeline
+        .iter()
+        .any(|r| r[2] == "REGISTER_JOB" && r[5] == "w0!1-r1"));
+}

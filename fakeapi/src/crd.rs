@@ -9,7 +9,11 @@
 //! versions to its resource table (the naming and establishing controllers'
 //! work, done at once: a CRD is `Established` as soon as it is created).
 //! Conversion between versions is the `None` strategy: only `apiVersion`
-//! changes; webhooks are refused.
+//! changes. A CRD with a conversion webhook (`strategy: Webhook`) is
+//! accepted (its owner, Kueue's cert controller for one, patches the
+//! webhook's `caBundle`), but the webhook is not called: its objects are
+//! served in their storage version only, and a request in another version
+//! is refused with a message that says so.
 
 use crate::error::{ApiError, FieldError};
 use crate::schema::Schema;
@@ -70,6 +74,12 @@ pub(crate) struct Definition {
     pub categories: Vec<String>,
     pub namespaced: bool,
     pub versions: Vec<VersionDef>,
+    /// With `conversion.strategy: Webhook`, where the webhook is (its
+    /// Service `namespace/name` or URL). The API calls no conversion
+    /// webhook: a request in a version other than the storage version is
+    /// refused, naming it, instead of being converted by rewriting
+    /// `apiVersion` as under the `None` strategy.
+    pub conversion_webhook: Option<String>,
 }
 
 impl Definition {
@@ -160,6 +170,17 @@ impl Definition {
             categories: strs(&names["categories"]),
             namespaced: spec["scope"] == "Namespaced",
             versions,
+            conversion_webhook: (spec["conversion"]["strategy"] == "Webhook").then(|| {
+                let cc = &spec["conversion"]["webhook"]["clientConfig"];
+                match cc["url"].as_str() {
+                    Some(url) => url.to_string(),
+                    None => format!(
+                        "service {}/{}",
+                        s(&cc["service"]["namespace"]),
+                        s(&cc["service"]["name"])
+                    ),
+                }
+            }),
         })
     }
 }
@@ -539,13 +560,48 @@ pub(crate) fn admit(crd: &mut Value, old: Option<&Value>) -> Result<(), ApiError
             ));
         }
     }
+    let webhook = &spec["conversion"]["webhook"];
     match s(&spec["conversion"]["strategy"]).as_str() {
-        "None" => {}
+        "None" => {
+            if !webhook.is_null() {
+                errs.push(FieldError::forbidden(
+                    "spec.conversion.webhook",
+                    "should not be set when strategy is not set to Webhook",
+                ));
+            }
+        }
+        // Accepted as the real server accepts it; objects are served in
+        // their storage version only (see `Definition::conversion_webhook`).
+        "Webhook" => {
+            if !webhook.is_object() {
+                errs.push(FieldError::required("spec.conversion.webhook", ""));
+            } else {
+                let cc = &webhook["clientConfig"];
+                if cc["url"].is_string() == cc["service"].is_object() {
+                    errs.push(FieldError::required(
+                        "spec.conversion.webhook.clientConfig",
+                        "exactly one of url or service is required",
+                    ));
+                }
+                let reviews: Vec<&str> = webhook["conversionReviewVersions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                if !reviews.iter().any(|v| *v == "v1" || *v == "v1beta1") {
+                    errs.push(FieldError::required(
+                        "spec.conversion.webhook.conversionReviewVersions",
+                        "must include at least one of v1, v1beta1",
+                    ));
+                }
+            }
+        }
         "" => errs.push(FieldError::required("spec.conversion.strategy", "")),
         other => errs.push(FieldError::not_supported(
             "spec.conversion.strategy",
             &json!(other),
-            &["None".into()],
+            &["None".into(), "Webhook".into()],
         )),
     }
     if spec["preserveUnknownFields"] == true {

@@ -36,7 +36,7 @@ impl PatchKind {
 }
 
 /// Merge key of a list field, by field name.
-fn merge_key(field: &str) -> Option<&'static str> {
+pub(crate) fn merge_key(field: &str) -> Option<&'static str> {
     Some(match field {
         "conditions" => "type",
         "addresses" => "type",

@@ -30,6 +30,9 @@ pub(crate) struct CustomVersion {
     /// The store's table of the resource's objects (one for all versions).
     pub table: usize,
     pub def: VersionDef,
+    /// The CRD's conversion webhook, if it names one (never called: see
+    /// [`Served::unconvertible`]).
+    pub conversion_webhook: Option<String>,
 }
 
 /// A resolved resource: its row, its table, its definition if custom.
@@ -67,6 +70,24 @@ impl Served {
         self.custom
             .as_ref()
             .is_some_and(|c| !std::ptr::eq(c.info, c.storage))
+    }
+
+    /// Why this version cannot be served: its objects are stored in
+    /// another version, and only the CRD's conversion webhook, which the
+    /// API does not call, could convert them. Said as kube-apiserver says a
+    /// failed conversion (a 500), with what to do.
+    pub(crate) fn unconvertible(&self) -> Option<crate::error::ApiError> {
+        let c = self.custom.as_ref().filter(|_| self.converts())?;
+        let hook = c.conversion_webhook.as_ref()?;
+        Some(crate::error::ApiError::Internal(format!(
+            "conversion webhook for {}, Kind={} failed: batkube does not call conversion \
+             webhooks ({hook}, of the CustomResourceDefinition {}): request the storage \
+             version {} instead",
+            c.storage.api_version(),
+            c.info.kind,
+            c.crd,
+            c.storage.api_version()
+        )))
     }
 
     pub(crate) fn is_crd(&self) -> bool {
@@ -243,6 +264,7 @@ impl Registry {
                 list_kind: def.list_kind.clone(),
                 table,
                 def: v.clone(),
+                conversion_webhook: def.conversion_webhook.clone(),
             }));
         }
     }

@@ -155,6 +155,22 @@ impl Schema {
         merge_applied(target, config, Some(self));
     }
 
+    /// The schema of field `k` of an object (a property, or the schema of
+    /// `additionalProperties`).
+    pub(crate) fn field(&self, k: &str) -> Option<&Schema> {
+        field_schema(Some(self), k)
+    }
+
+    /// The keys of an `x-kubernetes-list-type: map` list.
+    pub(crate) fn list_map_keys(&self) -> Option<&[String]> {
+        self.map_keys.as_deref()
+    }
+
+    /// The schema of a list's items.
+    pub(crate) fn item(&self) -> Option<&Schema> {
+        self.items.as_deref()
+    }
+
     /// Validates `obj` against the schema; an empty list when it is valid.
     pub(crate) fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();

@@ -605,6 +605,9 @@ fn parse_target<'a>(
     if tail.len() > 2 {
         return Err(not_found());
     }
+    if let Some(e) = served.unconvertible() {
+        return Err(e);
+    }
     if let Some(s) = sub {
         if !served.info.subresources.contains(&s) {
             return Err(not_found());

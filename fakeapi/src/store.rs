@@ -17,7 +17,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use parking_lot::RwLock;
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{json, Map, Value};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -27,6 +27,7 @@ use tokio::sync::mpsc;
 use crate::timers::WatchTimers;
 
 mod admit;
+mod apply;
 mod binding;
 mod builtin_admission;
 mod gc;
@@ -404,6 +405,9 @@ struct Table {
     /// False once the CRD that made it is deleted: a request resolved
     /// before that finds nothing to serve.
     live: bool,
+    /// By object: the last configuration each manager applied
+    /// (server-side apply's field ownership, see `store/apply.rs`).
+    applied: HashMap<(String, String), Vec<apply::Applied>>,
 }
 
 impl Table {
@@ -416,6 +420,7 @@ impl Table {
             evicted_rv: rv,
             watchers: Vec::new(),
             live: true,
+            applied: HashMap::new(),
         }
     }
 }
@@ -446,6 +451,55 @@ struct State {
 }
 
 impl State {
+    /// An apply by `manager` (on `subresource`) to the object `key` of
+    /// table `t`, whose stored value is `old` and applied value `patched`:
+    /// removes from `patched` what the manager applied before and no
+    /// longer does (see `store/apply.rs`), and records its configuration.
+    #[allow(clippy::too_many_arguments)]
+    fn track_apply(
+        &mut self,
+        t: usize,
+        served: &Served,
+        key: &(String, String),
+        manager: Option<&str>,
+        subresource: Option<&str>,
+        body: &[u8],
+        old: &Value,
+        patched: &mut Value,
+    ) {
+        let Ok(config) = serde_yaml::from_slice::<Value>(body) else {
+            return;
+        };
+        let config = apply::tracked(&config);
+        let manager = manager.unwrap_or("").to_string();
+        let sub = subresource.unwrap_or("").to_string();
+        let uid = old["metadata"]["uid"].as_str().unwrap_or("").to_string();
+        let entries = self.tables[t].applied.entry(key.clone()).or_default();
+        entries.retain(|a| a.uid == uid);
+        let keys = match &served.custom {
+            Some(cv) => apply::Keys::Schema(Some(&cv.def.schema)),
+            None => apply::Keys::Builtin,
+        };
+        if let Some(prev) = entries
+            .iter()
+            .find(|a| a.manager == manager && a.subresource == sub)
+        {
+            let others: Vec<&Value> = entries
+                .iter()
+                .filter(|a| !(a.manager == manager && a.subresource == sub))
+                .map(|a| &a.config)
+                .collect();
+            apply::remove_unapplied(&prev.config, &config, &others, old, patched, keys);
+        }
+        entries.retain(|a| !(a.manager == manager && a.subresource == sub));
+        entries.push(apply::Applied {
+            uid,
+            manager,
+            subresource: sub,
+            config,
+        });
+    }
+
     /// Whether namespace `ns` exists.
     fn namespace_exists(&self, ns: &str) -> bool {
         let (ns_idx, _) = resources::builtin("", "v1", "namespaces").expect("namespaces row");
@@ -1249,6 +1303,7 @@ impl Store {
             None,
             kind,
             body,
+            None,
             Origin::Api,
             false,
         )
@@ -1885,6 +1940,7 @@ impl Store {
         match ty {
             EventType::Deleted => {
                 table.objects.remove(&key);
+                table.applied.remove(&key);
             }
             _ => {
                 table.objects.insert(key, stored.clone());
@@ -2259,6 +2315,7 @@ impl Store {
         subresource: Option<&str>,
         kind: PatchKind,
         body: &[u8],
+        manager: Option<&str>,
         origin: Origin,
         dry_run: bool,
     ) -> Result<(Stored, bool)> {
@@ -2321,8 +2378,20 @@ impl Store {
             }
             return Err(kind_error(info, name));
         };
-        let patched = patch(&served.present(old.clone()).value)?;
+        let mut patched = patch(&served.present(old.clone()).value)?;
         check_resource_version(info, name, &patched, old.rv)?;
+        if kind == PatchKind::Apply && !dry_run {
+            st.track_apply(
+                t,
+                served,
+                &key,
+                manager,
+                subresource,
+                body,
+                &old.value,
+                &mut patched,
+            );
+        }
         // Patches through the main resource of an object with a status
         // subresource cannot change status over HTTP; the status path can
         // change only status. `finish_update` enforces both.

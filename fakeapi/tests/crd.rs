@@ -1298,3 +1298,206 @@ async fn the_store_api_serves_custom_resources() {
         .resource_for_kind("scheduling.x-k8s.io/v1alpha1", "PodGroup")
         .is_none());
 }
+
+/// A CRD whose versions convert through a webhook (Kueue's, with the
+/// caBundle its own cert controller patches in): accepted and checked as the
+/// real server checks it, its caBundle updated like any field, its objects
+/// served in the storage version; the webhook is never called, so a request
+/// in the other version is refused with a message saying what to do,
+/// instead of a silent `apiVersion` rewrite.
+#[tokio::test]
+async fn a_conversion_webhook_crd_is_served_in_its_storage_version() {
+    let (_store, server, client) = start(StoreConfig::default()).await;
+    let post = |crd: Value| {
+        let addr = server.addr();
+        async move {
+            let body = serde_json::to_vec(&crd).unwrap();
+            raw(
+                addr,
+                "POST",
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                &[("Content-Type", "application/json")],
+                Some(&body),
+            )
+            .await
+        }
+    };
+    let webhook = json!({"clientConfig": {"service": {"namespace": "kueue-system",
+        "name": "kueue-webhook-service", "path": "/convert"}},
+        "conversionReviewVersions": ["v1"]});
+    // Bad conversions: the real server's field paths.
+    let mut bad = widget_crd();
+    bad["spec"]["conversion"] = json!({"strategy": "Webhook"});
+    let r = post(bad).await;
+    assert_eq!(r.status, 422);
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.conversion.webhook: Required value"),
+        "{}",
+        r.json()
+    );
+    let mut bad = widget_crd();
+    bad["spec"]["conversion"] = json!({"strategy": "Webhook",
+        "webhook": {"clientConfig": {}, "conversionReviewVersions": ["v2"]}});
+    let r = post(bad).await;
+    let msg = r.json()["message"].as_str().unwrap().to_string();
+    assert!(
+        msg.contains("spec.conversion.webhook.clientConfig: Required value: exactly one of url or service is required")
+            && msg.contains("spec.conversion.webhook.conversionReviewVersions: Required value: must include at least one of v1, v1beta1"),
+        "{msg}"
+    );
+    let mut bad = widget_crd();
+    bad["spec"]["conversion"] = json!({"strategy": "None", "webhook": webhook});
+    let r = post(bad).await;
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.conversion.webhook: Forbidden"),
+        "{}",
+        r.json()
+    );
+    let mut bad = widget_crd();
+    bad["spec"]["conversion"] = json!({"strategy": "Magic"});
+    let r = post(bad).await;
+    assert!(
+        r.json()["message"].as_str().unwrap().contains(
+            "spec.conversion.strategy: Unsupported value: \"Magic\": supported values: \"None\", \"Webhook\""
+        ),
+        "{}",
+        r.json()
+    );
+
+    let mut crd = widget_crd();
+    crd["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": webhook});
+    assert_eq!(post(crd).await.status, 201);
+    // The caBundle, patched in as Kueue's cert controller does (an update).
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut got = crds.get("widgets.example.com").await.unwrap();
+    got.spec
+        .conversion
+        .as_mut()
+        .unwrap()
+        .webhook
+        .as_mut()
+        .unwrap()
+        .client_config
+        .as_mut()
+        .unwrap()
+        .ca_bundle = Some(k8s_openapi::ByteString(b"a CA".to_vec()));
+    crds.replace("widgets.example.com", &PostParams::default(), &got)
+        .await
+        .unwrap();
+    // The storage version serves every verb.
+    let v1: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &widget_resource("v1"));
+    v1.create(&PostParams::default(), &widget("w", json!({"size": "S"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        v1.list(&ListParams::default()).await.unwrap().items.len(),
+        1
+    );
+    // The other version would need the webhook.
+    let r = raw(
+        server.addr(),
+        "GET",
+        "/apis/example.com/v1alpha1/namespaces/default/widgets",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 500, "{}", r.json());
+    assert_eq!(
+        r.json()["message"],
+        "Internal error occurred: conversion webhook for example.com/v1, Kind=Widget failed: \
+         batkube does not call conversion webhooks (service kueue-system/kueue-webhook-service, \
+         of the CustomResourceDefinition widgets.example.com): request the storage version \
+         example.com/v1 instead"
+    );
+}
+
+/// Server-side apply removes what a manager applied before and no longer
+/// applies, as kube-apiserver does through field ownership: Kueue clears a
+/// Workload's admission by applying its status without it (a stale one kept
+/// Kueue admitting and evicting the Workload for ever). A field another
+/// manager applies, or another client changed since, stays.
+#[tokio::test]
+async fn an_apply_removes_what_its_manager_no_longer_applies() {
+    let (_store, server, client) = start(StoreConfig::default()).await;
+    install_widgets(&client).await;
+    let v1: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &widget_resource("v1"));
+    v1.create(&PostParams::default(), &widget("w", json!({"size": "S"})))
+        .await
+        .unwrap();
+    let apply = |manager: &'static str, status: Value| {
+        let addr = server.addr();
+        async move {
+            let body = serde_json::to_vec(&json!({"apiVersion": "example.com/v1",
+                "kind": "Widget", "metadata": {"name": "w", "namespace": "default"},
+                "status": status}))
+            .unwrap();
+            let r = raw(
+                addr,
+                "PATCH",
+                &format!(
+                    "/apis/example.com/v1/namespaces/default/widgets/w/status?fieldManager={manager}&force=true"
+                ),
+                &[("Content-Type", "application/apply-patch+yaml")],
+                Some(&body),
+            )
+            .await;
+            assert_eq!(r.status, 200, "{}", r.json());
+            r.json()["status"].clone()
+        }
+    };
+    apply(
+        "admission",
+        json!({"phase": "Admitted", "conditions": [{"type": "QuotaReserved", "status": "True"}]}),
+    )
+    .await;
+    apply(
+        "jobs",
+        json!({"conditions": [{"type": "Finished", "status": "False"}]}),
+    )
+    .await;
+    // The admission manager leaves out its phase: gone; its condition
+    // changes; the other manager's condition stays.
+    let st = apply(
+        "admission",
+        json!({"conditions": [{"type": "QuotaReserved", "status": "False"}]}),
+    )
+    .await;
+    assert_eq!(
+        st,
+        json!({"conditions": [{"type": "QuotaReserved", "status": "False"},
+            {"type": "Finished", "status": "False"}]})
+    );
+    // A field another client has changed since is no longer the
+    // manager's alone: it stays.
+    let reserved = json!([{"type": "QuotaReserved", "status": "False"}]);
+    apply(
+        "admission",
+        json!({"phase": "Admitted", "conditions": reserved}),
+    )
+    .await;
+    v1.patch_status(
+        "w",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running"}})),
+    )
+    .await
+    .unwrap();
+    let st = apply("admission", json!({"conditions": reserved})).await;
+    assert_eq!(st["phase"], "Running", "{st}");
+    // The jobs manager leaves its condition out: it goes, the other's stays.
+    let st = apply("jobs", json!({})).await;
+    assert_eq!(
+        st["conditions"],
+        json!([{"type": "QuotaReserved", "status": "False"}]),
+        "{st}"
+    );
+}

@@ -65,6 +65,9 @@ impl Broker {
         ) {
             self.queues.touched(&ch.name);
         }
+        if !self.secret_mounts.is_empty() && ch.resource.plural == "secrets" {
+            self.secret_changed(&ch);
+        }
         if ch.kind == EventType::Deleted && ch.resource.plural == "pods" {
             if let Some(&i) = self.job_by_pod.get(&ch.name) {
                 self.jobs[i].pod_gone = true;

@@ -37,6 +37,7 @@ mod outputs;
 pub mod podgc;
 pub mod queues;
 pub mod record;
+pub mod secret_volumes;
 pub mod sync;
 pub mod timeline;
 mod window;
@@ -327,6 +328,8 @@ pub struct Broker {
     /// schedulerNames warned about.
     warned: BTreeSet<String>,
     warnings: Vec<String>,
+    /// Secrets whose data the broker keeps as files (`--mount-secret`).
+    secret_mounts: Vec<secret_volumes::SecretMount>,
     last_unserved_check: Instant,
     last_unserved_sim: f64,
     life: lifecycle::Lifecycle,
@@ -423,6 +426,7 @@ impl Broker {
             served: BTreeSet::new(),
             warned: BTreeSet::new(),
             warnings: Vec::new(),
+            secret_mounts: Vec::new(),
             last_unserved_check: Instant::now(),
             last_unserved_sim: f64::NEG_INFINITY,
             life,

@@ -338,6 +338,13 @@ pub struct RunArgs {
     /// (`controller-exited`), as the scheduler's exit does.
     #[arg(long = "controller", value_name = "CMD")]
     pub controllers: Vec<String>,
+    /// A Secret's data as files in DIR, as a kubelet mounts a Secret volume
+    /// into a pod (repeatable): each key a file, rewritten whenever the
+    /// Secret changes. For a --controller that reads from files what it
+    /// writes into a Secret (Kueue's cert controller: its webhook server's
+    /// certificates; see schedulers/kueue/webhook.sh).
+    #[arg(long = "mount-secret", value_name = "NAMESPACE/NAME=DIR", value_parser = crate::broker::secret_volumes::SecretMount::parse)]
+    pub mount_secrets: Vec<crate::broker::secret_volumes::SecretMount>,
     /// What one Batsim job becomes: pod (its pods and gang object, written
     /// by batkube), job (a batch/v1 Job, Indexed with completions =
     /// parallelism = N for N machines; needs kube-controller-manager's job

@@ -235,6 +235,9 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
     if let Some(p) = processes::scheduler_program(&args.scheduler) {
         broker.name_scheduler(&p.file_name().unwrap_or_default().to_string_lossy());
     }
+    broker
+        .mount_secrets(args.mount_secrets.clone())
+        .map_err(anyhow::Error::msg)?;
     if args.deterministic {
         let hook = crate::broker::sync::settle_hook(
             server.activity(),

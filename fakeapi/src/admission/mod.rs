@@ -667,7 +667,18 @@ pub(crate) async fn update(
                 .update_in(served, ns, name, subresource, body, origin, dry)
                 .map(|s| (s, false)),
             Change::Patch(kind, bytes) => {
-                store.patch_in(served, ns, name, subresource, kind, bytes, origin, dry)
+                let manager = options["fieldManager"].as_str();
+                store.patch_in(
+                    served,
+                    ns,
+                    name,
+                    subresource,
+                    kind,
+                    bytes,
+                    manager,
+                    origin,
+                    dry,
+                )
             }
         };
     }
@@ -677,7 +688,8 @@ pub(crate) async fn update(
         let (key, old, candidate) = match &change {
             Change::Replace(body) => store.update_candidate(served, ns, name, body.clone())?,
             Change::Patch(kind, bytes) => {
-                match store.patch_candidate(served, ns, name, subresource, *kind, bytes)? {
+                let manager = options["fieldManager"].as_str();
+                match store.patch_candidate(served, ns, name, subresource, *kind, bytes, manager)? {
                     PatchTarget::Existing { key, old, patched } => (key, old, patched),
                     PatchTarget::Create(obj) => {
                         let ns = served.info.namespaced.then_some(ns);

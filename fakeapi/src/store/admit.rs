@@ -122,6 +122,7 @@ impl Store {
         subresource: Option<&str>,
         kind: PatchKind,
         body: &[u8],
+        manager: Option<&str>,
     ) -> Result<PatchTarget> {
         let info = served.info;
         let custom = served.custom.is_some();
@@ -144,6 +145,20 @@ impl Store {
             Ok((key, old)) => {
                 let mut patched = patch(&served.present(old.clone()).value)?;
                 check_resource_version(info, name, &patched, old.rv)?;
+                if kind == PatchKind::Apply {
+                    let mut st = self.inner.state.write();
+                    let t = st.live(served)?;
+                    st.track_apply(
+                        t,
+                        served,
+                        &key,
+                        manager,
+                        subresource,
+                        body,
+                        &old.value,
+                        &mut patched,
+                    );
+                }
                 self.decode_defaults(served, &mut patched);
                 Ok(PatchTarget::Existing { key, old, patched })
             }
