@@ -30,6 +30,7 @@ if [ $# -lt 1 ] || [ $# -gt 2 ]; then
 	exit 2
 fi
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../loopback-service.sh"
 dir=$1
 go_dir=${2:-$here/../../target/go}
 hooks=$go_dir/webhooks/jobset/webhooks.yaml
@@ -86,33 +87,8 @@ kind: Namespace
 metadata:
   name: $namespace
 ---
-apiVersion: v1
-kind: Service
-metadata:
-  name: $service
-  namespace: $namespace
-spec:
-  ports:
-  - port: 443
-    protocol: TCP
-    targetPort: $port
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: $service
-  namespace: $namespace
-  labels:
-    kubernetes.io/service-name: $service
-addressType: IPv4
-ports:
-- port: $port
-  protocol: TCP
-endpoints:
-- addresses: ["127.0.0.1"]
-  conditions:
-    ready: true
 EOF
+	loopback_service "$namespace" "$service" "$port"
 	# Each clientConfig gets the CA, indented as its other fields.
 	awk -v ca="$ca" '
 		{ print }

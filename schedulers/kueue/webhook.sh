@@ -34,6 +34,7 @@ if [ $# -lt 1 ] || [ $# -gt 3 ]; then
 	exit 2
 fi
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../loopback-service.sh"
 dir=$1
 go_dir=${2:-$here/../../target/go}
 config=${3:-$here/config.yaml}
@@ -90,33 +91,8 @@ metadata:
   name: kueue-webhook-server-cert
   namespace: $namespace
 ---
-apiVersion: v1
-kind: Service
-metadata:
-  name: $service
-  namespace: $namespace
-spec:
-  ports:
-  - port: 443
-    protocol: TCP
-    targetPort: $port
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: $service
-  namespace: $namespace
-  labels:
-    kubernetes.io/service-name: $service
-addressType: IPv4
-ports:
-- port: $port
-  protocol: TCP
-endpoints:
-- addresses: ["127.0.0.1"]
-  conditions:
-    ready: true
 EOF2
+	loopback_service "$namespace" "$service" "$port"
 	cat "$hooks"
 } >"$dir/webhook.yaml"
 echo "webhook.sh: Kueue's webhooks on 127.0.0.1:$port -> $dir (--crds $dir/webhook.yaml --mount-secret $namespace/kueue-webhook-server-cert=$dir/certs, the manager's --config $dir/config.yaml)" >&2
