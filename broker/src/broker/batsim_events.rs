@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::clock::to_time;
 use super::record::{NodeSample, PodRecord};
+use super::window::key_us;
 use super::{Broker, Gang, JobRt, NodeRt, Phase, Timer, SIM_EPOCH_SECS};
 use crate::translate::{self, Amounts};
 use batsim::protocol::{build, EventData, JobState};
@@ -84,13 +85,18 @@ impl Broker {
                         .and_then(|text| serde_json::from_str(text).ok())
                 });
                 // A delay job's executor reports exactly its delay after it
-                // starts: the broker knows when its message leaves.
+                // starts (its walltime, if shorter, kills it then): the
+                // broker knows when its message leaves.
                 if let Some(d) = profile
                     .as_ref()
                     .filter(|p| p["type"] == "delay")
                     .and_then(|p| p["delay"].as_f64())
                 {
-                    self.batsim_delays.insert(s.job_id.clone(), d);
+                    let end = match s.job.walltime {
+                        Some(w) if w > 0.0 => d.min(w),
+                        _ => d,
+                    };
+                    self.batsim_delays.insert(s.job_id.clone(), end);
                 }
                 let mut record = PodRecord {
                     job_id: s.job_id.clone(),
@@ -278,9 +284,11 @@ impl Broker {
                 let Some(&first) = self.job_by_id.get(&c.job_id) else {
                     return self.fail(format!("JOB_COMPLETED for unknown job {:?}", c.job_id));
                 };
-                self.batsim_delays.remove(&c.job_id);
-                if let Some(key) = self.ends_due_key.remove(&first) {
-                    self.ends_due.remove(&(key, first));
+                if let (Some(d), Some(at)) = (
+                    self.batsim_delays.remove(&c.job_id),
+                    self.jobs[first].record.started,
+                ) {
+                    self.ends_due.remove(&(key_us(at + d), first));
                 }
                 // Every pod of a gang ends with its job.
                 let members: Vec<usize> = match self.jobs[first].gang {

@@ -259,9 +259,8 @@ pub struct Broker {
     /// The delay of each submitted job whose profile is a `delay`, by id.
     batsim_delays: HashMap<String, f64>,
     /// Jobs running under Batsim whose executor's end is known: (its
-    /// nominal end in µs, the job's first entry); with each entry's key.
+    /// nominal end in µs, the job's first entry).
     ends_due: BTreeSet<(u64, usize)>,
-    ends_due_key: HashMap<usize, u64>,
     timers: BTreeMap<(u64, u64), Timer>,
     timer_seq: u64,
     /// Jobs whose pod is pending, by index: what a window, a give-up and
@@ -388,7 +387,6 @@ impl Broker {
             pending_wakeups: BTreeSet::new(),
             batsim_delays: HashMap::new(),
             ends_due: BTreeSet::new(),
-            ends_due_key: HashMap::new(),
             timers: BTreeMap::new(),
             timer_seq: 0,
             pending: BTreeSet::new(),

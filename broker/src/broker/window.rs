@@ -690,16 +690,12 @@ impl Broker {
     /// Asks Batsim for a wake-up at the next instant something is due (the
     /// scheduler's timer, a kubelet event), unless one is already pending
     /// at or before it.
-    /// A job's executor starts at `now` (EXECUTE_JOB): its end is known
-    /// if its profile is a delay.
+    /// A job's executor starts at `now` (EXECUTE_JOB, once per Batsim
+    /// job; its entry's `started` is `now`): its end is known if its
+    /// profile is a delay. JOB_COMPLETED takes it out again.
     pub(super) fn executor_started(&mut self, first: usize, now: f64) {
-        let id = &self.jobs[first].record.job_id;
-        if let Some(&d) = self.batsim_delays.get(id) {
-            let key = key_us(now + d);
-            if let Some(old) = self.ends_due_key.insert(first, key) {
-                self.ends_due.remove(&(old, first));
-            }
-            self.ends_due.insert((key, first));
+        if let Some(&d) = self.batsim_delays.get(&self.jobs[first].record.job_id) {
+            self.ends_due.insert((key_us(now + d), first));
         }
     }
 
@@ -885,7 +881,7 @@ impl Broker {
     }
 }
 
-fn key_us(t: f64) -> u64 {
+pub(super) fn key_us(t: f64) -> u64 {
     (t * 1e6).round() as u64
 }
 
