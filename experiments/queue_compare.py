@@ -62,6 +62,13 @@ import _common as c
 
 OUT = c.RESULTS / "queue_compare"
 GO = c.ROOT / "target" / "go"
+# Volcano's programs serve their log level on a Unix socket at a fixed path of
+# the machine (/tmp/klog-socks/klog-klog.sock, both programs the same name):
+# each removes whatever socket is there first, so runs side by side (these
+# experiments, a sweep) took it from each other, and a seeded run's outcome
+# followed which one lost. The directory of the program's kubeconfig is the
+# run's own (of fixed length under --deterministic).
+VC_ENV = 'DEBUG_SOCKET_DIR="${KUBECONFIG%/*}" '
 TENANTS = {"tenant-a": 2, "tenant-b": 1}
 # The cluster of each workload: (platform, nodes, cpu and memory (Gi) per node).
 CLUSTERS = {"generated": ("16-node.xml", 16, 1, 4), "nasa": ("128-node.xml", 128, 16, 64)}
@@ -261,10 +268,10 @@ def schedulers(which, out, cluster):
 
     all_ = {
         "volcano": ("Volcano (proportion, drf)",
-                    f'{GO / "vc-scheduler"} --kubeconfig "$KUBECONFIG" --scheduler-conf '
+                    f'{VC_ENV}{GO / "vc-scheduler"} --kubeconfig "$KUBECONFIG" --scheduler-conf '
                     f'{c.ROOT / "schedulers/volcano/scheduler.conf"} --leader-elect=false',
                     ["--gang", "volcano", "--crds", str(GO / "crds" / "volcano"), "--scenario", str(volcano_queues(out)),
-                     "--controller", f'{GO / "vc-controller-manager"} --kubeconfig "$KUBECONFIG" --leader-elect=false']),
+                     "--controller", f'{VC_ENV}{GO / "vc-controller-manager"} --kubeconfig "$KUBECONFIG" --leader-elect=false']),
         "kueue": ("Kueue (cohort, borrowing)", kueue_cmd, lambda: kueue(False)),
         "kueue-fair": ("Kueue (cohort, fair sharing)", kueue_cmd, lambda: kueue(True)),
         "kueue-jobs": ("Kueue on batch/v1 Jobs (cohort, borrowing)", kueue_cmd, kueue_jobs),

@@ -78,11 +78,11 @@ def scheduler_flags(which, out):
                  "--controller", f'{c.ROOT / "schedulers/kueue/run.sh"} {GO / "kueue-manager"} '
                                  f'--config {c.ROOT / "schedulers/kueue/config.yaml"} --kubeconfig "$KUBECONFIG"'])
     if which == "volcano":
-        return (f'{GO / "vc-scheduler"} --kubeconfig "$KUBECONFIG" --scheduler-conf '
+        return (f'{qc.VC_ENV}{GO / "vc-scheduler"} --kubeconfig "$KUBECONFIG" --scheduler-conf '
                 f'{c.ROOT / "schedulers/volcano/scheduler.conf"} --leader-elect=false',
                 ["--gang", "volcano", "--crds", str(GO / "crds" / "volcano"),
                  "--scenario", str(qc.volcano_queues(out)),
-                 "--controller", f'{GO / "vc-controller-manager"} --kubeconfig "$KUBECONFIG" --leader-elect=false'])
+                 "--controller", f'{qc.VC_ENV}{GO / "vc-controller-manager"} --kubeconfig "$KUBECONFIG" --leader-elect=false'])
     sys.exit(f"queue_scale: unknown scheduler {which} (kueue, volcano)")
 
 

@@ -28,6 +28,16 @@ fn command(bin: &Path, args: &str) -> String {
     format!("{} --kubeconfig \"$KUBECONFIG\" {args}", bin.display())
 }
 
+/// [`command`] for a Volcano program: its log-level socket in the run's
+/// directory, not at the machine's `/tmp/klog-socks` that tests running
+/// side by side would take from each other.
+fn volcano(bin: &Path, args: &str) -> String {
+    format!(
+        "DEBUG_SOCKET_DIR=\"${{KUBECONFIG%/*}}\" {}",
+        command(bin, args)
+    )
+}
+
 fn kcm() -> String {
     command(
         &common::go::go_program("kube-controller-manager", false),
@@ -337,12 +347,12 @@ fn jobs_run_as_volcano_jobs_under_volcano() {
             "--crds",
             crds.to_str().unwrap(),
             "--scheduler",
-            &command(
+            &volcano(
                 &scheduler,
                 &format!("--scheduler-conf {} --leader-elect=false", conf.display()),
             ),
             "--controller",
-            &command(&controller, "--leader-elect=false"),
+            &volcano(&controller, "--leader-elect=false"),
         ],
     );
     let s = succeeded(&out, &o);

@@ -115,9 +115,15 @@ fn volcano_builds_with_its_crds() {
     }
 }
 
-/// The command of `--scheduler` (or `--controller`) for `bin` with `args`.
+/// The command of `--scheduler` (or `--controller`) for Volcano's `bin`
+/// with `args`. Its log-level socket goes in the run's directory: at its
+/// default path of the machine (`/tmp/klog-socks`) tests running side by
+/// side would take it from each other (see `experiments/queue_compare.py`).
 fn command(bin: &Path, args: &str) -> String {
-    format!("{} --kubeconfig \"$KUBECONFIG\" {args}", bin.display())
+    format!(
+        "DEBUG_SOCKET_DIR=\"${{KUBECONFIG%/*}}\" {} --kubeconfig \"$KUBECONFIG\" {args}",
+        bin.display()
+    )
 }
 
 /// 12 jobs on the 16 one-cpu nodes of platforms/16-node.xml, arriving in

@@ -79,8 +79,8 @@ pub use patch::PatchKind;
 pub use resources::ResourceInfo;
 pub use server::{kubeconfig_yaml, serve, RequestRecord, RunningServer};
 pub use store::{
-    Admitted, Change, Clock, DeleteOptions, EventType, HoldGuard, InstantMarks, Origin,
-    Propagation, Store, StoreConfig, WatchStart, INSTANTS_HEADER, INSTANT_BEGIN, INSTANT_END,
-    INSTANT_WATCHES,
+    Admitted, Change, Clock, DeleteOptions, EventType, HoldGuard, InstantMarks, LoopbackPorts,
+    Origin, Propagation, Store, StoreConfig, WatchStart, INSTANTS_HEADER, INSTANT_BEGIN,
+    INSTANT_END, INSTANT_WATCHES,
 };
 pub use timers::{SimTimers, WatchTimers};

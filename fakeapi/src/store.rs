@@ -159,7 +159,15 @@ pub struct StoreConfig {
     /// client reads would differ from run to run: a deterministic
     /// simulation wants this (`batkube run --deterministic`).
     pub frame_per_event: bool,
+    /// Where a webhook served on the loopback really listens: from the port
+    /// its program sees to the port its socket is on (a simulation's
+    /// `timeshim::Ports::real`: a program's fixed port taken by a process
+    /// outside the run is elsewhere). `None`: where the Service says.
+    pub loopback_ports: Option<LoopbackPorts>,
 }
+
+/// See [`StoreConfig::loopback_ports`].
+pub type LoopbackPorts = Arc<dyn Fn(u16) -> u16 + Send + Sync>;
 
 impl Default for StoreConfig {
     fn default() -> Self {
@@ -180,6 +188,7 @@ impl Default for StoreConfig {
             graceful_pod_deletion: false,
             id_seed: None,
             frame_per_event: false,
+            loopback_ports: None,
         }
     }
 }

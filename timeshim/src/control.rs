@@ -174,6 +174,8 @@ pub struct Controller {
     tasks: std::sync::Mutex<Option<crate::tasks::Tasks>>,
     /// Deterministic mode's settle hook, handed to the supervisor.
     settle: std::sync::Mutex<Option<crate::Settle>>,
+    /// Deterministic mode: the run's listening ports (see [`crate::Ports`]).
+    ports: std::sync::Mutex<Option<crate::Ports>>,
     /// Deterministic mode beside other programs (see [`crate::Ensemble`]).
     ensemble: std::sync::Mutex<Option<(crate::Ensemble, usize)>>,
 }
@@ -277,6 +279,7 @@ impl Controller {
             supervisor: std::sync::Mutex::new(None),
             tasks: std::sync::Mutex::new(None),
             settle: std::sync::Mutex::new(None),
+            ports: std::sync::Mutex::new(None),
             ensemble: std::sync::Mutex::new(None),
         })
     }
@@ -369,6 +372,9 @@ impl Controller {
                 .clone()
             {
                 *shared.settle.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+            }
+            if let Some(p) = self.ports.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+                *shared.ports.lock().unwrap_or_else(|e| e.into_inner()) = p;
             }
             *slot = Some(Supervised {
                 shared: shared.clone(),
@@ -513,6 +519,17 @@ impl Controller {
         *self.settle.lock().unwrap_or_else(|e| e.into_inner()) = Some(settle.clone());
         if let Some(s) = self.sup().as_ref() {
             *s.shared.settle.lock().unwrap_or_else(|e| e.into_inner()) = Some(settle);
+        }
+    }
+
+    /// Deterministic mode: the table of listening ports this program shares
+    /// with the others of its run and with the API that calls their
+    /// webhooks (see [`crate::Ports`]). Before [`spawn`](Self::spawn).
+    /// Without it, the program has a table of its own.
+    pub fn set_ports(&self, ports: &crate::Ports) {
+        *self.ports.lock().unwrap_or_else(|e| e.into_inner()) = Some(ports.clone());
+        if let Some(s) = self.sup().as_ref() {
+            *s.shared.ports.lock().unwrap_or_else(|e| e.into_inner()) = ports.clone();
         }
     }
 

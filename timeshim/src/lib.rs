@@ -33,6 +33,7 @@ pub mod control;
 pub mod elide;
 mod page;
 pub mod policy;
+mod ports;
 pub mod seccomp;
 mod shim;
 mod tasks;
@@ -40,6 +41,7 @@ mod time;
 
 pub use control::{ControlError, Controller, Probe, Quiescence, ShimMode, Stamp};
 pub use page::{ENV_EVENTFD, ENV_PAGE};
+pub use ports::Ports;
 pub use seccomp::Ensemble;
 pub use time::SimTime;
 

@@ -278,3 +278,26 @@ fn a_timer_the_kernel_runs_on_real_time_is_refused_with_its_reason() {
         assert_eq!(String::from_utf8_lossy(&o.stdout), "fired\n");
     }
 }
+
+/// Whether a bind to a fixed port succeeds is the run's, not the machine's:
+/// a program listening on a port that a process outside holds (another run
+/// beside it) sees what it sees when the port is free, and reaches itself
+/// there (`timeshim/src/ports.rs`).
+#[test]
+fn a_fixed_port_held_outside_the_run_is_the_programs_all_the_same() {
+    let p = support::cc_static("fixedport.c");
+    let expected = "bind ok\nlistening on the port asked for\nsecond bind Address already in use\n\
+                    connect ok\naccepted yes\npeer is the port asked for\n\
+                    accepted on the port asked for\nread 1 x\n";
+    let run = |port: u16| {
+        simrun_cmd(
+            &["--deterministic", "--seed", "1", "--max", "60"],
+            &[p.to_str().unwrap(), &port.to_string()],
+        )
+    };
+    let outside = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let port = outside.local_addr().unwrap().port();
+    assert_eq!(run(port), expected, "with port {port} held outside the run");
+    drop(outside);
+    assert_eq!(run(port), expected, "with port {port} free");
+}

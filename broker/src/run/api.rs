@@ -72,6 +72,7 @@ pub(super) fn start_api(
     objects: &[fakeapi::Manifest],
     id_seed: Option<u64>,
     frame_per_event: bool,
+    ports: Option<timeshim::Ports>,
 ) -> anyhow::Result<Api> {
     // Workers start running, park when they find nothing to do, unpark
     // when woken: how many are awake says whether the API is still working
@@ -104,6 +105,9 @@ pub(super) fn start_api(
         watch_timers: timers,
         id_seed,
         frame_per_event,
+        // A webhook's program may listen elsewhere than it asked
+        // (`timeshim::Ports`): its calls go there.
+        loopback_ports: ports.map(|p| Arc::new(move |port| p.real(port)) as fakeapi::LoopbackPorts),
         ..Default::default()
     });
     store

@@ -210,7 +210,8 @@ pub fn check_submit_as(args: &RunArgs, objects: &[fakeapi::Manifest]) -> anyhow:
         SubmitAs::Job => {}
         SubmitAs::Vcjob if !runs("vc-controller-manager") => bail!(
             "--submit-as vcjob: Volcano Jobs need vc-controller-manager to make their pods; add \
-             --controller 'PATH/vc-controller-manager --kubeconfig \"$KUBECONFIG\" \
+             --controller 'DEBUG_SOCKET_DIR=\"${{KUBECONFIG%/*}}\" PATH/vc-controller-manager \
+             --kubeconfig \"$KUBECONFIG\" \
              --leader-elect=false' (built by `bash schedulers/build-go.sh DIR \
              vc-controller-manager`)"
         ),

@@ -131,6 +131,10 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
     args::check_submit_as(&args, &objects)?;
     let lifecycle = args.dynamics.config(&platform, &workloads, &objects)?;
     interrupt.check()?;
+    // Under --deterministic a program's fixed ports are the run's: another
+    // run beside it cannot make its bind fail (`timeshim::Ports`), and the
+    // API's webhook calls follow a port that had to move.
+    let ports = timeshim::Ports::new();
     let Api {
         rt,
         awake,
@@ -151,6 +155,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
         // Under --deterministic the bytes a program reads must not depend
         // on how far a watch's queue had filled when it wrote.
         args.deterministic,
+        args.deterministic.then(|| ports.clone()),
     )?;
     // Declared after the API and the controller: dropped (children stopped)
     // before them, on every path.
@@ -250,6 +255,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
         );
         for c in &clocks {
             c.set_settle(hook.clone());
+            c.set_ports(&ports);
         }
         // Several programs: one thread of all of them at a time, so that
         // which one's request reaches the API first is the seed's choice.
@@ -618,6 +624,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
         // A live API server: random UIDs, as a real one.
         None,
         false,
+        None,
     )?;
     let mut link = BatsimLink::bind(&args.socket)?;
     if let Some(path) = &args.record_protocol {

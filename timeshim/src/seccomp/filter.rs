@@ -186,16 +186,16 @@ fn cpu_clock_block() -> Vec<Op> {
 /// `rt_sigprocmask`, `set_robust_list` and `rseq` stay notified: they are a
 /// new thread's first calls (Go's and glibc's), which is how the supervisor
 /// learns that a thread it expects after a `clone` has arrived. Socket
-/// calls that only create a socket or read or set its local state (not
-/// `getsockopt`, which reads a connection's outcome) go through too, as
-/// does `pread64` (files only: pipes and sockets refuse it).
+/// calls that only create a socket or set its local state go through too
+/// (not `getsockopt`, which reads a connection's outcome, nor
+/// `getsockname` and `getpeername`, which show a port the supervisor may
+/// have moved: `supervisor/ports.rs`), as does `pread64` (files only:
+/// pipes and sockets refuse it).
 const DETERMINISTIC_ALLOW: &[u32] = &[
     5,   // fstat
     8,   // lseek
     17,  // pread64
     41,  // socket
-    51,  // getsockname
-    52,  // getpeername
     54,  // setsockopt
     9,   // mmap
     10,  // mprotect

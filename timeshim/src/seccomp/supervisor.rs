@@ -25,6 +25,7 @@
 //! (`SECCOMP_IOCTL_NOTIF_ID_VALID`) before the earliest deadline is published.
 
 mod det;
+mod ports;
 
 use std::collections::HashMap;
 use std::io;
@@ -95,6 +96,9 @@ pub(crate) struct Shared {
     pub eval: Mutex<()>,
     /// The controller's word on the world outside (deterministic mode).
     pub settle: Mutex<Option<crate::Settle>>,
+    /// Deterministic mode: the run's listening ports (see [`crate::Ports`]);
+    /// the program's own until the controller gives the run's.
+    pub ports: Mutex<crate::Ports>,
 }
 
 // SAFETY: the page is only accessed through atomics and outlives the
@@ -234,6 +238,7 @@ pub(crate) fn start(
         gate_closings: AtomicU64::new(0),
         eval: Mutex::new(()),
         settle: Mutex::new(None),
+        ports: Mutex::new(crate::Ports::new()),
     });
     let mut sup = Supervisor {
         shared: shared.clone(),

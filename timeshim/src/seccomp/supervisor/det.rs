@@ -99,6 +99,9 @@ mod call {
     pub const RT_SIGSUSPEND: u32 = 130;
     pub const WAITID: u32 = 247;
     pub const CONNECT: u32 = 42;
+    pub const BIND: u32 = 49;
+    pub const GETSOCKNAME: u32 = 51;
+    pub const GETPEERNAME: u32 = 52;
     pub const ACCEPT: u32 = 43;
     pub const SENDTO: u32 = 44;
     pub const RECVFROM: u32 = 45;
@@ -318,6 +321,19 @@ impl Supervisor {
                 d.ready.len(),
                 d.deferred.len()
             );
+            // Calls that name a file: which (openat, unlinkat, mkdirat,
+            // newfstatat, renameat, faccessat).
+            if matches!(req.data.nr, 257 | 263 | 258 | 262 | 264 | 269) {
+                let mut buf = [0u8; 256];
+                if remote::read(tid, req.data.args[1], &mut buf).is_ok() {
+                    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+                    eprintln!(
+                        "det {}: path {}",
+                        self.shared.pid,
+                        String::from_utf8_lossy(&buf[..end])
+                    );
+                }
+            }
         }
         let d = self.det();
         d.quiet = false;
@@ -442,6 +458,10 @@ impl Supervisor {
                 }
                 Answer::Continue
             }
+            // A port's outcome is the run's, not the machine's (`ports.rs`).
+            call::BIND => self.det_bind(&req),
+            call::GETSOCKNAME => self.det_sockname(&req, false),
+            call::GETPEERNAME => self.det_sockname(&req, true),
             call::WAIT4 | call::WAITID | call::RT_SIGSUSPEND | call::PAUSE => {
                 match self.det_child_wait(&req) {
                     Some(kind) => self.hold(&req, super::NO_DEADLINE, kind),
@@ -995,7 +1015,13 @@ impl Supervisor {
                     if sends(req.data.nr as u32) {
                         self.det_sent();
                     }
-                    let answer = self.handle(&req);
+                    let answer = match req.data.nr as u32 {
+                        call::CONNECT => match self.det_connect(&req) {
+                            Answer::Continue => self.handle(&req),
+                            made => made,
+                        },
+                        _ => self.handle(&req),
+                    };
                     self.det_answer(&req, answer);
                     if self.det().running.is_some() {
                         return;
