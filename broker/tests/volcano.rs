@@ -126,21 +126,14 @@ fn command(bin: &Path, args: &str) -> String {
     )
 }
 
-/// 12 jobs on the 16 one-cpu nodes of platforms/16-node.xml, arriving in
-/// threes every 5 s: the odd ones name the queue `tenant-a` (weight 2), the
-/// even ones name none and go to `--default-queue tenant-b` (weight 1, at
-/// most 6 cpus). tenant-b asks for 8 machines at time 0, when tenant-a asks
-/// for 6 of the 16: its deserved share would give it 8, its capability 6
-/// (the run checks it). A 13th job names a queue that does not exist: it
-/// is rejected with the reason.
-#[test]
-fn volcano_runs_a_parallel_workload_in_two_queues_on_simulated_time() {
-    let scheduler = common::go::go_program("vc-scheduler", false);
-    let controller = common::go::go_program("vc-controller-manager", false);
-    let dir = tempfile::tempdir().unwrap();
-    let res = [4, 6, 4, 3, 2, 5, 1, 3, 2, 4, 6, 1];
-    let queue_of = |i: usize| if i % 2 == 1 { "tenant-a" } else { "tenant-b" };
-    let jobs: Vec<serde_json::Value> = res
+/// The resources of the 12 jobs of [`two_queue_workload`].
+const RES: [u32; 12] = [4, 6, 4, 3, 2, 5, 1, 3, 2, 4, 6, 1];
+
+/// 12 jobs on 16 one-cpu nodes, arriving in threes every 5 s, the odd ones
+/// in queue `tenant-a`, the even ones in none; a 13th names the queue
+/// `tenant-c`, which does not exist.
+fn two_queue_workload(dir: &Path) -> PathBuf {
+    let mut jobs: Vec<serde_json::Value> = RES
         .iter()
         .enumerate()
         .map(|(i, r)| {
@@ -152,13 +145,11 @@ fn volcano_runs_a_parallel_workload_in_two_queues_on_simulated_time() {
             j
         })
         .collect();
-    let mut jobs = jobs;
-    let stray = format!("w0!{}", res.len() + 1);
     jobs.push(
-        serde_json::json!({"id": (res.len() + 1).to_string(), "subtime": 0.0,
+        serde_json::json!({"id": (RES.len() + 1).to_string(), "subtime": 0.0,
         "res": 2, "profile": "p", "queue": "tenant-c"}),
     );
-    let w = dir.path().join("w.json");
+    let w = dir.join("w.json");
     std::fs::write(
         &w,
         serde_json::json!({"nb_res": 16, "jobs": jobs,
@@ -166,14 +157,22 @@ fn volcano_runs_a_parallel_workload_in_two_queues_on_simulated_time() {
         .to_string(),
     )
     .unwrap();
-    let out = dir.path().join("out");
+    w
+}
+
+/// `batkube run` of workload `w` on platforms/16-node.xml under vc-scheduler
+/// and vc-controller-manager, the queues of schedulers/volcano/queues.yaml,
+/// `--default-queue tenant-b`, and `extra` flags.
+fn run_two_queues(w: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let scheduler = common::go::go_program("vc-scheduler", false);
+    let controller = common::go::go_program("vc-controller-manager", false);
     let conf = root().join("schedulers/volcano/scheduler.conf");
-    let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
+    Command::new(env!("CARGO_BIN_EXE_batkube"))
         .args(["run", "--standin", "--strict", "--gang", "volcano"])
         .args(["--default-queue", "tenant-b", "--platform"])
         .arg(root().join("platforms/16-node.xml"))
         .arg("--workload")
-        .arg(&w)
+        .arg(w)
         .arg("--crds")
         .arg(common::go::go_dir().join("crds/volcano"))
         .arg("--scenario")
@@ -185,10 +184,66 @@ fn volcano_runs_a_parallel_workload_in_two_queues_on_simulated_time() {
         ))
         .arg("--controller")
         .arg(command(&controller, "--leader-elect=false"))
+        .args(extra)
         .arg("--out")
-        .arg(&out)
+        .arg(out)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// Three seeded runs at once, with CPU hogs beside them, under `--elide
+/// idle`: one outcome. Runs side by side share the machine, and what a
+/// program finds of it (a port, a socket at a fixed path) must not decide
+/// its outcome: Volcano's log-level socket at `/tmp/klog-socks` did, in
+/// about one batch of three in three (see `command`).
+#[test]
+fn seeded_volcano_runs_side_by_side_give_one_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = two_queue_workload(dir.path());
+    let hogs = common::Hogs::start(2);
+    let outs: Vec<PathBuf> = (0..3).map(|i| dir.path().join(format!("run{i}"))).collect();
+    let results: Vec<std::process::Output> = std::thread::scope(|s| {
+        let handles: Vec<_> = outs
+            .iter()
+            .map(|out| s.spawn(|| run_two_queues(&w, out, &["--seed", "1", "--elide", "idle"])))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    drop(hogs);
+    for (o, out) in results.iter().zip(&outs) {
+        assert!(
+            o.status.success(),
+            "{}: {}",
+            out.display(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let read = |out: &Path, f: &str| std::fs::read_to_string(out.join(f)).unwrap();
+    for f in ["jobs.csv", "pods.csv"] {
+        let first = read(&outs[0], f);
+        assert!(first.lines().count() > RES.len(), "{f}:\n{first}");
+        for out in &outs[1..] {
+            assert_eq!(first, read(out, f), "{f} of {} differs", out.display());
+        }
+    }
+}
+
+/// 12 jobs on the 16 one-cpu nodes of platforms/16-node.xml, arriving in
+/// threes every 5 s: the odd ones name the queue `tenant-a` (weight 2), the
+/// even ones name none and go to `--default-queue tenant-b` (weight 1, at
+/// most 6 cpus). tenant-b asks for 8 machines at time 0, when tenant-a asks
+/// for 6 of the 16: its deserved share would give it 8, its capability 6
+/// (the run checks it). A 13th job names a queue that does not exist: it
+/// is rejected with the reason.
+#[test]
+fn volcano_runs_a_parallel_workload_in_two_queues_on_simulated_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let res = RES;
+    let queue_of = |i: usize| if i % 2 == 1 { "tenant-a" } else { "tenant-b" };
+    let stray = format!("w0!{}", res.len() + 1);
+    let w = two_queue_workload(dir.path());
+    let out = dir.path().join("out");
+    let o = run_two_queues(&w, &out, &[]);
     let log_tail = |name: &str| {
         let log = std::fs::read_to_string(out.join(name)).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(30).collect();
