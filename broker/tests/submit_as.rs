@@ -317,6 +317,70 @@ fn a_job_retried_by_its_controller_is_a_new_batsim_job() {
         .any(|r| r[3] == "Job" && r[5] == "w0-1" && r[6].contains("Failed")));
 }
 
+/// A Job readmitted and evicted in one instant (Kueue did it in
+/// queue_compare's tenants case): its controller makes a pod, which
+/// registers the next attempt with Batsim, and deletes it before Batsim
+/// has submitted that attempt. The attempt then takes the controller's next
+/// pod and runs it. It used to keep the deleted pod instead: the next pod
+/// was "made while the job's own pods still ran" and not simulated (it sat
+/// bound on its node for ever), and the attempt was rejected at the end.
+/// The controller is a scripted one (tests/controllers/attempts.py, named
+/// kube-controller-manager so that `--submit-as job` takes it as the job
+/// controller), to make that sequence exactly.
+#[test]
+fn an_attempt_whose_pod_went_before_batsim_submitted_it_takes_the_next_pod() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let controller = bin.join("kube-controller-manager");
+    std::fs::copy(
+        root().join("broker/tests/controllers/attempts.py"),
+        &controller,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&controller, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let w = workload(dir.path(), &[(1, 0.0, 100.0, None)]);
+    let out = dir.path().join("out");
+    let o = run(
+        &out,
+        &w,
+        &[
+            "--submit-as",
+            "job",
+            "--scheduler",
+            &common::batkube_scheduler().display().to_string(),
+            "--controller",
+            &format!("{} w0-1", controller.display()),
+        ],
+    );
+    let s = succeeded(&out, &o);
+    let log = std::fs::read_to_string(out.join("controller-1.log")).unwrap_or_default();
+    assert_eq!(s["warnings"], json!([]), "{s}\n{log}");
+    assert_eq!(s["resubmissions"], 1, "{s}\n{log}");
+    let jobs = csv(&out.join("jobs.csv"));
+    let row = |id: &str| {
+        jobs.iter()
+            .find(|r| r[0] == id)
+            .unwrap_or_else(|| panic!("no job {id}: {jobs:?}\n{log}"))
+            .clone()
+    };
+    assert_eq!(row("1")[7], "COMPLETED_KILLED", "{jobs:?}");
+    assert_eq!(row("1-r1")[7], "COMPLETED_SUCCESSFULLY", "{jobs:?}\n{log}");
+    let start: f64 = row("1-r1")[8].parse().unwrap();
+    assert!((start - 30.0).abs() < 1.0, "the third pod's start: {start}");
+    let pods = pods_by_job(&out);
+    assert_eq!(
+        pods["w0!1-r1"],
+        vec![(
+            "w0-1-c".to_string(),
+            pods["w0!1-r1"][0].1.clone(),
+            "COMPLETED_SUCCESSFULLY".to_string()
+        )],
+        "{pods:?}"
+    );
+}
+
 /// Three jobs as Volcano Jobs under vc-scheduler and vc-controller-manager:
 /// the controller makes each one's PodGroup and pods (JOB-main-INDEX), the
 /// gangs start together, and the Volcano Jobs end Completed.

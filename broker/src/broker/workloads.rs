@@ -19,7 +19,9 @@
 //! once every pod of an attempt has ended and the object is not finished,
 //! the first pod its controller makes registers the next attempt
 //! (REGISTER_JOB with the same profile, as `<id>-r<n>`, Batsim's dynamic
-//! jobs), and the attempt's entries take its pods when Batsim submits it.
+//! jobs), and the attempt's entries take its pods when Batsim submits it
+//! (those still there and not being deleted: the entry of a pod gone by
+//! then takes the controller's next one).
 //! A JobSet's restart (its `failurePolicy`) recreates its Job: the new
 //! Job's pods are its next attempt in the same way.
 //! Registration stays open while an object may still make pods: until each
@@ -374,18 +376,22 @@ impl Broker {
         w.waiting = entries.iter().copied().map(Some).collect();
         w.replaced.clear();
         for (index, name) in pods {
+            // A pod deleted (or being deleted) before Batsim submitted its
+            // attempt (a Job readmitted and evicted in one instant) is not
+            // the attempt's: its entry waits for the controller's next pod.
+            // The broker never followed it, so its deletion was not seen.
+            let Ok(obj) = self.store.get("pods", Some(translate::NAMESPACE), &name) else {
+                continue;
+            };
+            if !obj["metadata"]["deletionTimestamp"].is_null() {
+                continue;
+            }
             let Some(i) = self.take_slot(&owner, index, &name) else {
                 continue;
             };
-            match self.store.get("pods", Some(translate::NAMESPACE), &name) {
-                Ok(obj) => {
-                    let node = obj["spec"]["nodeName"].as_str().unwrap_or("").to_string();
-                    if !node.is_empty() {
-                        self.bind(i, &node, out)?;
-                    }
-                }
-                // Gone before Batsim submitted its attempt.
-                Err(_) => self.jobs[i].pod_gone = true,
+            let node = obj["spec"]["nodeName"].as_str().unwrap_or("").to_string();
+            if !node.is_empty() {
+                self.bind(i, &node, out)?;
             }
         }
         Ok(true)

@@ -685,17 +685,27 @@ pub(crate) async fn update(
     // Optimistic, as GuaranteedUpdate: read, admit, write if unchanged;
     // else again (a named resourceVersion makes a change a 409 instead).
     loop {
-        let (key, old, candidate) = match &change {
-            Change::Replace(body) => store.update_candidate(served, ns, name, body.clone())?,
+        let (key, old, candidate, applied) = match &change {
+            Change::Replace(body) => {
+                let (key, old, obj) = store.update_candidate(served, ns, name, body.clone())?;
+                (key, old, obj, None)
+            }
             Change::Patch(kind, bytes) => {
                 let manager = options["fieldManager"].as_str();
                 match store.patch_candidate(served, ns, name, subresource, *kind, bytes, manager)? {
-                    PatchTarget::Existing { key, old, patched } => (key, old, patched),
+                    PatchTarget::Existing {
+                        key,
+                        old,
+                        patched,
+                        applied,
+                    } => (key, old, patched, applied),
                     PatchTarget::Create(obj) => {
                         let ns = served.info.namespaced.then_some(ns);
-                        return create(store, served, ns, obj, options, origin)
-                            .await
-                            .map(|s| (s, true));
+                        let s = create(store, served, ns, obj, options.clone(), origin).await?;
+                        if !dry {
+                            store.record_created_apply(served, &s, manager, bytes);
+                        }
+                        return Ok((s, true));
                     }
                 }
             }
@@ -723,7 +733,7 @@ pub(crate) async fn update(
             attr.object = Some(served_view(served, &shaped));
             validate(store, validating, &attr).await?;
         }
-        if let Some(s) = store.commit_update_if(served, key, old, shaped, origin, dry)? {
+        if let Some(s) = store.commit_update_if(served, key, old, shaped, applied, origin, dry)? {
             return Ok((s, false));
         }
     }
