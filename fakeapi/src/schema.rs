@@ -116,12 +116,15 @@ impl Schema {
     /// errors under `path` (`spec.versions[0].schema.openAPIV3Schema`).
     pub(crate) fn parse(v: &Value, path: &str) -> Result<Schema, Vec<FieldError>> {
         let mut errs = Vec::new();
-        let s = parse_node(v, path, Level::Root, &cel::Place::root(), &mut errs);
+        let place = cel::Place::root();
+        let s = parse_node(v, path, Level::Root, &place, &mut errs);
+        errs.sort_by_key(|e| e.to_string());
+        errs.dedup();
+        // After the nodes' errors, as kube-apiserver adds them.
+        errs.extend(place.total.borrow().errors(path));
         if errs.is_empty() {
             Ok(s)
         } else {
-            errs.sort_by_key(|e| e.to_string());
-            errs.dedup();
             Err(errs)
         }
     }
@@ -441,6 +444,7 @@ fn parse_node(
             let below = cel::Place {
                 cardinality: place.cardinality * most_entries(m, "maxProperties", a, 5),
                 uncorrelatable: place.uncorrelatable.clone(),
+                total: place.total.clone(),
             };
             let ap = parse_node(a, &at("additionalProperties"), Level::Field, &below, errs);
             s.additional = Some(Additional::Schema(Box::new(ap)));
@@ -467,6 +471,7 @@ fn parse_node(
                     None if !correlatable => Some(at("items")),
                     u => u.clone(),
                 },
+                total: place.total.clone(),
             };
             s.items = Some(Box::new(parse_node(
                 i,

@@ -215,7 +215,7 @@ async fn rules_that_do_not_compile_refuse_the_crd() {
     assert_eq!(
         msgs,
         vec![concat!(
-            "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: ",
+            "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: ",
             "Invalid value: {\"Rule\":\"self.z == 100\",\"Message\":\"\",\"MessageExpression\":\"\",\"Reason\":null,\"FieldPath\":\"\",\"OptionalOldSelf\":null}: ",
             "compilation failed: ERROR: <input>:1:5: undefined field 'z'\n | self.z == 100\n | ....^"
         )]
@@ -233,10 +233,23 @@ async fn rules_that_do_not_compile_refuse_the_crd() {
             "type": "array", "items": {"type": "string"},
             "x-kubernetes-validations": [{"rule": "self.all(s, s == 'string constant')"}]}}}}}}))
     .await;
+    let advice = "(try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)";
+    let rule = "spec.validation.openAPIV3Schema.properties[spec].properties[x].items.x-kubernetes-validations[0].rule";
     assert_eq!(
         msgs,
-        vec!["spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[x].items.x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"]
+        vec![
+            format!("{rule}: Forbidden: estimated rule cost exceeds budget by factor of more than 100x {advice}"),
+            format!("{rule}: Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema"),
+            format!("spec.validation.openAPIV3Schema: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema exceeds budget by factor of more than 100x {advice}"),
+        ]
     );
+    // A message whose size cel-go cannot bound costs too much too.
+    let msgs = refused(json!({"type": "object", "properties": {"spec": {
+        "type": "object", "x-kubernetes-validations": [{"rule": "!has(self.a) || !has(self.b)",
+            "messageExpression": "'got ' + string(size([has(self.a), has(self.b)].filter(x, x)))"}],
+        "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}}}))
+    .await;
+    assert!(msgs[0].ends_with(&format!("messageExpression: Forbidden: estimated messageExpression cost exceeds budget by factor of more than 100x {advice}")), "{msgs:?}");
     let msgs = refused(json!({"type": "object", "properties": {"spec": {
         "type": "object", "x-kubernetes-validations": [{"rule": "self.n + 1"}],
         "properties": {"n": {"type": "integer"}}}}}))
@@ -533,7 +546,7 @@ async fn rules_as_real_crds_write_them() {
         "x-kubernetes-validations": [
             {"rule": "has(self.minCount) ? self.minCount <= self.count : true", "message": "minCount must not exceed count"},
             {"rule": "[has(self.universal), has(self.individual)].filter(x, x == true).size() <= 1",
-             "messageExpression": "'at most one of universal and individual, got ' + string(size([has(self.universal), has(self.individual)].filter(x, x)))",
+             "messageExpression": "'universal ' + self.universal + ' and individual ' + self.individual + ' are both set'",
              "reason": "FieldValueForbidden", "fieldPath": ".universal"},
             {"rule": "!has(self.limit) || quantity(self.limit).isLessThan(quantity('10'))"}
         ],
@@ -579,7 +592,7 @@ async fn rules_as_real_crds_write_them() {
         messages(&body),
         vec![
             "spec: Invalid value: minCount must not exceed count",
-            "spec.universal: Forbidden: at most one of universal and individual, got 2",
+            "spec.universal: Forbidden: universal u and individual i are both set",
             "spec: Invalid value: failed rule: !has(self.limit) || quantity(self.limit).isLessThan(quantity('10'))",
             "spec.my-name: Invalid value: \"b\": failed rule: self.startsWith('a')",
             "spec.tolerations: Invalid value: failed rule: self.all(x, !has(x.operator) || x.operator in ['Equal', 'Exists'])",

@@ -40,6 +40,8 @@ use cel::common::ast::IdedExpr;
 use cel::{Env, Value as CelValue};
 use check::{ty_of, Checker, Ty};
 use serde_json::Value;
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 
 /// A rule's estimated cost, times its cardinality, may not pass this
@@ -146,6 +148,8 @@ pub(super) struct Place {
     /// The first atomic or set list above the node, if any: `oldSelf`
     /// cannot be correlated below it.
     pub(super) uncorrelatable: Option<String>,
+    /// The estimated costs of the whole schema's rules.
+    pub(super) total: Rc<RefCell<TotalCost>>,
 }
 
 impl Place {
@@ -153,7 +157,60 @@ impl Place {
         Place {
             cardinality: 1.0,
             uncorrelatable: None,
+            total: Rc::default(),
         }
+    }
+}
+
+/// The rules of a whole schema may not cost more than this together
+/// (`StaticEstimatedCRDCostLimit`).
+const CRD_COST_LIMIT: f64 = 100_000_000.0;
+
+/// The sum of a schema's estimated rule costs, and its most expensive
+/// rules (apiextensions' `TotalCost`).
+#[derive(Debug, Default)]
+pub(super) struct TotalCost {
+    total: f64,
+    most_expensive: Vec<(String, f64)>,
+}
+
+impl TotalCost {
+    fn observe(&mut self, path: String, cost: f64) {
+        self.total += cost;
+        if cost < CRD_COST_LIMIT / 100.0 {
+            return;
+        }
+        self.most_expensive.push((path, cost));
+        self.most_expensive
+            .sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal));
+        self.most_expensive.truncate(4);
+    }
+
+    /// The errors of a schema whose rules cost too much together; `path`
+    /// is the schema's root.
+    pub(super) fn errors(&self, path: &str) -> Vec<FieldError> {
+        if self.total <= CRD_COST_LIMIT {
+            return Vec::new();
+        }
+        let mut errs: Vec<FieldError> = self
+            .most_expensive
+            .iter()
+            .map(|(p, _)| {
+                FieldError::forbidden(
+                    p.clone(),
+                    "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema",
+                )
+            })
+            .collect();
+        errs.push(FieldError::forbidden(
+            path,
+            cost_error(
+                "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+                self.total,
+                CRD_COST_LIMIT,
+            ),
+        ));
+        errs
     }
 }
 
@@ -271,7 +328,19 @@ impl Rules {
                     "must be a valid path",
                 ));
             }
-            if errs.len() > before || rule.is_empty() {
+        }
+        // As kube-apiserver: no rule compiles while the specs have errors.
+        if errs.len() > before {
+            return None;
+        }
+        for (i, r) in list.iter().enumerate() {
+            let text = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("");
+            let rule = text("rule").trim().to_string();
+            let message = text("message");
+            let message_expression = text("messageExpression");
+            let field_path = text("fieldPath");
+            let reason = r.get("reason").and_then(Value::as_str).map(str::to_string);
+            if rule.is_empty() {
                 continue;
             }
             let invalid = |detail: String| {
@@ -320,6 +389,7 @@ impl Rules {
                     cost_error("estimated rule cost", total, STATIC_COST_LIMIT),
                 ));
             }
+            place.total.borrow_mut().observe(at(i, "rule"), total);
             let uses_old_self = checker.uses_old_self;
             if uses_old_self {
                 if let Some(u) = &place.uncorrelatable {
@@ -362,16 +432,22 @@ impl Rules {
                         } else if !matches!(out, Ty::Str(_) | Ty::Dyn) {
                             errs.push(bad("messageExpression must evaluate to a string".into()));
                         } else {
-                            if cost * place.cardinality > STATIC_COST_LIMIT {
+                            // Not times the cardinality: kube-apiserver's
+                            // estimate of a message is of one evaluation.
+                            if cost > STATIC_COST_LIMIT {
                                 errs.push(FieldError::forbidden(
                                     at(i, "messageExpression"),
                                     cost_error(
                                         "estimated messageExpression cost",
-                                        cost * place.cardinality,
+                                        cost,
                                         STATIC_COST_LIMIT,
                                     ),
                                 ));
                             }
+                            place
+                                .total
+                                .borrow_mut()
+                                .observe(at(i, "messageExpression"), cost);
                             let mut e = p.expression().clone();
                             let base = runtime::instrument(&mut e);
                             message_program = Some((message_expression.to_string(), e, base));
