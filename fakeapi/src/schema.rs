@@ -191,6 +191,20 @@ impl Schema {
         errs
     }
 
+    /// Ratcheting (`CRDValidationRatcheting`, on by default): on an
+    /// update, a schema error at a value that did not change from its
+    /// correlated old value (the same field, the same map key, the same
+    /// map-list entry by its keys; nothing inside atomic or set lists) is
+    /// let through.
+    pub(crate) fn ratchet(&self, errs: &mut Vec<FieldError>, obj: &Value, old: &Value) {
+        errs.retain(|e| {
+            !matches!(
+                correlated(self, obj, old, &e.field),
+                Some((n, o)) if n == o
+            )
+        });
+    }
+
     /// Whether any node of the schema has CEL rules.
     pub(crate) fn has_rules(&self) -> bool {
         self.rules_below
@@ -206,6 +220,45 @@ impl Schema {
         run_rules(self, true, obj, old, "", &mut walk);
         walk.errs
     }
+}
+
+/// The values at field path `path` (`spec.list[0].field`, `spec.map.k`) in
+/// `new` and, correlated, in `old`; `None` where either has none or the
+/// path goes through an uncorrelatable list.
+fn correlated<'v>(
+    s: &Schema,
+    new: &'v Value,
+    old: &'v Value,
+    path: &str,
+) -> Option<(&'v Value, &'v Value)> {
+    let (mut s, mut n, mut o) = (s, new, old);
+    let mut rest = path;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']')?;
+            let i: usize = r[..end].parse().ok()?;
+            rest = &r[end + 1..];
+            let keys = s.map_keys.as_ref()?;
+            s = s.items.as_deref()?;
+            n = n.as_array()?.get(i)?;
+            let key = |y: &Value| -> Vec<Value> {
+                keys.iter()
+                    .map(|k| y.get(k).cloned().unwrap_or(Value::Null))
+                    .collect()
+            };
+            let want = key(n);
+            o = o.as_array()?.iter().find(|y| key(y) == want)?;
+        } else {
+            let r = rest.strip_prefix('.').unwrap_or(rest);
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let k = &r[..end];
+            rest = &r[end..];
+            s = s.field(k)?;
+            n = n.get(k)?;
+            o = o.get(k)?;
+        }
+    }
+    Some((n, o))
 }
 
 /// Runs the rules of `s` and of the nodes below it where `v` has values;

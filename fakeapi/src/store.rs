@@ -1712,6 +1712,9 @@ impl Store {
             }
             cv.def.schema.coerce(obj);
             let mut errs: Vec<FieldError> = cv.def.schema.validate(obj);
+            if let Some(old) = old.filter(|_| !errs.is_empty()) {
+                cv.def.schema.ratchet(&mut errs, obj, old);
+            }
             if cv.def.schema.has_rules() {
                 // The old object read in this request's version.
                 let old = old.map(|o| {

@@ -599,3 +599,67 @@ async fn rules_as_real_crds_write_them() {
         ]
     );
 }
+
+/// Schema errors are ratcheted too: a value made invalid by a schema change
+/// may stay while it does not change (the suite's JSONSchema case).
+#[tokio::test]
+async fn unchanged_values_invalid_under_a_new_schema_are_ratcheted() {
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let addr = server.addr();
+    let schema = |allowed: &str| {
+        let field = json!({"type": "string", "enum": [allowed]});
+        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "field": field,
+            "struct": {"type": "object", "properties": {"field": field}},
+            "list": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["key"],
+                     "items": {"type": "object", "required": ["key"], "properties": {"key": {"type": "string"}, "field": field}}},
+            "atomic": {"type": "array", "items": {"type": "object", "properties": {"field": field}}},
+            "map": {"type": "object", "additionalProperties": {"type": "object", "properties": {"field": field}}}
+        }}}})
+    };
+    let (code, body) = send(addr, "POST", CRDS, &crd(schema("foo"))).await;
+    assert_eq!(code, 201, "{body}");
+    let spec = json!({"field": "foo", "struct": {"field": "foo"}, "list": [{"key": "first", "field": "foo"}],
+                      "map": {"foo": {"field": "foo"}}});
+    let (code, body) = send(addr, "POST", WIDGETS, &widget("w", spec)).await;
+    assert_eq!(code, 201, "{body}");
+    let mut def = get_crd(addr).await;
+    def["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = schema("notfoo");
+    let (code, body) = send(
+        addr,
+        "PUT",
+        &format!("{CRDS}/widgets.cel.example.com"),
+        &def,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = send(
+        addr,
+        "PATCH",
+        &format!("{WIDGETS}/w"),
+        &json!({"metadata": {"labels": {"foo": "bar"}}}),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    // A changed value is held to the new schema; an atomic list's items
+    // are not correlated, so never ratcheted.
+    let (code, body) = send(
+        addr,
+        "PATCH",
+        &format!("{WIDGETS}/w"),
+        &json!({"spec": {"struct": {"field": "bar"}, "atomic": [{"field": "foo"}]}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    let fields: Vec<&str> = body["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        vec!["spec.atomic[0].field", "spec.struct.field"],
+        "{body}"
+    );
+}

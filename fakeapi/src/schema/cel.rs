@@ -507,7 +507,9 @@ impl Rules {
                 old_v
             };
             let limit = runtime::PER_CALL_LIMIT.min(walk.budget);
+            let root = walk.context.get_or_insert_with(runtime::root_context);
             let (outcome, spent) = runtime::eval(
+                root,
                 &rule.program,
                 rule.base_cost,
                 this.clone(),
@@ -565,7 +567,9 @@ impl Rules {
             }
             let mut detail = None;
             if let Some((_, expr, base)) = &rule.message_expression {
+                let root = walk.context.get_or_insert_with(runtime::root_context);
                 let (outcome, spent) = runtime::eval(
+                    root,
                     expr,
                     *base,
                     this.clone(),
@@ -619,6 +623,8 @@ pub(super) struct Walk {
     budget: u64,
     /// A rule went over its cost limit: no more rules run.
     stopped: bool,
+    /// The CEL context with Kubernetes' library, made at the first rule.
+    context: Option<cel::Context<'static, 'static>>,
 }
 
 impl Walk {
@@ -627,6 +633,7 @@ impl Walk {
             errs: Vec::new(),
             budget: runtime::REQUEST_BUDGET,
             stopped: false,
+            context: None,
         }
     }
 }

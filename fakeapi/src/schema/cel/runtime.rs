@@ -68,6 +68,7 @@ pub(super) enum Outcome {
 /// Evaluates `program` with `self` (and `oldSelf`) bound, counting its cost
 /// against `limit`; returns the outcome and the cost spent.
 pub(super) fn eval(
+    root: &Context<'static, 'static>,
     program: &IdedExpr,
     base_cost: u64,
     this: Value,
@@ -75,7 +76,7 @@ pub(super) fn eval(
     limit: u64,
 ) -> (Outcome, u64) {
     SPENT.with(|c| c.set((base_cost, limit, base_cost > limit)));
-    let mut ctx = root_context();
+    let mut ctx = root.new_inner_scope();
     ctx.add_variable_from_value("self", this);
     if let Some(old) = old {
         ctx.add_variable_from_value("oldSelf", old);
@@ -212,8 +213,9 @@ fn count_loop(c: &mut ComprehensionExpr, per: u64) {
     counted(&mut c.loop_cond, per);
 }
 
-/// A context with Kubernetes' library (functions the cel crate lacks).
-fn root_context() -> Context<'static, 'static> {
+/// A context with Kubernetes' library (functions the cel crate lacks):
+/// made once per object checked, each rule's variables in a scope of it.
+pub(super) fn root_context() -> Context<'static, 'static> {
     let mut ctx = Context::with_env(super::env());
     let add = |name: &str, r: Result<(), cel::DeclarationError>| {
         debug_assert!(r.is_ok(), "{name}: {r:?}");
