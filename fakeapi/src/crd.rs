@@ -842,7 +842,9 @@ mod tests {
                 "metadata.name",
                 "spec.group",
                 "spec.scope",
-                "spec.versions[0].schema.openAPIV3Schema.properties[spec].type",
+                // One version: its schema is the internal form's
+                // spec.validation, where kube-apiserver reports it.
+                "spec.validation.openAPIV3Schema.properties[spec].type",
                 "spec.versions",
             ]
         );
