@@ -15,8 +15,9 @@
 //! CEL rules (`x-kubernetes-validations`) are compiled with the schema and
 //! run after its validation ([`Schema::validate_rules`], `cel.rs`).
 //!
-//! Not covered: field ownership (managedFields), set-type lists, ratcheting
-//! of unchanged invalid fields (but for CEL rules).
+//! On updates, errors at values unchanged from their correlated old ones
+//! are ratcheted ([`Schema::ratchet`]). Not covered: field ownership
+//! (managedFields), set-type lists.
 
 mod cel;
 
