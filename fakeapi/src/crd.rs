@@ -61,6 +61,18 @@ pub(crate) struct VersionDef {
     pub selectable: Vec<String>,
 }
 
+/// Where errors in version `i`'s schema are reported: kube-apiserver
+/// validates CRDs in their internal form, where a schema all versions
+/// share is `spec.validation` (one version has it alone).
+fn schema_path(versions: &[Value], i: usize) -> String {
+    let first = &versions[0]["schema"];
+    if versions.iter().all(|v| v["schema"] == *first) {
+        "spec.validation.openAPIV3Schema".to_string()
+    } else {
+        format!("spec.versions[{i}].schema.openAPIV3Schema")
+    }
+}
+
 /// A CRD as the store serves it.
 #[derive(Debug, Clone)]
 pub(crate) struct Definition {
@@ -105,7 +117,8 @@ impl Definition {
             .flatten()
             .enumerate()
         {
-            let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
+            let all: Vec<Value> = spec["versions"].as_array().cloned().unwrap_or_default();
+            let path = schema_path(&all, i);
             let schema = Schema::parse(&v["schema"]["openAPIV3Schema"], &path)
                 .map_err(|errs| invalid_crd(crd, errs))?;
             let subs = &v["subresources"];
@@ -376,7 +389,7 @@ pub(crate) fn admit(crd: &mut Value, old: Option<&Value>) -> Result<(), ApiError
                 "",
             )),
             Some(schema) => {
-                if let Err(e) = Schema::parse(schema, &format!("{p}.schema.openAPIV3Schema")) {
+                if let Err(e) = Schema::parse(schema, &schema_path(&versions, i)) {
                     errs.extend(e);
                 }
                 if v["subresources"]
@@ -829,7 +842,9 @@ mod tests {
                 "metadata.name",
                 "spec.group",
                 "spec.scope",
-                "spec.versions[0].schema.openAPIV3Schema.properties[spec].type",
+                // One version: its schema is the internal form's
+                // spec.validation, where kube-apiserver reports it.
+                "spec.validation.openAPIV3Schema.properties[spec].type",
                 "spec.versions",
             ]
         );

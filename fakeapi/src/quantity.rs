@@ -164,6 +164,11 @@ impl Quantity {
         }
     }
 
+    /// The value as a float (CEL's `asApproximateFloat`).
+    pub fn as_f64(&self) -> f64 {
+        self.nanos as f64 / NANO as f64
+    }
+
     pub fn is_zero(&self) -> bool {
         self.nanos == 0
     }

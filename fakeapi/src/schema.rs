@@ -12,8 +12,14 @@
 //! Server-side apply merges `x-kubernetes-list-type: map` lists by their
 //! `x-kubernetes-list-map-keys` ([`Schema::apply_merge`]).
 //!
-//! Not covered: CEL rules (`x-kubernetes-validations`), field ownership
-//! (managedFields), set-type lists, ratcheting of unchanged invalid fields.
+//! CEL rules (`x-kubernetes-validations`) are compiled with the schema and
+//! run after its validation ([`Schema::validate_rules`], `cel.rs`).
+//!
+//! On updates, errors at values unchanged from their correlated old ones
+//! are ratcheted ([`Schema::ratchet`]). Not covered: field ownership
+//! (managedFields), set-type lists.
+
+mod cel;
 
 use crate::error::{go_float, go_quote, go_value, FieldError, FieldErrorKind};
 use regex::Regex;
@@ -53,6 +59,11 @@ pub(crate) struct Schema {
     not: Option<Box<Schema>>,
     /// `x-kubernetes-list-map-keys` of a `x-kubernetes-list-type: map` list.
     map_keys: Option<Vec<String>>,
+    /// The compiled `x-kubernetes-validations` of this node.
+    rules: Option<std::sync::Arc<cel::Rules>>,
+    /// Whether this node or one below has rules: the walk that runs them
+    /// skips the rest, so objects of a CRD without rules pay nothing.
+    rules_below: bool,
 }
 
 /// `additionalProperties`: a schema for every other key, or a boolean.
@@ -106,12 +117,15 @@ impl Schema {
     /// errors under `path` (`spec.versions[0].schema.openAPIV3Schema`).
     pub(crate) fn parse(v: &Value, path: &str) -> Result<Schema, Vec<FieldError>> {
         let mut errs = Vec::new();
-        let s = parse_node(v, path, Level::Root, &mut errs);
+        let place = cel::Place::root();
+        let s = parse_node(v, path, Level::Root, &place, &mut errs);
+        errs.sort_by_key(|e| e.to_string());
+        errs.dedup();
+        // After the nodes' errors, as kube-apiserver adds them.
+        errs.extend(place.total.borrow().errors(path));
         if errs.is_empty() {
             Ok(s)
         } else {
-            errs.sort_by_key(|e| e.to_string());
-            errs.dedup();
             Err(errs)
         }
     }
@@ -177,9 +191,142 @@ impl Schema {
         validate(obj, self, "", &mut errs);
         errs
     }
+
+    /// Ratcheting (`CRDValidationRatcheting`, on by default): on an
+    /// update, a schema error at a value that did not change from its
+    /// correlated old value (the same field, the same map key, the same
+    /// map-list entry by its keys; nothing inside atomic or set lists) is
+    /// let through.
+    pub(crate) fn ratchet(&self, errs: &mut Vec<FieldError>, obj: &Value, old: &Value) {
+        errs.retain(|e| {
+            !matches!(
+                correlated(self, obj, old, &e.field),
+                Some((n, o)) if n == o
+            )
+        });
+    }
+
+    /// Whether any node of the schema has CEL rules.
+    pub(crate) fn has_rules(&self) -> bool {
+        self.rules_below
+    }
+
+    /// Runs the CEL rules (`x-kubernetes-validations`) on `obj`, with `old`
+    /// the stored object of an update; an empty list when all pass.
+    pub(crate) fn validate_rules(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        if !self.rules_below {
+            return Vec::new();
+        }
+        let mut walk = cel::Walk::new();
+        run_rules(self, true, obj, old, "", &mut walk);
+        walk.errs
+    }
 }
 
-fn parse_node(v: &Value, path: &str, level: Level, errs: &mut Vec<FieldError>) -> Schema {
+/// The values at field path `path` (`spec.list[0].field`, `spec.map.k`) in
+/// `new` and, correlated, in `old`; `None` where either has none or the
+/// path goes through an uncorrelatable list.
+fn correlated<'v>(
+    s: &Schema,
+    new: &'v Value,
+    old: &'v Value,
+    path: &str,
+) -> Option<(&'v Value, &'v Value)> {
+    let (mut s, mut n, mut o) = (s, new, old);
+    let mut rest = path;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']')?;
+            let i: usize = r[..end].parse().ok()?;
+            rest = &r[end + 1..];
+            let keys = s.map_keys.as_ref()?;
+            s = s.items.as_deref()?;
+            n = n.as_array()?.get(i)?;
+            let key = |y: &Value| -> Vec<Value> {
+                keys.iter()
+                    .map(|k| y.get(k).cloned().unwrap_or(Value::Null))
+                    .collect()
+            };
+            let want = key(n);
+            o = o.as_array()?.iter().find(|y| key(y) == want)?;
+        } else {
+            let r = rest.strip_prefix('.').unwrap_or(rest);
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let k = &r[..end];
+            rest = &r[end..];
+            s = s.field(k)?;
+            n = n.get(k)?;
+            o = o.get(k)?;
+        }
+    }
+    Some((n, o))
+}
+
+/// Runs the rules of `s` and of the nodes below it where `v` has values;
+/// `old` is the correlated old value (none inside atomic and set lists).
+fn run_rules(
+    s: &Schema,
+    root: bool,
+    v: &Value,
+    old: Option<&Value>,
+    path: &str,
+    walk: &mut cel::Walk,
+) {
+    if !s.rules_below || v.is_null() {
+        return;
+    }
+    if let Some(rules) = &s.rules {
+        rules.run(s, root, v, old, path, walk);
+    }
+    match v {
+        Value::Object(m) => {
+            if let Some(Additional::Schema(a)) = &s.additional {
+                for (k, x) in m {
+                    let o = old.and_then(|o| o.get(k));
+                    run_rules(a, a.embedded, x, o, &format!("{path}[{k}]"), walk);
+                }
+            } else {
+                for (k, p) in &s.properties {
+                    if let Some(x) = m.get(k) {
+                        let o = old.and_then(|o| o.get(k));
+                        run_rules(p, p.embedded, x, o, &child(path, k), walk);
+                    }
+                }
+            }
+        }
+        Value::Array(a) => {
+            let Some(items) = s.items.as_deref() else {
+                return;
+            };
+            let olds = old.and_then(Value::as_array);
+            for (i, x) in a.iter().enumerate() {
+                let o = match (&s.map_keys, olds) {
+                    (Some(keys), Some(olds)) => {
+                        let key = |y: &Value| -> Vec<Value> {
+                            keys.iter()
+                                .map(|k| y.get(k).cloned().unwrap_or(Value::Null))
+                                .collect()
+                        };
+                        let want = key(x);
+                        olds.iter().find(|y| key(y) == want)
+                    }
+                    _ => None,
+                };
+                run_rules(items, items.embedded, x, o, &format!("{path}[{i}]"), walk);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn parse_node(
+    v: &Value,
+    path: &str,
+    level: Level,
+    place: &cel::Place,
+    errs: &mut Vec<FieldError>,
+) -> Schema {
+    let errs_before = errs.len();
     let mut s = Schema::default();
     let Some(m) = v.as_object() else {
         errs.push(FieldError::invalid(path, v, "must be a schema object"));
@@ -327,7 +474,13 @@ fn parse_node(v: &Value, path: &str, level: Level, errs: &mut Vec<FieldError>) -
         match props.as_object() {
             Some(props) => {
                 for (k, pv) in props {
-                    let p = parse_node(pv, &format!("{path}.properties[{k}]"), Level::Field, errs);
+                    let p = parse_node(
+                        pv,
+                        &format!("{path}.properties[{k}]"),
+                        Level::Field,
+                        place,
+                        errs,
+                    );
                     s.properties.insert(k.clone(), p);
                 }
             }
@@ -342,7 +495,12 @@ fn parse_node(v: &Value, path: &str, level: Level, errs: &mut Vec<FieldError>) -
         None | Some(Value::Null) => {}
         Some(Value::Bool(b)) => s.additional = Some(Additional::Bool(*b)),
         Some(a) => {
-            let ap = parse_node(a, &at("additionalProperties"), Level::Field, errs);
+            let below = cel::Place {
+                cardinality: place.cardinality * most_entries(m, "maxProperties", a, 5),
+                uncorrelatable: place.uncorrelatable.clone(),
+                total: place.total.clone(),
+            };
+            let ap = parse_node(a, &at("additionalProperties"), Level::Field, &below, errs);
             s.additional = Some(Additional::Schema(Box::new(ap)));
         }
     }
@@ -358,7 +516,25 @@ fn parse_node(v: &Value, path: &str, level: Level, errs: &mut Vec<FieldError>) -
             at("items"),
             "items must be a schema object and not an array",
         )),
-        Some(i) => s.items = Some(Box::new(parse_node(i, &at("items"), Level::Item, errs))),
+        Some(i) => {
+            let correlatable =
+                m.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("map");
+            let below = cel::Place {
+                cardinality: place.cardinality * most_entries(m, "maxItems", i, 1),
+                uncorrelatable: match &place.uncorrelatable {
+                    None if !correlatable => Some(at("items")),
+                    u => u.clone(),
+                },
+                total: place.total.clone(),
+            };
+            s.items = Some(Box::new(parse_node(
+                i,
+                &at("items"),
+                Level::Item,
+                &below,
+                errs,
+            )))
+        }
     }
     for (k, list) in [
         ("allOf", &mut s.all_of),
@@ -373,6 +549,7 @@ fn parse_node(v: &Value, path: &str, level: Level, errs: &mut Vec<FieldError>) -
                             x,
                             &format!("{path}.{k}[{i}]"),
                             Level::Junctor,
+                            place,
                             errs,
                         ));
                     }
@@ -382,7 +559,13 @@ fn parse_node(v: &Value, path: &str, level: Level, errs: &mut Vec<FieldError>) -
         }
     }
     if let Some(n) = m.get("not").filter(|v| !v.is_null()) {
-        s.not = Some(Box::new(parse_node(n, &at("not"), Level::Junctor, errs)));
+        s.not = Some(Box::new(parse_node(
+            n,
+            &at("not"),
+            Level::Junctor,
+            place,
+            errs,
+        )));
     }
 
     // The structural invariants.
@@ -470,7 +653,37 @@ fn parse_node(v: &Value, path: &str, level: Level, errs: &mut Vec<FieldError>) -
             "must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields",
         ));
     }
+    // Rules compile only on a sound schema, as kube-apiserver's do (its
+    // types would say little otherwise).
+    if let Some(raw) = m.get("x-kubernetes-validations").filter(|r| !r.is_null()) {
+        if errs.len() == errs_before {
+            let root = level == Level::Root || s.embedded;
+            s.rules =
+                cel::Rules::compile(raw, &s, root, path, place, errs).map(std::sync::Arc::new);
+        }
+    }
+    s.rules_below = s.rules.is_some()
+        || s.properties.values().any(|p| p.rules_below)
+        || s.items.as_ref().is_some_and(|i| i.rules_below)
+        || matches!(&s.additional, Some(Additional::Schema(a)) if a.rules_below);
     s
+}
+
+/// How many entries a list (`maxItems`) or map (`maxProperties`) may hold:
+/// its bound, else as many of the smallest entries of its item schema as
+/// the largest request holds (apiserver's estimate). `overhead` is what
+/// each entry adds beside its value (a comma; a key, quotes and a colon).
+fn most_entries(m: &Map<String, Value>, bound: &str, item: &Value, overhead: u64) -> f64 {
+    if let Some(n) = m.get(bound).and_then(Value::as_u64) {
+        return n as f64;
+    }
+    let min = match item.get("type").and_then(Value::as_str) {
+        Some("string") => 2,
+        Some("boolean") => 4,
+        Some("object" | "array") => 2,
+        _ => 1,
+    };
+    ((3 * 1024 * 1024 - 2) / (min + overhead)) as f64
 }
 
 /// Keeps only `ObjectMeta`'s fields in a `metadata` object.

@@ -1734,7 +1734,19 @@ impl Store {
                 }
             }
             cv.def.schema.coerce(obj);
-            let errs: Vec<FieldError> = cv.def.schema.validate(obj);
+            let mut errs: Vec<FieldError> = cv.def.schema.validate(obj);
+            if let Some(old) = old.filter(|_| !errs.is_empty()) {
+                cv.def.schema.ratchet(&mut errs, obj, old);
+            }
+            if cv.def.schema.has_rules() {
+                // The old object read in this request's version.
+                let old = old.map(|o| {
+                    let mut o = o.clone();
+                    o["apiVersion"] = json!(cv.info.api_version());
+                    o
+                });
+                errs.extend(cv.def.schema.validate_rules(obj, old.as_ref()));
+            }
             if !errs.is_empty() {
                 let name = meta_str(obj, "name").unwrap_or("");
                 return Err(ApiError::invalid(cv.info.group, cv.info.kind, name, errs));
