@@ -463,14 +463,10 @@ impl State {
     /// An apply by `manager` (on `subresource`) to the object `key` of
     /// table `t`, whose stored value is `old` and applied value `patched`:
     /// removes from `patched` what the manager applied before and no
-    /// longer does (see `store/apply.rs`), and returns the configuration
-    /// to record once the object is written ([`State::record_apply`]);
-    /// nothing of the state changes here, so a request that is then
-    /// refused (a webhook's denial, validation, quota) or only tried
-    /// (`dryRun`) leaves what each manager owns as it was.
+    /// longer does (see `store/apply.rs`), and records its configuration.
     #[allow(clippy::too_many_arguments)]
-    fn apply_config(
-        &self,
+    fn track_apply(
+        &mut self,
         t: usize,
         served: &Served,
         key: &(String, String),
@@ -479,48 +475,38 @@ impl State {
         body: &[u8],
         old: &Value,
         patched: &mut Value,
-    ) -> Option<apply::Applied> {
-        let config = serde_yaml::from_slice::<Value>(body).ok()?;
+    ) {
+        let Ok(config) = serde_yaml::from_slice::<Value>(body) else {
+            return;
+        };
         let config = apply::tracked(&config);
         let manager = manager.unwrap_or("").to_string();
         let sub = subresource.unwrap_or("").to_string();
         let uid = old["metadata"]["uid"].as_str().unwrap_or("").to_string();
+        let entries = self.tables[t].applied.entry(key.clone()).or_default();
+        entries.retain(|a| a.uid == uid);
         let keys = match &served.custom {
             Some(cv) => apply::Keys::Schema(Some(&cv.def.schema)),
             None => apply::Keys::Builtin,
         };
-        // A recreated object (another uid) starts over.
-        let entries: Vec<&apply::Applied> = self.tables[t]
-            .applied
-            .get(key)
-            .map(|es| es.iter().filter(|a| a.uid == uid).collect())
-            .unwrap_or_default();
-        let mine = |a: &apply::Applied| a.manager == manager && a.subresource == sub;
-        if let Some(prev) = entries.iter().find(|a| mine(a)) {
+        if let Some(prev) = entries
+            .iter()
+            .find(|a| a.manager == manager && a.subresource == sub)
+        {
             let others: Vec<&Value> = entries
                 .iter()
-                .filter(|a| !mine(a))
+                .filter(|a| !(a.manager == manager && a.subresource == sub))
                 .map(|a| &a.config)
                 .collect();
             apply::remove_unapplied(&prev.config, &config, &others, old, patched, keys);
         }
-        Some(apply::Applied {
+        entries.retain(|a| !(a.manager == manager && a.subresource == sub));
+        entries.push(apply::Applied {
             uid,
             manager,
             subresource: sub,
             config,
-        })
-    }
-
-    /// Records `applied` as its manager's configuration of object `key` of
-    /// table `t`, the apply that carried it being written.
-    fn record_apply(&mut self, t: usize, key: &(String, String), applied: apply::Applied) {
-        let entries = self.tables[t].applied.entry(key.clone()).or_default();
-        entries.retain(|a| {
-            a.uid == applied.uid
-                && !(a.manager == applied.manager && a.subresource == applied.subresource)
         });
-        entries.push(applied);
     }
 
     /// Whether namespace `ns` exists.
@@ -2354,41 +2340,92 @@ impl Store {
         origin: Origin,
         dry_run: bool,
     ) -> Result<(Stored, bool)> {
+        let info = served.info;
+        let custom = served.custom.is_some();
+        let patch = |target: &Value| {
+            if custom {
+                crate::patch::apply_patch_custom(
+                    kind,
+                    target,
+                    body,
+                    served.custom.as_ref().map(|cv| &*cv.def.schema),
+                )
+            } else {
+                apply_patch(kind, target, body)
+            }
+        };
+        if custom && kind == PatchKind::StrategicMerge {
+            // Refused before reading anything, as the real server does.
+            return Err(patch(&json!({})).expect_err("strategic merge is refused"));
+        }
+        let ns = if info.namespaced { ns } else { "" };
         let mut st = self.inner.state.write();
-        let (key, old, patched, applied) =
-            match self.patch_target(&st, served, ns, name, subresource, kind, body, manager)? {
-                PatchTarget::Existing {
-                    key,
-                    old,
-                    patched,
-                    applied,
-                } => (key, old, patched, applied),
-                PatchTarget::Create(obj) => {
-                    drop(st);
-                    let ns = served.info.namespaced.then_some(ns);
-                    let s = self.create_in(served, ns, obj, origin, dry_run)?;
-                    if !dry_run {
-                        self.record_created_apply(served, &s, manager, body);
-                    }
-                    return Ok((s, true));
+        let t = st.live(served)?;
+        let key = (ns.to_string(), name.to_string());
+        if kind == PatchKind::Apply {
+            // An applied configuration is a whole object: its type and name.
+            let applied: Value = serde_yaml::from_slice(body).unwrap_or(Value::Null);
+            if applied.is_object() {
+                let api_version = applied
+                    .get("apiVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let kind_of = applied.get("kind").and_then(Value::as_str).unwrap_or("");
+                if api_version.is_empty() || kind_of.is_empty() {
+                    let (group, version) = match api_version.split_once('/') {
+                        Some((g, v)) => (g, v),
+                        None => ("", api_version),
+                    };
+                    return Err(ApiError::BadRequest(format!(
+                        "invalid object type: {group}/{version}, Kind={kind_of}"
+                    )));
                 }
-            };
+                if let Some(n) = meta_str(&applied, "name").filter(|n| *n != name) {
+                    return Err(ApiError::BadRequest(format!(
+                        "the name of the object ({n}) does not match the name on the URL ({name})"
+                    )));
+                }
+            }
+        }
+        let Some(old) = st.tables[t].objects.get(&key).cloned() else {
+            if kind == PatchKind::Apply && subresource.is_none() {
+                drop(st);
+                let mut obj = patch(&json!({}))?;
+                meta_mut(&mut obj).insert("name".into(), json!(name));
+                let ns = info.namespaced.then_some(ns);
+                return self
+                    .create_in(served, ns, obj, origin, dry_run)
+                    .map(|s| (s, true));
+            }
+            return Err(kind_error(info, name));
+        };
+        let mut patched = patch(&served.present(old.clone()).value)?;
+        check_resource_version(info, name, &patched, old.rv)?;
+        if kind == PatchKind::Apply && !dry_run {
+            st.track_apply(
+                t,
+                served,
+                &key,
+                manager,
+                subresource,
+                body,
+                &old.value,
+                &mut patched,
+            );
+        }
         // Patches through the main resource of an object with a status
         // subresource cannot change status over HTTP; the status path can
         // change only status. `finish_update` enforces both.
         let s = self.finish_update(
             &mut st,
             served,
-            key.clone(),
+            key,
             old,
             patched,
             subresource,
             origin,
             dry_run,
         )?;
-        if let Some(a) = applied.filter(|_| !dry_run) {
-            st.record_apply(served.table, &key, a);
-        }
         drop(st);
         Ok((served.present(s), false))
     }

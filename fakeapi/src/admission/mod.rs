@@ -685,27 +685,17 @@ pub(crate) async fn update(
     // Optimistic, as GuaranteedUpdate: read, admit, write if unchanged;
     // else again (a named resourceVersion makes a change a 409 instead).
     loop {
-        let (key, old, candidate, applied) = match &change {
-            Change::Replace(body) => {
-                let (key, old, obj) = store.update_candidate(served, ns, name, body.clone())?;
-                (key, old, obj, None)
-            }
+        let (key, old, candidate) = match &change {
+            Change::Replace(body) => store.update_candidate(served, ns, name, body.clone())?,
             Change::Patch(kind, bytes) => {
                 let manager = options["fieldManager"].as_str();
                 match store.patch_candidate(served, ns, name, subresource, *kind, bytes, manager)? {
-                    PatchTarget::Existing {
-                        key,
-                        old,
-                        patched,
-                        applied,
-                    } => (key, old, patched, applied),
+                    PatchTarget::Existing { key, old, patched } => (key, old, patched),
                     PatchTarget::Create(obj) => {
                         let ns = served.info.namespaced.then_some(ns);
-                        let s = create(store, served, ns, obj, options.clone(), origin).await?;
-                        if !dry {
-                            store.record_created_apply(served, &s, manager, bytes);
-                        }
-                        return Ok((s, true));
+                        return create(store, served, ns, obj, options, origin)
+                            .await
+                            .map(|s| (s, true));
                     }
                 }
             }
@@ -733,7 +723,7 @@ pub(crate) async fn update(
             attr.object = Some(served_view(served, &shaped));
             validate(store, validating, &attr).await?;
         }
-        if let Some(s) = store.commit_update_if(served, key, old, shaped, applied, origin, dry)? {
+        if let Some(s) = store.commit_update_if(served, key, old, shaped, origin, dry)? {
             return Ok((s, false));
         }
     }

@@ -21,10 +21,6 @@ pub(crate) enum PatchTarget {
         key: (String, String),
         old: Stored,
         patched: Value,
-        /// An apply's configuration, recorded as its manager's when the
-        /// patched object is written (not before: a webhook may deny the
-        /// request, validation refuse it, or it may be a dry run).
-        applied: Option<apply::Applied>,
     },
     /// An apply patch of an object that does not exist: created from the
     /// patch.
@@ -117,40 +113,9 @@ impl Store {
     }
 
     /// A patch applied to the stored object (or, for an apply of a missing
-    /// object, the object to create), with its defaults, for the mutating
-    /// webhooks: nothing is recorded yet (an apply's configuration goes
-    /// with the target to [`Store::commit_update_if`]).
-    #[allow(clippy::too_many_arguments)]
+    /// object, the object to create).
     pub(crate) fn patch_candidate(
         &self,
-        served: &Served,
-        ns: &str,
-        name: &str,
-        subresource: Option<&str>,
-        kind: PatchKind,
-        body: &[u8],
-        manager: Option<&str>,
-    ) -> Result<PatchTarget> {
-        let st = self.inner.state.read();
-        let mut target =
-            self.patch_target(&st, served, ns, name, subresource, kind, body, manager)?;
-        drop(st);
-        if let PatchTarget::Existing { patched, .. } = &mut target {
-            self.decode_defaults(served, patched);
-        }
-        Ok(target)
-    }
-
-    /// What a patch makes of the object `ns/name` as `st` holds it: the
-    /// patch applied to it (an apply also removes what its manager applied
-    /// before and no longer does), or, for an apply of a missing object,
-    /// the object to create. Reads `st` only: the one place both writes of
-    /// a patch start from, under the store's lock ([`Store::patch_in`]) or
-    /// before the admission webhooks ([`Store::patch_candidate`]).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn patch_target(
-        &self,
-        st: &State,
         served: &Served,
         ns: &str,
         name: &str,
@@ -174,19 +139,16 @@ impl Store {
             }
         };
         if custom && kind == PatchKind::StrategicMerge {
-            // Refused before reading anything, as the real server does.
             return Err(patch(&json!({})).expect_err("strategic merge is refused"));
         }
-        let t = st.live(served)?;
-        if kind == PatchKind::Apply {
-            check_applied_identity(body, name)?;
-        }
-        match st.existing(served, ns, name) {
+        match self.existing_in(served, ns, name) {
             Ok((key, old)) => {
                 let mut patched = patch(&served.present(old.clone()).value)?;
                 check_resource_version(info, name, &patched, old.rv)?;
-                let applied = if kind == PatchKind::Apply {
-                    st.apply_config(
+                if kind == PatchKind::Apply {
+                    let mut st = self.inner.state.write();
+                    let t = st.live(served)?;
+                    st.track_apply(
                         t,
                         served,
                         &key,
@@ -195,16 +157,10 @@ impl Store {
                         body,
                         &old.value,
                         &mut patched,
-                    )
-                } else {
-                    None
-                };
-                Ok(PatchTarget::Existing {
-                    key,
-                    old,
-                    patched,
-                    applied,
-                })
+                    );
+                }
+                self.decode_defaults(served, &mut patched);
+                Ok(PatchTarget::Existing { key, old, patched })
             }
             Err(ApiError::NotFound { .. }) if kind == PatchKind::Apply && subresource.is_none() => {
                 let mut obj = patch(&json!({}))?;
@@ -215,52 +171,14 @@ impl Store {
         }
     }
 
-    /// Records the configuration of the apply that created `created` as
-    /// its manager's (what its next apply no longer sets then goes).
-    pub(crate) fn record_created_apply(
-        &self,
-        served: &Served,
-        created: &Stored,
-        manager: Option<&str>,
-        body: &[u8],
-    ) {
-        let Ok(config) = serde_yaml::from_slice::<Value>(body) else {
-            return;
-        };
-        let v = &created.value;
-        let ns = if served.info.namespaced {
-            v["metadata"]["namespace"].as_str().unwrap_or("")
-        } else {
-            ""
-        };
-        let key = (
-            ns.to_string(),
-            v["metadata"]["name"].as_str().unwrap_or("").to_string(),
-        );
-        let applied = apply::Applied {
-            uid: v["metadata"]["uid"].as_str().unwrap_or("").to_string(),
-            manager: manager.unwrap_or("").to_string(),
-            subresource: String::new(),
-            config: apply::tracked(&config),
-        };
-        self.inner
-            .state
-            .write()
-            .record_apply(served.table, &key, applied);
-    }
-
     /// Writes a shaped update of `old` if the stored object is still `old`
     /// (`Ok(None)` otherwise: the caller reads it again and starts over).
-    /// An apply's configuration (`applied`) is recorded as its manager's
-    /// once written.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn commit_update_if(
         &self,
         served: &Served,
         key: (String, String),
         old: Stored,
         obj: Value,
-        applied: Option<apply::Applied>,
         origin: Origin,
         dry_run: bool,
     ) -> Result<Option<Stored>> {
@@ -269,10 +187,7 @@ impl Store {
         if current.rv != old.rv {
             return Ok(None);
         }
-        let s = self.commit_shaped(&mut st, served, key.clone(), old, obj, origin, dry_run)?;
-        if let Some(a) = applied.filter(|_| !dry_run) {
-            st.record_apply(served.table, &key, a);
-        }
+        let s = self.commit_shaped(&mut st, served, key, old, obj, origin, dry_run)?;
         drop(st);
         Ok(Some(served.present(s)))
     }
@@ -365,35 +280,6 @@ impl Store {
     pub(crate) fn review_uid(&self) -> String {
         self.new_uid().to_string()
     }
-}
-
-/// An applied configuration names its type and the object of the URL, as
-/// kube-apiserver checks it before anything else.
-fn check_applied_identity(body: &[u8], name: &str) -> Result<()> {
-    let applied: Value = serde_yaml::from_slice(body).unwrap_or(Value::Null);
-    if !applied.is_object() {
-        return Ok(());
-    }
-    let api_version = applied
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let kind_of = applied.get("kind").and_then(Value::as_str).unwrap_or("");
-    if api_version.is_empty() || kind_of.is_empty() {
-        let (group, version) = match api_version.split_once('/') {
-            Some((g, v)) => (g, v),
-            None => ("", api_version),
-        };
-        return Err(ApiError::BadRequest(format!(
-            "invalid object type: {group}/{version}, Kind={kind_of}"
-        )));
-    }
-    if let Some(n) = meta_str(&applied, "name").filter(|n| *n != name) {
-        return Err(ApiError::BadRequest(format!(
-            "the name of the object ({n}) does not match the name on the URL ({name})"
-        )));
-    }
-    Ok(())
 }
 
 /// [`Store::create_admitted`]'s share of the requests in flight.
