@@ -74,6 +74,17 @@ enum Dial {
     Host(String, u16),
 }
 
+/// Where a call to `addr` goes: a webhook served on the loopback may
+/// listen elsewhere than its program asked ([`crate::StoreConfig::loopback_ports`]).
+fn on_loopback(store: &Store, mut addr: SocketAddr) -> SocketAddr {
+    if let Some(real) = &store.config().loopback_ports {
+        if addr.ip().is_loopback() {
+            addr.set_port(real(addr.port()));
+        }
+    }
+    addr
+}
+
 fn destination(store: &Store, hook: &Hook, secs: u64) -> Result<Destination, CallError> {
     match &hook.client.target {
         Target::Service {
@@ -88,13 +99,9 @@ fn destination(store: &Store, hook: &Hook, secs: u64) -> Result<Destination, Cal
             let full = format!("{url}?timeout={secs}s");
             let server_name = ServerName::try_from(host.clone())
                 .map_err(|e| CallError(format!("failed to call webhook: Post {full:?}: {e}")))?;
-            let mut addr = super::resolve::endpoint(store, namespace, name, *port)
+            let addr = super::resolve::endpoint(store, namespace, name, *port)
                 .map_err(|e| CallError(format!("failed to call webhook: Post {full:?}: {e}")))?;
-            if let Some(real) = &store.config().loopback_ports {
-                if addr.ip().is_loopback() {
-                    addr.set_port(real(addr.port()));
-                }
-            }
+            let addr = on_loopback(store, addr);
             Ok(Destination {
                 host_header: format!("{host}:{port}"),
                 path: path.to_string(),
@@ -119,14 +126,8 @@ fn destination(store: &Store, hook: &Hook, secs: u64) -> Result<Destination, Cal
             };
             let server_name = ServerName::try_from(host.clone())
                 .map_err(|e| bad(format!("{host:?} is not a valid server name: {e}")))?;
-            let dial = match host.parse::<std::net::IpAddr>() {
-                Ok(ip) => {
-                    let port = match &store.config().loopback_ports {
-                        Some(real) if ip.is_loopback() => real(port),
-                        _ => port,
-                    };
-                    Dial::Addr(SocketAddr::new(ip, port))
-                }
+            let dial = match host.parse() {
+                Ok(ip) => Dial::Addr(on_loopback(store, SocketAddr::new(ip, port))),
                 Err(_) => Dial::Host(host.clone(), port),
             };
             Ok(Destination {
