@@ -273,6 +273,28 @@ fn a_seed_makes_the_randomness_a_program_is_given_reproducible() {
     }
 }
 
+/// The launcher gives the command `GOGC=400` (a Go program's collector
+/// then runs a quarter as often; `gort::GOGC_DEFAULT`), unless batkube's
+/// environment sets `GOGC` (kept), `TIMESHIM_GO_GC` says otherwise, or the
+/// run is deterministic. A shell's own assignment wins as usual.
+#[test]
+fn go_programs_get_a_larger_heap_growth_unless_told_otherwise() {
+    let gogc = |args: &[&str], env: &[(&str, &str)], cmd: &str| -> Vec<String> {
+        stdout(&simrun_env(args, &["sh", "-c", cmd], env))
+    };
+    let show = "echo ${GOGC-unset}";
+    assert_eq!(gogc(&[], &[], show), ["400"]);
+    assert_eq!(gogc(&[], &[("GOGC", "50")], show), ["50"]);
+    assert_eq!(gogc(&[], &[("TIMESHIM_GO_GC", "keep")], show), ["unset"]);
+    assert_eq!(gogc(&[], &[("TIMESHIM_GO_GC", "off")], show), ["off"]);
+    assert_eq!(gogc(&["--deterministic"], &[], show), ["unset"]);
+    assert_eq!(
+        gogc(&["--deterministic"], &[("TIMESHIM_GO_GC", "250")], show),
+        ["250"]
+    );
+    assert_eq!(gogc(&[], &[], "GOGC=77 sh -c 'echo $GOGC'"), ["77"]);
+}
+
 /// Go's runtime forces a collection when none ran for two minutes of its
 /// clock, the simulated one: over months of simulated time, one per
 /// program wake-up. The launcher sets the period to never (stripped

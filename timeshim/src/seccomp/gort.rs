@@ -1,4 +1,5 @@
-//! Go's runtime on simulated time: the forced garbage collection.
+//! Go's runtime on simulated time: the forced garbage collection, and the
+//! heap's growth between collections (`GOGC`, see [`GOGC_DEFAULT`]).
 //!
 //! Go's runtime reads the same clock as the program (`nanotime`, through
 //! the vDSO the launcher points at the clock page), so its housekeeping is
@@ -14,10 +15,12 @@
 //!
 //! At the program's exec stop, the launcher sets `runtime.forcegcperiod`
 //! (a variable "for testing purposes", runtime/proc.go) to `i64::MAX`: no
-//! forced collection, and an idle sysmon sleeps until the next timer. The
-//! collections the heap's growth triggers (`GOGC`, `GOMEMLIMIT`) are
-//! unchanged, and so is what the program computes: what it allocates,
-//! frees and decides does not depend on when a collection ran.
+//! forced collection, and an idle sysmon sleeps until the next timer.
+//! Collections then follow the heap's growth only, which the launcher
+//! spaces out too (`GOGC=400` in the command's environment unless it sets
+//! its own, [`gogc_wanted`]). What the program computes is unchanged: what
+//! it allocates, frees and decides does not depend on when a collection
+//! ran.
 //!
 //! Except in a deterministic run (`--deterministic`, `--seed`): there the
 //! runtime's own threads are part of the schedule a seed names (the seeded
@@ -25,9 +28,10 @@
 //! without the forced collections a seed names another of the program's
 //! possible outcomes (a status update that loses a race, a tie between
 //! equal nodes drawn otherwise; `experiments/forced_gc_compare.py`). A
-//! seed keeps naming the outcome it named before: the period is kept
-//! there unless asked. `TIMESHIM_GO_FORCED_GC=never` or `=keep` in the
-//! controller's environment decides for every run.
+//! seed keeps naming the outcome it named before: the period (and Go's
+//! default `GOGC`) is kept there unless asked. `TIMESHIM_GO_FORCED_GC=never`
+//! or `=keep`, and `TIMESHIM_GO_GC=N` (a percentage, or `off`) or `=keep`,
+//! in the controller's environment decide for every run.
 //!
 //! The variable is found in stripped binaries too: `.gopclntab` (which
 //! the runtime needs, so no build strips it) names `runtime.sysmon`; of the
@@ -72,6 +76,53 @@ fn wanted(setting: Option<&str>, deterministic: bool) -> bool {
         Some("never") => true,
         Some("keep") => false,
         _ => !deterministic,
+    }
+}
+
+/// The heap growth the launcher gives the Go programs it starts (`GOGC`,
+/// a percentage), unless told otherwise: on simulated time a program
+/// computes only what its events ask for, so its collector's share of its
+/// CPU is large (a quarter of vc-scheduler's on the NASA trace at Go's
+/// default of 100), and a collection changes nothing it decides. At 400 a
+/// collection runs once the heap has grown by four times what survived
+/// the last one instead of once: vc-scheduler's CPU per job fell by about a
+/// quarter on the first 1,000 jobs of the split NASA trace, its peak
+/// resident memory rose from 94 to 163 MB (`experiments/README.md`, "Go's
+/// runtime on simulated time").
+pub(crate) const GOGC_DEFAULT: &str = "400";
+
+/// The `GOGC` the launcher puts in the environment of the command it
+/// starts, if any: none when the command or batkube's environment sets
+/// `GOGC` already (theirs is kept), nor in a deterministic run (as for the
+/// forced collection, a seed keeps naming the outcome it named before);
+/// `TIMESHIM_GO_GC=keep` never sets it, `TIMESHIM_GO_GC=N` sets `N` in
+/// every run.
+pub(crate) fn gogc_wanted(command_sets_it: bool, deterministic: bool) -> Option<String> {
+    gogc(
+        std::env::var("TIMESHIM_GO_GC").ok().as_deref(),
+        command_sets_it || std::env::var_os("GOGC").is_some(),
+        deterministic,
+    )
+}
+
+fn gogc(setting: Option<&str>, already: bool, deterministic: bool) -> Option<String> {
+    if already {
+        return None;
+    }
+    match setting {
+        Some("keep") => None,
+        Some(n) if n == "off" || (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) => {
+            Some(n.to_string())
+        }
+        Some(other) if !other.is_empty() => {
+            tracing::warn!(
+                value = other,
+                "TIMESHIM_GO_GC is neither keep, off nor a percentage: ignored"
+            );
+            gogc(None, false, deterministic)
+        }
+        _ if deterministic => None,
+        _ => Some(GOGC_DEFAULT.to_string()),
     }
 }
 
@@ -294,6 +345,25 @@ impl Elf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gogc_400_unless_set_or_deterministic_or_asked() {
+        assert_eq!(gogc(None, false, false).as_deref(), Some(GOGC_DEFAULT));
+        assert_eq!(gogc(None, false, true), None);
+        assert_eq!(gogc(None, true, false), None);
+        assert_eq!(gogc(Some("keep"), false, false), None);
+        assert_eq!(gogc(Some("200"), false, true).as_deref(), Some("200"));
+        assert_eq!(gogc(Some("off"), false, false).as_deref(), Some("off"));
+        // The command's or batkube's own GOGC wins over everything.
+        assert_eq!(gogc(Some("200"), true, false), None);
+        // A value Go would not read: the default, as if unset.
+        assert_eq!(
+            gogc(Some("lots"), false, false).as_deref(),
+            Some(GOGC_DEFAULT)
+        );
+        assert_eq!(gogc(Some("lots"), false, true), None);
+        assert_eq!(gogc(Some(""), false, false).as_deref(), Some(GOGC_DEFAULT));
+    }
 
     #[test]
     fn off_by_default_kept_in_deterministic_runs_unless_asked() {

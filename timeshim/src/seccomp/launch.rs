@@ -219,6 +219,11 @@ pub(crate) fn spawn(
     } else {
         SECCOMP_FILTER_FLAG_NEW_LISTENER
     };
+    let sets_gogc = cmd.get_envs().any(|(k, _)| k == "GOGC");
+    if let Some(gogc) = super::gort::gogc_wanted(sets_gogc, deterministic) {
+        tracing::debug!(%gogc, "seccomp launcher: GOGC for the Go programs of the command");
+        cmd.env("GOGC", gogc);
+    }
     let child_fd = child_sock.as_raw_fd();
     // SAFETY: the closure runs in the forked child before exec and makes
     // only async-signal-safe calls (raw system calls and their thin libc
