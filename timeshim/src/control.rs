@@ -522,10 +522,12 @@ impl Controller {
         }
     }
 
-    /// Deterministic mode: the table of listening ports this program shares
-    /// with the others of its run and with the API that calls their
-    /// webhooks (see [`crate::Ports`]). Before [`spawn`](Self::spawn).
-    /// Without it, the program has a table of its own.
+    /// The table of ports this program shares with the others of its run
+    /// and with the API that calls their webhooks (see [`crate::Ports`]):
+    /// in every mode the connections it starts are counted there; in the
+    /// deterministic mode its listening ports are the run's too. Before
+    /// [`spawn`](Self::spawn). Without it, the program has a table of its
+    /// own.
     pub fn set_ports(&self, ports: &crate::Ports) {
         *self.ports.lock().unwrap_or_else(|e| e.into_inner()) = Some(ports.clone());
         if let Some(s) = self.sup().as_ref() {

@@ -16,7 +16,8 @@
 //!
 //! One table per run, shared by the supervisors of its programs
 //! ([`crate::Controller::set_ports`]) and the API that calls their
-//! webhooks.
+//! webhooks. In every mode it also counts the connections the run's
+//! programs start ([`Ports::connects_to`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -29,6 +30,9 @@ pub struct Ports(Arc<Mutex<Table>>);
 struct Table {
     /// By the port the program asked for.
     bound: BTreeMap<u16, Bound>,
+    /// IPv4 connections the run's programs started, by destination port
+    /// (see [`Ports::connects_to`]).
+    connects: BTreeMap<u16, u64>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -94,6 +98,27 @@ impl Ports {
     pub(crate) fn record(&self, port: u16, real: u16, inode: u64) {
         self.table().bound.insert(port, Bound { real, inode });
     }
+
+    /// A program of the run is about to `connect` an IPv4 socket to
+    /// `port`: counted before the kernel starts the handshake.
+    pub(crate) fn connect_started(&self, port: u16) {
+        *self.table().connects.entry(port).or_default() += 1;
+    }
+
+    /// How many IPv4 connections to any of `ports` the programs of the run
+    /// have started so far, every program under the seccomp supervisor
+    /// that shares this table (in any mode): each `connect` is counted
+    /// before the kernel makes it, whatever its outcome. Set against the
+    /// connections a server on those ports established, it tells whether a
+    /// handshake of the run may still be in progress, without counting the
+    /// connections other processes of the machine open (the kernel's own
+    /// count, `Tcp: ActiveOpens`, is the network namespace's). Connections
+    /// started another way are not counted: by a process outside the
+    /// supervisor, or by `sendto` with `MSG_FASTOPEN`.
+    pub fn connects_to(&self, ports: &[u16]) -> u64 {
+        let t = self.table();
+        ports.iter().filter_map(|p| t.connects.get(p)).sum()
+    }
 }
 
 /// Whether a TCP socket with this inode exists in this network namespace.
@@ -153,6 +178,19 @@ mod tests {
         let mut unix = [0u8; 16];
         unix[..2].copy_from_slice(&(libc::AF_UNIX as u16).to_ne_bytes());
         assert_eq!(inet_port(&unix), None);
+    }
+
+    #[test]
+    fn connects_are_counted_by_port() {
+        let ports = Ports::new();
+        assert_eq!(ports.connects_to(&[6443]), 0);
+        ports.connect_started(6443);
+        ports.connect_started(6443);
+        ports.connect_started(6444);
+        ports.connect_started(80);
+        assert_eq!(ports.connects_to(&[6443]), 2);
+        assert_eq!(ports.connects_to(&[6443, 6444]), 3);
+        assert_eq!(ports.clone().connects_to(&[80]), 1, "one table per run");
     }
 
     #[test]

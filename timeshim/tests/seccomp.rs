@@ -273,6 +273,52 @@ fn a_seed_makes_the_randomness_a_program_is_given_reproducible() {
     }
 }
 
+/// Each `connect` of a supervised program (an IPv4 socket) is counted in
+/// the run's table of ports by destination port, before the kernel makes
+/// it, whatever its outcome: the broker sets that count against the
+/// connections its API established to know whether a handshake may be in
+/// progress (`timeshim::Ports::connects_to`), without counting what other
+/// processes of the machine connect.
+#[test]
+fn a_programs_connects_are_counted_in_the_runs_table() {
+    let listening = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listening.local_addr().unwrap().port();
+    let refused = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let ports = timeshim::Ports::new();
+    let clock = Controller::new(SimTime::from_secs_f64(1_700_000_000.0)).unwrap();
+    clock.set_ports(&ports);
+    let mut cmd = Command::new("bash");
+    cmd.args([
+        "-c",
+        &format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{port}; exec 4<>/dev/tcp/127.0.0.1/{port}; \
+             (exec 5<>/dev/tcp/127.0.0.1/{refused}) 2>/dev/null; echo done"
+        ),
+    ])
+    .stdout(Stdio::piped());
+    let out = clock
+        .spawn(
+            cmd,
+            &ShimMode::Seccomp {
+                seed: None,
+                deterministic: false,
+            },
+        )
+        .unwrap()
+        .wait_with_output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n");
+    // A connection from outside the run is not counted.
+    let _outside = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    assert_eq!(ports.connects_to(&[port]), 2);
+    assert_eq!(ports.connects_to(&[refused]), 1);
+    assert_eq!(ports.connects_to(&[port, refused]), 3);
+    drop(listening);
+}
+
 /// The launcher gives the command `GOGC=400` (a Go program's collector
 /// then runs a quarter as often; `gort::GOGC_DEFAULT`), unless batkube's
 /// environment sets `GOGC` (kept), `TIMESHIM_GO_GC` says otherwise, or the

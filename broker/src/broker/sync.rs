@@ -760,12 +760,14 @@ fn request(flags: libc::c_int, family: u8, ext: u8, states: u32) -> [u8; 72] {
 /// A NETLINK_SOCK_DIAG socket for exact TCP socket lookups.
 pub struct SockDiag {
     fd: std::os::fd::OwnedFd,
-    /// When [`SockDiag::handshakes`] last found none in progress: the
-    /// kernel's count of connections started (`Tcp: ActiveOpens` of
-    /// `/proc/net/snmp`) and the server's of connections established.
+    /// When [`SockDiag::handshakes`] last found none in progress: the count
+    /// of connections started and the server's of connections established.
     quiet: Option<(u64, u64)>,
     /// `/proc/net/snmp`, kept open and read again at offset 0.
     snmp: Option<std::fs::File>,
+    /// The run's own count of connections started, when every program of
+    /// the run is under the seccomp supervisor ([`SockDiag::counting_run`]).
+    run: Option<timeshim::Ports>,
 }
 
 /// Netlink message types of sock_diag.
@@ -797,7 +799,18 @@ impl SockDiag {
             fd: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) },
             quiet: None,
             snmp: None,
+            run: None,
         })
+    }
+
+    /// Counts connections started with the run's own count (the
+    /// supervisors', [`timeshim::Ports::connects_to`]) instead of the
+    /// kernel's: only when every program of the run is under the seccomp
+    /// supervisor and shares `ports`. Connections other processes of the
+    /// machine open (a run beside, a build) then cost no dump.
+    pub fn counting_run(mut self, ports: timeshim::Ports) -> SockDiag {
+        self.run = Some(ports);
+        self
     }
 
     /// `Tcp: ActiveOpens` of this network namespace: connections started
@@ -835,18 +848,31 @@ impl SockDiag {
     /// connections all the time (an HTTP/1 pool drops one idle for 90
     /// simulated seconds): it is made only when counts say a handshake may
     /// be in progress. Since the last dump that found none, as many
-    /// connections were started in this network namespace (the kernel's
-    /// count, read after) as the server established (`established`: its
-    /// accepted ones and its accept queue, read before): then every one
-    /// started is done (each established one was started after that dump,
-    /// and one started elsewhere would leave the counts apart).
+    /// connections were started (read after) as the server established
+    /// (`established`: its accepted ones and its accept queue, read
+    /// before): then every one started is done (each established one was
+    /// started after that dump, and one started elsewhere would leave the
+    /// counts apart). Started: the kernel's count of this network
+    /// namespace (`Tcp: ActiveOpens`), which every other process's
+    /// connections move too (a run beside, a build: a dump at nearly every
+    /// look on a shared machine); or, when every program is supervised
+    /// ([`counting_run`](Self::counting_run)), the run's own count of its
+    /// programs' `connect`s to `ports`, made before the kernel starts them.
+    /// With the run's count, a client from outside the run (a user's
+    /// `kubectl`) is not counted: its connection leaves the counts apart (a
+    /// dump), unless it completes at the very look at which a program's
+    /// handshake is in progress, which it then hides; clients from outside
+    /// are not part of what a run keeps exact.
     pub fn handshakes(
         &mut self,
         ports: &[u16],
         established: &dyn Fn() -> u64,
     ) -> std::io::Result<u64> {
         let done = established();
-        let opens = self.active_opens();
+        let opens = match &self.run {
+            Some(run) => Some(run.connects_to(ports)),
+            None => self.active_opens(),
+        };
         if let (Some((o0, d0)), Some(o)) = (self.quiet, opens) {
             if o.wrapping_sub(o0) == done.wrapping_sub(d0) {
                 return Ok(0);

@@ -193,7 +193,26 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
     }
     let controller = clocks.first().cloned();
     let reaper = Reaper(children.clone());
-    let diag: Arc<parking_lot::Mutex<Option<crate::broker::sync::SockDiag>>> = Default::default();
+    // Every program shares the run's table of ports: under --deterministic
+    // its fixed ports are the run's, and in every mode the connections it
+    // starts are counted there. When every program is supervised, that
+    // count tells the handshakes in progress (`SockDiag::handshakes`).
+    for c in &clocks {
+        c.set_ports(&ports);
+    }
+    let all_supervised = shim
+        && processes(&args)
+            .iter()
+            .all(|p| p.shim == ShimChoice::Seccomp);
+    let diag: Arc<parking_lot::Mutex<Option<crate::broker::sync::SockDiag>>> = Arc::new(
+        parking_lot::Mutex::new(crate::broker::sync::SockDiag::open().ok().map(|d| {
+            if all_supervised {
+                d.counting_run(ports.clone())
+            } else {
+                d
+            }
+        })),
+    );
     let side = if shim {
         SchedulerSide::Shim(ShimSide {
             procs: programs
@@ -255,7 +274,6 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
         );
         for c in &clocks {
             c.set_settle(hook.clone());
-            c.set_ports(&ports);
         }
         // Several programs: one thread of all of them at a time, so that
         // which one's request reaches the API first is the seed's choice.

@@ -17,6 +17,7 @@
 //! | `poll` | the timeout is positive |
 //! | `select`, `pselect6` | a timeout is given |
 //! | `getrandom` | only with a seed |
+//! | `connect` | always (rare): counted, then made by the kernel (the run's connections started, [`crate::Ports::connects_to`]) |
 //!
 //! Waits without a timeout stay in the kernel: they can only end through I/O
 //! or another thread, and the quiescence check sees them as sleeping threads.
@@ -36,6 +37,7 @@ pub(crate) mod nr {
     pub const PPOLL: u32 = 271;
     pub const EPOLL_PWAIT: u32 = 281;
     pub const GETRANDOM: u32 = 318;
+    pub const CONNECT: u32 = 42;
     pub const EPOLL_PWAIT2: u32 = 441;
 }
 
@@ -113,6 +115,9 @@ fn program(seeded: bool) -> Vec<Op> {
         Eq(nr::PPOLL, Go(PTR_ARG2), Next),
         Eq(nr::SELECT, Go(PTR_ARG4), Next),
         Eq(nr::PSELECT6, Go(PTR_ARG4), Next),
+        // Counted by the supervisor (the run's connections started, see
+        // `crate::Ports::connects_to`), then made by the kernel.
+        Eq(nr::CONNECT, Notify, Next),
     ];
     if seeded {
         p.push(Eq(nr::GETRANDOM, Notify, Next));
@@ -396,6 +401,7 @@ mod tests {
         assert_eq!(run(&p, nr::SELECT, [4, ptr, 0, 0, ptr, 0]), NOTIFY);
         assert_eq!(run(&p, nr::PSELECT6, [4, ptr, 0, 0, ptr, 0]), NOTIFY);
         assert_eq!(run(&p, 0 /* read */, [0; 6]), ALLOW);
+        assert_eq!(run(&p, nr::CONNECT, [3, ptr, 16, 0, 0, 0]), NOTIFY);
         assert_eq!(run(&p, nr::GETRANDOM, [ptr, 16, 0, 0, 0, 0]), ALLOW);
         assert_eq!(
             run(&assemble(true), nr::GETRANDOM, [ptr, 16, 0, 0, 0, 0]),

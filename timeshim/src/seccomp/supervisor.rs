@@ -826,6 +826,10 @@ impl Supervisor {
                 }
                 self.hold(req, deadline, Kind::Sleep)
             }
+            nr::CONNECT => {
+                self.count_connect(req);
+                Answer::Continue
+            }
             nr::FUTEX => self.futex(req),
             nr::EPOLL_WAIT | nr::EPOLL_PWAIT | nr::EPOLL_PWAIT2 => {
                 let max = a[2] as i32;

@@ -165,6 +165,20 @@ impl Supervisor {
         Answer::Value(0)
     }
 
+    /// Counts a `connect` of an IPv4 socket in the run's table, before the
+    /// kernel (or [`det_connect`](Self::det_connect)) makes it, once per
+    /// call: see
+    /// [`crate::Ports::connects_to`].
+    pub(super) fn count_connect(&mut self, req: &libc::seccomp_notif) {
+        let Some(addr) = Self::read_sockaddr(req) else {
+            return;
+        };
+        let v4 = addr.len() >= 2 && u16::from_ne_bytes([addr[0], addr[1]]) as i32 == libc::AF_INET;
+        if let Some(port) = inet_port(&addr).filter(|_| v4) {
+            self.ports().connect_started(port);
+        }
+    }
+
     /// `connect` to a port of the run that is not where its program asked:
     /// made here, to where it is. Else the kernel's.
     pub(super) fn det_connect(&mut self, req: &libc::seccomp_notif) -> Answer {
@@ -186,6 +200,8 @@ impl Supervisor {
             return Answer::Continue;
         };
         let a = with_port(&addr, real);
+        // Counted here since this one does not reach `handle`.
+        self.count_connect(req);
         // SAFETY: connect with a socket address of its own length, on our
         // duplicate (the same socket: a non-blocking one answers
         // EINPROGRESS, as to the program).
