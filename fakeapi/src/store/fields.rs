@@ -600,13 +600,11 @@ fn prune_node(v: &mut Value, last: &Set, owned: Option<&Set>, ty: Ty<'_>) -> boo
                 let Some(cv) = m.get_mut(k.as_str()) else {
                     continue;
                 };
-                if oc.is_some_and(|o| o.member) {
-                    continue;
-                }
+                // Owning a node keeps it, not what is below it.
                 let gone = if oc.is_none() && lc.member {
                     true
                 } else {
-                    prune_node(cv, lc, oc, ty.child(k))
+                    prune_node(cv, lc, oc, ty.child(k)) && !oc.is_some_and(|o| o.member)
                 };
                 if gone {
                     m.remove(k.as_str());
@@ -627,12 +625,10 @@ fn prune_node(v: &mut Value, last: &Set, owned: Option<&Set>, ty: Ty<'_>) -> boo
                     None => false,
                     Some(lc) => {
                         let oc = owned.and_then(|o| o.children.get(&pe));
-                        if oc.is_some_and(|o| o.member) {
-                            false
-                        } else if oc.is_none() && lc.member {
+                        if oc.is_none() && lc.member {
                             true
                         } else {
-                            prune_node(&mut it, lc, oc, ty.item())
+                            prune_node(&mut it, lc, oc, ty.item()) && !oc.is_some_and(|o| o.member)
                         }
                     }
                 };
