@@ -3,7 +3,7 @@
 //! taking the fields they change, and a field a manager stops applying
 //! removed only when nobody else owns it (`store/fields.rs`). The same
 //! behaviours are held to a recorded kube-apiserver by the differential
-//! harness (`tests/differential/cases/apply.yaml`, `ownership.yaml`).
+//! harness (`tests/differential/cases/apply.yaml`, `custom.yaml`).
 
 mod common;
 
