@@ -59,6 +59,11 @@ pub(crate) struct Schema {
     not: Option<Box<Schema>>,
     /// `x-kubernetes-list-map-keys` of a `x-kubernetes-list-type: map` list.
     map_keys: Option<Vec<String>>,
+    /// `x-kubernetes-list-type: set`.
+    set_list: bool,
+    /// `x-kubernetes-map-type: atomic` (or an atomic list: a list with no
+    /// `x-kubernetes-list-type`, or `atomic`, is owned as a whole).
+    atomic_map: bool,
     /// The compiled `x-kubernetes-validations` of this node.
     rules: Option<std::sync::Arc<cel::Rules>>,
     /// Whether this node or one below has rules: the walk that runs them
@@ -178,6 +183,22 @@ impl Schema {
     /// The keys of an `x-kubernetes-list-type: map` list.
     pub(crate) fn list_map_keys(&self) -> Option<&[String]> {
         self.map_keys.as_deref()
+    }
+
+    /// Whether a list is `x-kubernetes-list-type: set`.
+    pub(crate) fn is_set_list(&self) -> bool {
+        self.set_list
+    }
+
+    /// Whether an object is `x-kubernetes-map-type: atomic`.
+    pub(crate) fn is_atomic_map(&self) -> bool {
+        self.atomic_map
+    }
+
+    /// Whether `k` is one of an object's declared `properties` (not a key
+    /// of `additionalProperties` or of preserved unknown fields).
+    pub(crate) fn declares(&self, k: &str) -> bool {
+        self.properties.contains_key(k)
     }
 
     /// The schema of a list's items.
@@ -401,6 +422,8 @@ fn parse_node(
     }
     s.embedded = flag("x-kubernetes-embedded-resource", errs);
     s.int_or_string = flag("x-kubernetes-int-or-string", errs);
+    s.set_list = m.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("set");
+    s.atomic_map = m.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic");
     if m.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("map") {
         s.map_keys = m
             .get("x-kubernetes-list-map-keys")

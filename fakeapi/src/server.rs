@@ -348,8 +348,12 @@ async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .filter(|ua| !ua.is_empty())
         .map(Arc::from);
+    let write = write_options_of(&req);
     let (verb, resource, mut resp) = crate::store::CLIENT
-        .scope(client, route(&ctx, req).instrument(span))
+        .scope(
+            client,
+            crate::store::WRITE.scope(write, route(&ctx, req).instrument(span)),
+        )
         .await;
     // The server's clock is the store's (simulated under batkube run), as
     // a real API server dates its responses by its own clock: hyper would
@@ -609,7 +613,11 @@ fn parse_target<'a>(
         return Err(e);
     }
     if let Some(s) = sub {
-        if !served.info.subresources.contains(&s) {
+        // A custom kind's scale goes to the store even without a scale
+        // subresource: a read of it then names the object as not found, as
+        // kube-apiserver's CRD handler does (`Store::get_scale`).
+        let custom_scale = served.custom.is_some() && s == "scale";
+        if !served.info.subresources.contains(&s) && !custom_scale {
             return Err(not_found());
         }
     }
@@ -846,6 +854,27 @@ async fn dispatch(
             ))),
         ),
     }
+}
+
+/// What a request says of field ownership (`store/fields.rs`): its
+/// `fieldManager`, `force`, and whether it is a server-side apply.
+fn write_options_of(req: &Request) -> crate::store::WriteOptions {
+    let mut w = crate::store::WriteOptions::default();
+    for (k, v) in form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()) {
+        match &*k {
+            "fieldManager" if !v.is_empty() => w.field_manager = Some(Arc::from(&*v)),
+            "force" => w.force = v == "true",
+            _ => {}
+        }
+    }
+    w.apply = req.method() == Method::PATCH
+        && req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(PatchKind::from_content_type)
+            == Some(PatchKind::Apply);
+    w
 }
 
 /// `PatchOptions` as kube-apiserver checks them: an apply names its field

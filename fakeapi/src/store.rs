@@ -17,7 +17,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use parking_lot::RwLock;
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{json, Map, Value};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -27,9 +27,9 @@ use tokio::sync::mpsc;
 use crate::timers::WatchTimers;
 
 mod admit;
-mod apply;
 mod binding;
 mod builtin_admission;
+mod fields;
 mod gc;
 mod quota;
 pub use admit::Admitted;
@@ -279,6 +279,55 @@ tokio::task_local! {
     /// The `User-Agent` of the HTTP request being served (set by the
     /// server around each request): the [`Change::client`] of its writes.
     pub(crate) static CLIENT: Option<Arc<str>>;
+    /// The field-ownership options of the HTTP request being served (set
+    /// by the server around each request).
+    pub(crate) static WRITE: WriteOptions;
+}
+
+/// What a request says of field ownership: its `fieldManager` and
+/// `force` (server-side apply).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WriteOptions {
+    pub field_manager: Option<Arc<str>>,
+    pub force: bool,
+    /// The request is a server-side apply (its ownership is computed with
+    /// the patch, not as an update's).
+    pub apply: bool,
+}
+
+/// The manager a write by a client is recorded under: its `fieldManager`,
+/// else its `User-Agent` up to the first `/` (what kube-apiserver takes),
+/// else `unknown`.
+fn request_manager() -> String {
+    if let Ok(Some(m)) = WRITE.try_with(|w| w.field_manager.clone()) {
+        return m.to_string();
+    }
+    let ua = CLIENT.try_with(|c| c.clone()).ok().flatten();
+    let prefix: String = ua
+        .as_deref()
+        .unwrap_or("")
+        .split('/')
+        .next()
+        .unwrap_or("")
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(128)
+        .collect();
+    if prefix.is_empty() {
+        "unknown".to_string()
+    } else {
+        prefix
+    }
+}
+
+/// Whether the request being served asks an apply to force.
+fn request_forces() -> bool {
+    WRITE.try_with(|w| w.force).unwrap_or(false)
+}
+
+/// Whether the request being served is a server-side apply.
+fn request_applies() -> bool {
+    WRITE.try_with(|w| w.apply).unwrap_or(false)
 }
 
 /// A stored object and its serialized JSON (serialized once per change).
@@ -414,9 +463,6 @@ struct Table {
     /// False once the CRD that made it is deleted: a request resolved
     /// before that finds nothing to serve.
     live: bool,
-    /// By object: the last configuration each manager applied
-    /// (server-side apply's field ownership, see `store/apply.rs`).
-    applied: HashMap<(String, String), Vec<apply::Applied>>,
 }
 
 impl Table {
@@ -429,7 +475,6 @@ impl Table {
             evicted_rv: rv,
             watchers: Vec::new(),
             live: true,
-            applied: HashMap::new(),
         }
     }
 }
@@ -460,55 +505,6 @@ struct State {
 }
 
 impl State {
-    /// An apply by `manager` (on `subresource`) to the object `key` of
-    /// table `t`, whose stored value is `old` and applied value `patched`:
-    /// removes from `patched` what the manager applied before and no
-    /// longer does (see `store/apply.rs`), and records its configuration.
-    #[allow(clippy::too_many_arguments)]
-    fn track_apply(
-        &mut self,
-        t: usize,
-        served: &Served,
-        key: &(String, String),
-        manager: Option<&str>,
-        subresource: Option<&str>,
-        body: &[u8],
-        old: &Value,
-        patched: &mut Value,
-    ) {
-        let Ok(config) = serde_yaml::from_slice::<Value>(body) else {
-            return;
-        };
-        let config = apply::tracked(&config);
-        let manager = manager.unwrap_or("").to_string();
-        let sub = subresource.unwrap_or("").to_string();
-        let uid = old["metadata"]["uid"].as_str().unwrap_or("").to_string();
-        let entries = self.tables[t].applied.entry(key.clone()).or_default();
-        entries.retain(|a| a.uid == uid);
-        let keys = match &served.custom {
-            Some(cv) => apply::Keys::Schema(Some(&cv.def.schema)),
-            None => apply::Keys::Builtin,
-        };
-        if let Some(prev) = entries
-            .iter()
-            .find(|a| a.manager == manager && a.subresource == sub)
-        {
-            let others: Vec<&Value> = entries
-                .iter()
-                .filter(|a| !(a.manager == manager && a.subresource == sub))
-                .map(|a| &a.config)
-                .collect();
-            apply::remove_unapplied(&prev.config, &config, &others, old, patched, keys);
-        }
-        entries.retain(|a| !(a.manager == manager && a.subresource == sub));
-        entries.push(apply::Applied {
-            uid,
-            manager,
-            subresource: sub,
-            config,
-        });
-    }
-
     /// Whether namespace `ns` exists.
     fn namespace_exists(&self, ns: &str) -> bool {
         let (ns_idx, _) = resources::builtin("", "v1", "namespaces").expect("namespaces row");
@@ -729,6 +725,15 @@ pub(crate) struct ListPage {
     /// `remainingItemCount`: objects after this page, when only a
     /// namespace selects.
     pub remaining: Option<usize>,
+}
+
+/// How ownership reads `served`'s objects: by its CRD's schema, or as a
+/// built-in kind.
+fn field_ty(served: &Served) -> fields::Ty<'_> {
+    fields::Ty::root(
+        served.custom.as_ref().map(|cv| &*cv.def.schema),
+        served.custom.is_some(),
+    )
 }
 
 fn meta(obj: &Value) -> Option<&Map<String, Value>> {
@@ -1673,7 +1678,6 @@ impl Store {
             m.remove("deletionGracePeriodSeconds");
         }
         m.remove("resourceVersion");
-        m.remove("managedFields");
         if resources::builtin_index(info).is_some() {
             crate::defaults::default_object(info.group, info.kind, obj, origin == Origin::Http);
         }
@@ -1822,6 +1826,7 @@ impl Store {
             return Err(ApiError::not_found("namespaces", &ns));
         }
         self.admit(served, &mut obj, None, origin)?;
+        self.own_created(served, &mut obj, origin);
         Ok(PreparedCreate {
             key: (ns, name),
             obj,
@@ -1961,7 +1966,6 @@ impl Store {
         match ty {
             EventType::Deleted => {
                 table.objects.remove(&key);
-                table.applied.remove(&key);
             }
             _ => {
                 table.objects.insert(key, stored.clone());
@@ -2169,6 +2173,7 @@ impl Store {
     ) -> Result<Value> {
         let info = served.info;
         let old_v = &*old.value;
+        let incoming = fields::take_incoming(&mut obj);
         match subresource {
             Some("status") => {
                 let status = obj.get("status").cloned();
@@ -2219,7 +2224,6 @@ impl Store {
                 m.remove("namespace");
             }
             m.insert("resourceVersion".into(), json!(old.rv.to_string()));
-            m.remove("managedFields");
         }
         if (info.group, info.kind) == ("", "Namespace") {
             label_namespace(&mut obj, &key.1);
@@ -2263,7 +2267,69 @@ impl Store {
                 ));
             }
         }
+        self.own_updated(served, old_v, &mut obj, incoming, subresource, origin);
         Ok(obj)
+    }
+
+    /// A new object's `managedFields`: a client's create is its manager's
+    /// (`store/fields.rs`); an apply's were computed with the patch; the
+    /// store's owner's writes keep what they carry.
+    fn own_created(&self, served: &Served, obj: &mut Value, origin: Origin) {
+        if origin == Origin::Http && request_applies() {
+            return;
+        }
+        let incoming = fields::take_incoming(obj);
+        if origin != Origin::Http {
+            if let fields::Incoming::Entries(es) = incoming {
+                fields::encode(obj, es);
+            }
+            return;
+        }
+        let manager = request_manager();
+        let now = self.now_str();
+        let api_version = served.info.api_version();
+        let w = fields::Writer {
+            manager: &manager,
+            api_version: &api_version,
+            subresource: "",
+            now: &now,
+        };
+        fields::record_update(None, obj, incoming, &w, field_ty(served));
+    }
+
+    /// An updated object's `managedFields` (`incoming`: what the request
+    /// carried): a client's update gives its manager what it changed; an
+    /// apply's were computed with the patch; the store's owner's writes
+    /// keep what the object had.
+    fn own_updated(
+        &self,
+        served: &Served,
+        old: &Value,
+        obj: &mut Value,
+        incoming: fields::Incoming,
+        subresource: Option<&str>,
+        origin: Origin,
+    ) {
+        if origin == Origin::Http && !request_applies() {
+            let manager = request_manager();
+            let now = self.now_str();
+            let api_version = served.info.api_version();
+            let w = fields::Writer {
+                manager: &manager,
+                api_version: &api_version,
+                subresource: subresource.unwrap_or(""),
+                now: &now,
+            };
+            fields::record_update(Some(old), obj, incoming, &w, field_ty(served));
+            return;
+        }
+        let entries = match incoming {
+            // An apply's, computed with the patch (none left: all empty).
+            fields::Incoming::Entries(es) if origin == Origin::Http => es,
+            _ if origin == Origin::Http => Vec::new(),
+            _ => fields::decode(old),
+        };
+        fields::encode(obj, entries);
     }
 
     /// Writes a shaped update of `old` (nothing when it changes nothing;
@@ -2340,79 +2406,18 @@ impl Store {
         origin: Origin,
         dry_run: bool,
     ) -> Result<(Stored, bool)> {
-        let info = served.info;
-        let custom = served.custom.is_some();
-        let patch = |target: &Value| {
-            if custom {
-                crate::patch::apply_patch_custom(
-                    kind,
-                    target,
-                    body,
-                    served.custom.as_ref().map(|cv| &*cv.def.schema),
-                )
-            } else {
-                apply_patch(kind, target, body)
-            }
-        };
-        if custom && kind == PatchKind::StrategicMerge {
-            // Refused before reading anything, as the real server does.
-            return Err(patch(&json!({})).expect_err("strategic merge is refused"));
-        }
-        let ns = if info.namespaced { ns } else { "" };
         let mut st = self.inner.state.write();
-        let t = st.live(served)?;
-        let key = (ns.to_string(), name.to_string());
-        if kind == PatchKind::Apply {
-            // An applied configuration is a whole object: its type and name.
-            let applied: Value = serde_yaml::from_slice(body).unwrap_or(Value::Null);
-            if applied.is_object() {
-                let api_version = applied
-                    .get("apiVersion")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let kind_of = applied.get("kind").and_then(Value::as_str).unwrap_or("");
-                if api_version.is_empty() || kind_of.is_empty() {
-                    let (group, version) = match api_version.split_once('/') {
-                        Some((g, v)) => (g, v),
-                        None => ("", api_version),
-                    };
-                    return Err(ApiError::BadRequest(format!(
-                        "invalid object type: {group}/{version}, Kind={kind_of}"
-                    )));
+        let (key, old, patched) =
+            match self.patch_target(&st, served, ns, name, subresource, kind, body, manager)? {
+                PatchTarget::Existing { key, old, patched } => (key, old, patched),
+                PatchTarget::Create(obj) => {
+                    drop(st);
+                    let ns = served.info.namespaced.then_some(ns);
+                    return self
+                        .create_in(served, ns, obj, origin, dry_run)
+                        .map(|s| (s, true));
                 }
-                if let Some(n) = meta_str(&applied, "name").filter(|n| *n != name) {
-                    return Err(ApiError::BadRequest(format!(
-                        "the name of the object ({n}) does not match the name on the URL ({name})"
-                    )));
-                }
-            }
-        }
-        let Some(old) = st.tables[t].objects.get(&key).cloned() else {
-            if kind == PatchKind::Apply && subresource.is_none() {
-                drop(st);
-                let mut obj = patch(&json!({}))?;
-                meta_mut(&mut obj).insert("name".into(), json!(name));
-                let ns = info.namespaced.then_some(ns);
-                return self
-                    .create_in(served, ns, obj, origin, dry_run)
-                    .map(|s| (s, true));
-            }
-            return Err(kind_error(info, name));
-        };
-        let mut patched = patch(&served.present(old.clone()).value)?;
-        check_resource_version(info, name, &patched, old.rv)?;
-        if kind == PatchKind::Apply && !dry_run {
-            st.track_apply(
-                t,
-                served,
-                &key,
-                manager,
-                subresource,
-                body,
-                &old.value,
-                &mut patched,
-            );
-        }
+            };
         // Patches through the main resource of an object with a status
         // subresource cannot change status over HTTP; the status path can
         // change only status. `finish_update` enforces both.

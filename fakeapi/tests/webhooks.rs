@@ -756,3 +756,101 @@ async fn configurations_are_defaulted_and_bad_ones_refused_with_their_fields() {
     .await;
     assert_eq!(r.status, 200);
 }
+
+/// A server-side apply of ConfigMap `name` by manager `m` setting `data`;
+/// `query` adds to the URL (`&dryRun=All`).
+async fn apply_data(addr: SocketAddr, name: &str, data: Value, query: &str) -> RawResponse {
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name}, "data": data});
+    raw(
+        addr,
+        "PATCH",
+        &format!("/api/v1/namespaces/default/configmaps/{name}?fieldManager=m&force=true{query}"),
+        &[("Content-Type", "application/apply-patch+yaml")],
+        Some(body.to_string().as_bytes()),
+    )
+    .await
+}
+
+/// What a manager owns through server-side apply changes only when its
+/// apply is written: one that validation refuses, a webhook denies, or that
+/// is a dry run leaves it as it was, so its next apply still removes what
+/// it applied before and no longer applies. With and without webhooks
+/// registered (the two ways a patch is written); a dry run answers what
+/// the apply would write, removals included.
+#[tokio::test]
+async fn only_a_written_apply_changes_what_its_manager_owns() {
+    let (store, server, _client) = start(StoreConfig::default()).await;
+    let addr = server.addr();
+    let data = |name: &str| store.get("configmaps", Some("default"), name).unwrap()["data"].clone();
+    let ok = |r: RawResponse| {
+        assert!(
+            [200, 201].contains(&r.status),
+            "{}: {}",
+            r.status,
+            String::from_utf8_lossy(&r.body)
+        );
+        r.json()
+    };
+
+    // No webhook. The apply that creates the object is the manager's too.
+    ok(apply_data(addr, "plain", json!({"a": "1", "b": "2"}), "").await);
+    let r = apply_data(addr, "plain", json!({"a": "1", "bad key!": "x"}), "").await;
+    assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    let dry = ok(apply_data(addr, "plain", json!({"a": "1"}), "&dryRun=All").await);
+    assert_eq!(dry["data"], json!({"a": "1"}), "what the apply would write");
+    assert_eq!(
+        data("plain"),
+        json!({"a": "1", "b": "2"}),
+        "nothing written"
+    );
+    let after = ok(apply_data(addr, "plain", json!({"a": "1", "c": "3"}), "").await);
+    assert_eq!(
+        after["data"],
+        json!({"a": "1", "c": "3"}),
+        "b was the manager's alone"
+    );
+
+    // A validating webhook that denies ConfigMaps carrying `denied`.
+    let hooks = hooks_server(|_, req| {
+        if req["object"]["data"].get("denied").is_some() {
+            deny(403, "no denied keys")
+        } else {
+            allow()
+        }
+    })
+    .await;
+    expose(addr, "webhooks", "hooks", hooks.addr).await;
+    register(
+        addr,
+        VALIDATING,
+        "guard",
+        vec![via_service(
+            "guard.example.com",
+            "/guard",
+            &hooks.ca_bundle(),
+            rule(&["CREATE", "UPDATE"], "", &["configmaps"]),
+        )],
+    )
+    .await;
+    ok(apply_data(addr, "guarded", json!({"a": "1", "b": "2"}), "").await);
+    let r = apply_data(addr, "guarded", json!({"a": "1", "denied": "y"}), "").await;
+    assert_eq!(r.status, 403, "{}", String::from_utf8_lossy(&r.body));
+    let after = ok(apply_data(addr, "guarded", json!({"a": "1", "c": "3"}), "").await);
+    assert_eq!(after["data"], json!({"a": "1", "c": "3"}), "after a denial");
+    let dry = ok(apply_data(addr, "guarded", json!({"a": "1"}), "&dryRun=All").await);
+    assert_eq!(dry["data"], json!({"a": "1"}), "what the apply would write");
+    assert_eq!(
+        data("guarded"),
+        json!({"a": "1", "c": "3"}),
+        "nothing written"
+    );
+    let after = ok(apply_data(addr, "guarded", json!({"a": "1", "d": "4"}), "").await);
+    assert_eq!(
+        after["data"],
+        json!({"a": "1", "d": "4"}),
+        "after a dry run"
+    );
+    // Every write above went through the webhook (the denial included).
+    assert!(hooks.received.lock().len() >= 5);
+}

@@ -113,9 +113,43 @@ impl Store {
     }
 
     /// A patch applied to the stored object (or, for an apply of a missing
-    /// object, the object to create).
+    /// object, the object to create), with its defaults, for the mutating
+    /// webhooks. An apply's ownership is in it (`managedFields`), so that
+    /// what is not written (a webhook's denial, validation, a dry run)
+    /// changes nobody's fields.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn patch_candidate(
         &self,
+        served: &Served,
+        ns: &str,
+        name: &str,
+        subresource: Option<&str>,
+        kind: PatchKind,
+        body: &[u8],
+        manager: Option<&str>,
+    ) -> Result<PatchTarget> {
+        let st = self.inner.state.read();
+        let mut target =
+            self.patch_target(&st, served, ns, name, subresource, kind, body, manager)?;
+        drop(st);
+        if let PatchTarget::Existing { patched, .. } = &mut target {
+            self.decode_defaults(served, patched);
+        }
+        Ok(target)
+    }
+
+    /// What a patch makes of the object `ns/name` as `st` holds it: the
+    /// patch applied to it (an apply also checks its manager's conflicts,
+    /// removes what it applied before and no longer does, and records
+    /// its fields: see `store/fields.rs`), or, for an apply of a missing
+    /// object, the object to create. Reads `st` only: the one place both
+    /// writes of a patch start from, under the store's lock
+    /// ([`Store::patch_in`]) or before the admission webhooks
+    /// ([`Store::patch_candidate`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn patch_target(
+        &self,
+        st: &State,
         served: &Served,
         ns: &str,
         name: &str,
@@ -139,36 +173,94 @@ impl Store {
             }
         };
         if custom && kind == PatchKind::StrategicMerge {
+            // Refused before reading anything, as the real server does.
             return Err(patch(&json!({})).expect_err("strategic merge is refused"));
         }
-        match self.existing_in(served, ns, name) {
+        st.live(served)?;
+        if kind == PatchKind::Apply {
+            check_applied_identity(body, name)?;
+        }
+        match st.existing(served, ns, name) {
             Ok((key, old)) => {
-                let mut patched = patch(&served.present(old.clone()).value)?;
+                let live = served.present(old.clone()).value;
+                let mut patched = patch(&live)?;
                 check_resource_version(info, name, &patched, old.rv)?;
                 if kind == PatchKind::Apply {
-                    let mut st = self.inner.state.write();
-                    let t = st.live(served)?;
-                    st.track_apply(
-                        t,
+                    self.own_applied(
                         served,
-                        &key,
-                        manager,
-                        subresource,
-                        body,
-                        &old.value,
+                        Some(&live),
                         &mut patched,
-                    );
+                        body,
+                        subresource,
+                        manager,
+                    )?;
                 }
-                self.decode_defaults(served, &mut patched);
                 Ok(PatchTarget::Existing { key, old, patched })
             }
             Err(ApiError::NotFound { .. }) if kind == PatchKind::Apply && subresource.is_none() => {
                 let mut obj = patch(&json!({}))?;
                 meta_mut(&mut obj).insert("name".into(), json!(name));
+                self.own_applied(served, None, &mut obj, body, None, manager)?;
                 Ok(PatchTarget::Create(obj))
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// An apply's field ownership (`store/fields.rs`) on `merged` (`live`
+    /// with the configuration `body` merged in; `None` for a create).
+    fn own_applied(
+        &self,
+        served: &Served,
+        live: Option<&Value>,
+        merged: &mut Value,
+        body: &[u8],
+        subresource: Option<&str>,
+        manager: Option<&str>,
+    ) -> Result<()> {
+        let mut config: Value = serde_yaml::from_slice(body).unwrap_or(Value::Null);
+        if let Some(m) = config.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("managedFields");
+        }
+        let sub = subresource.unwrap_or("");
+        let status_apart = served.info.has_status();
+        if let (Some(live), true) = (live, status_apart) {
+            // What the write will keep (`shape_update`): through status,
+            // only status; through the main resource, all but status.
+            let (from, keep) = if sub == "status" {
+                (live.clone(), merged.get("status").cloned())
+            } else {
+                (merged.clone(), live.get("status").cloned())
+            };
+            *merged = from;
+            match keep {
+                Some(s) => merged["status"] = s,
+                None => {
+                    merged.as_object_mut().map(|o| o.remove("status"));
+                }
+            }
+        }
+        let manager = match manager {
+            Some(m) => m.to_string(),
+            None => request_manager(),
+        };
+        let now = self.now_str();
+        let api_version = served.info.api_version();
+        let w = fields::Writer {
+            manager: &manager,
+            api_version: &api_version,
+            subresource: sub,
+            now: &now,
+        };
+        fields::record_apply(
+            live,
+            merged,
+            &config,
+            request_forces(),
+            status_apart,
+            &w,
+            field_ty(served),
+        )
     }
 
     /// Writes a shaped update of `old` if the stored object is still `old`
@@ -280,6 +372,35 @@ impl Store {
     pub(crate) fn review_uid(&self) -> String {
         self.new_uid().to_string()
     }
+}
+
+/// An applied configuration names its type and the object of the URL, as
+/// kube-apiserver checks it before anything else.
+fn check_applied_identity(body: &[u8], name: &str) -> Result<()> {
+    let applied: Value = serde_yaml::from_slice(body).unwrap_or(Value::Null);
+    if !applied.is_object() {
+        return Ok(());
+    }
+    let api_version = applied
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let kind_of = applied.get("kind").and_then(Value::as_str).unwrap_or("");
+    if api_version.is_empty() || kind_of.is_empty() {
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version),
+        };
+        return Err(ApiError::BadRequest(format!(
+            "invalid object type: {group}/{version}, Kind={kind_of}"
+        )));
+    }
+    if let Some(n) = meta_str(&applied, "name").filter(|n| *n != name) {
+        return Err(ApiError::BadRequest(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        )));
+    }
+    Ok(())
 }
 
 /// [`Store::create_admitted`]'s share of the requests in flight.
