@@ -220,10 +220,9 @@ fn validate_policy(obj: &Value, errs: &mut Vec<FieldError>) {
     }
     if let Some(audits) = audits {
         if audits.len() > MAX_AUDIT_ANNOTATIONS {
-            errs.push(FieldError::new(
-                FieldErrorKind::Invalid,
+            errs.push(FieldError::invalid(
                 "spec.auditAnnotations",
-                Some(go_audit_annotations(audits)),
+                &Value::Array(audits.clone()),
                 format!("must not have more than {MAX_AUDIT_ANNOTATIONS} auditAnnotations"),
             ));
         }
@@ -271,15 +270,6 @@ fn validate_policy(obj: &Value, errs: &mut Vec<FieldError>) {
             }
         }
     }
-}
-
-/// Go's `%#v` of a list of audit annotations is not worth imitating field
-/// for field; the count is what the message is about.
-fn go_audit_annotations(a: &[Value]) -> String {
-    format!(
-        "[]admissionregistration.AuditAnnotation{{/* {} items */}}",
-        a.len()
-    )
 }
 
 fn validate_validation(v: &Value, at: &str, env: &expr::Env, errs: &mut Vec<FieldError>) {
@@ -619,14 +609,9 @@ fn validate_binding(obj: &Value, errs: &mut Vec<FieldError>) {
         }
     }
     if seen.contains("Deny") && seen.contains("Warn") {
-        let quoted: Vec<String> = actions.iter().map(|a| go_quote(a)).collect();
-        errs.push(FieldError::new(
-            FieldErrorKind::Invalid,
+        errs.push(FieldError::invalid(
             at,
-            Some(format!(
-                "[]admissionregistration.ValidationAction{{{}}}",
-                quoted.join(", ")
-            )),
+            &json!(actions),
             "must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)",
         ));
     }
