@@ -16,7 +16,8 @@
 //!    defaulted again; those with `reinvocationPolicy: IfNeeded` called once
 //!    more if a later webhook changed the object;
 //! 2. the server's own rules (metadata, the kind's strategy, validation);
-//! 3. the validating webhooks, all at once; the first refusal (in their
+//! 3. the ValidatingAdmissionPolicies bound to the request ([`policy`]),
+//!    then the validating webhooks, all at once; the first refusal (in their
 //!    order) is the answer;
 //! 4. the write, if the object is still what the webhooks saw (an update
 //!    starts over otherwise, as `GuaranteedUpdate` does).
