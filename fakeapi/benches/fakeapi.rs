@@ -1,7 +1,8 @@
 //! Throughput of the paths that matter for large simulations:
 //! - listing 100k pods over HTTP,
 //! - fanning 100k watch events out to 10 HTTP watchers,
-//! - one binding round trip over HTTP with a kube-rs client.
+//! - one binding round trip over HTTP with a kube-rs client (and the same
+//!   with a ValidatingAdmissionPolicy bound to another resource).
 //!
 //! `CARGO_TARGET_DIR=... cargo bench -p fakeapi --bench fakeapi`
 
@@ -124,8 +125,36 @@ fn watch_fanout(c: &mut Criterion) {
 }
 
 fn binding_round_trip(c: &mut Criterion) {
-    let rt = rt();
+    binding_round_trip_in(c, "binding_round_trip_http", Store::new());
+}
+
+/// The same with a ValidatingAdmissionPolicy bound to Deployments: a write
+/// no policy names must cost what it costs without any.
+fn binding_round_trip_unrelated_policy(c: &mut Criterion) {
     let store = Store::new();
+    store
+        .create(
+            "validatingadmissionpolicies.admissionregistration.k8s.io",
+            None,
+            json!({"metadata": {"name": "replicas"}, "spec": {
+                "matchConstraints": {"resourceRules": [{"operations": ["CREATE", "UPDATE"],
+                    "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"]}]},
+                "validations": [{"expression": "object.spec.replicas > 1"}]}}),
+        )
+        .unwrap();
+    store
+        .create(
+            "validatingadmissionpolicybindings.admissionregistration.k8s.io",
+            None,
+            json!({"metadata": {"name": "replicas"},
+                   "spec": {"policyName": "replicas", "validationActions": ["Deny"]}}),
+        )
+        .unwrap();
+    binding_round_trip_in(c, "binding_round_trip_http_unrelated_policy", store);
+}
+
+fn binding_round_trip_in(c: &mut Criterion, name: &str, store: Store) {
+    let rt = rt();
     let server = rt
         .block_on(serve(store.clone(), "127.0.0.1:0".parse().unwrap()))
         .unwrap();
@@ -133,7 +162,7 @@ fn binding_round_trip(c: &mut Criterion) {
     let client = rt.block_on(async { kube::Client::try_from(cfg).unwrap() });
     let pods: Api<Pod> = Api::namespaced(client, "default");
     let mut next = 0usize;
-    c.bench_function("binding_round_trip_http", |b| {
+    c.bench_function(name, |b| {
         b.to_async(&rt).iter_custom(|iters| {
             let names: Vec<String> = (0..iters)
                 .map(|_| {
@@ -166,6 +195,6 @@ criterion_group! {
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5));
-    targets = list_100k, watch_fanout, binding_round_trip
+    targets = list_100k, watch_fanout, binding_round_trip, binding_round_trip_unrelated_policy
 }
 criterion_main!(benches);

@@ -45,6 +45,7 @@
 
 mod activity;
 mod admission;
+mod builtin_schema;
 mod conn;
 mod crd;
 mod defaults;

@@ -461,6 +461,30 @@ pub static RESOURCES: &[ResourceInfo] = &[
         &[],
         &["api-extensions"],
     ),
+    // ValidatingAdmissionPolicies (`crate::admission::policy`): CEL
+    // checks of writes, bound to resources by their bindings.
+    row(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicy",
+        CLUSTER,
+        &["status"],
+        &[],
+        &["api-extensions"],
+    ),
+    row(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings",
+        "validatingadmissionpolicybinding",
+        CLUSTER,
+        &[],
+        &[],
+        &["api-extensions"],
+    ),
     row(
         "admissionregistration.k8s.io",
         "v1",

@@ -19,7 +19,7 @@
 //! are ratcheted ([`Schema::ratchet`]). Not covered: field ownership
 //! (managedFields), set-type lists.
 
-mod cel;
+pub(crate) mod cel;
 
 use crate::error::{go_float, go_quote, go_value, FieldError, FieldErrorKind};
 use regex::Regex;
@@ -133,6 +133,15 @@ impl Schema {
         } else {
             Err(errs)
         }
+    }
+
+    /// Reads a built-in kind's OpenAPI schema (not held to the rules of a
+    /// CRD's structural schema: its `metadata` is all of ObjectMeta), for
+    /// its types only.
+    pub(crate) fn parse_types(v: &Value) -> Schema {
+        let mut errs = Vec::new();
+        let place = cel::Place::root();
+        parse_node(v, "", Level::Field, &place, &mut errs)
     }
 
     /// Prunes, drops non-nullable nulls, then fills defaults: what the

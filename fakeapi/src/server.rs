@@ -349,12 +349,23 @@ async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
         .filter(|ua| !ua.is_empty())
         .map(Arc::from);
     let write = write_options_of(&req);
+    // What admission warns of (`Warning` headers).
+    let warnings = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let (verb, resource, mut resp) = crate::store::CLIENT
         .scope(
             client,
-            crate::store::WRITE.scope(write, route(&ctx, req).instrument(span)),
+            crate::store::WRITE.scope(
+                write,
+                crate::admission::WARNINGS
+                    .scope(warnings.clone(), route(&ctx, req).instrument(span)),
+            ),
         )
         .await;
+    for w in warnings.lock().iter() {
+        if let Ok(v) = axum::http::HeaderValue::from_str(&warning_header(w)) {
+            resp.headers_mut().append("warning", v);
+        }
+    }
     // The server's clock is the store's (simulated under batkube run), as
     // a real API server dates its responses by its own clock: hyper would
     // otherwise write the wall clock's date.
@@ -387,6 +398,24 @@ async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
         .entry((verb, resource, code))
         .or_insert(0) += 1;
     resp
+}
+
+/// A `Warning` header as kube-apiserver writes one: code 299, agent `-`,
+/// the text quoted, its quotes and backslashes escaped and what a header
+/// cannot carry replaced.
+fn warning_header(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len() + 2);
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                escaped.push('\\');
+                escaped.push(c);
+            }
+            c if c.is_ascii_graphic() || c == ' ' => escaped.push(c),
+            _ => escaped.push('?'),
+        }
+    }
+    format!("299 - \"{escaped}\"")
 }
 
 struct Req {

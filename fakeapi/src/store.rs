@@ -31,6 +31,7 @@ mod binding;
 mod builtin_admission;
 mod fields;
 mod gc;
+mod policies;
 mod quota;
 pub use admit::Admitted;
 pub(crate) use admit::PatchTarget;
@@ -226,6 +227,9 @@ pub enum Origin {
     /// status, as kube-controller-manager's does: a client of the API like
     /// `Http`.
     QuotaController,
+    /// kube-apiserver's ValidatingAdmissionPolicy status controller
+    /// writing a policy's type checking (`store/policies.rs`).
+    PolicyStatusController,
 }
 
 impl Origin {
@@ -604,6 +608,8 @@ struct Inner {
     ids: Option<parking_lot::Mutex<u64>>,
     /// Admission webhook calls by outcome.
     webhook_stats: crate::admission::Stats,
+    /// The bound ValidatingAdmissionPolicies, compiled.
+    policies: policies::PolicyCache,
     #[cfg(test)]
     pub(crate) test_hook: parking_lot::Mutex<Option<TestHook>>,
 }
@@ -994,6 +1000,7 @@ impl Store {
                 hold: HoldState::default(),
                 ids,
                 webhook_stats: Default::default(),
+                policies: Default::default(),
                 #[cfg(test)]
                 test_hook: Default::default(),
             }),
@@ -1950,6 +1957,9 @@ impl Store {
             && (st.quota_namespaces.contains_key(&key.0)
                 || (info.group.is_empty() && info.plural == "resourcequotas"));
         let quota_key = quota_tracked.then(|| key.clone());
+        let policy_key = (served.custom.is_none()
+            && crate::admission::policy::is_policy_resource(info.group, info.plural))
+        .then(|| key.clone());
         st.subscribers.retain(|s| s.send(change.clone()).is_ok());
         if !st.subscribers.is_empty() {
             // A subscriber's thread may be blocked waiting for the API.
@@ -2023,6 +2033,9 @@ impl Store {
                 Err(mpsc::error::TrySendError::Closed(())) => false,
             }
         });
+        if let Some(key) = policy_key {
+            self.policies_after_change(st, served, &key, &stored, ty, origin);
+        }
         if let Some(key) = quota_key {
             let new = (ty != EventType::Deleted).then_some(&*value);
             let old = if ty == EventType::Added {

@@ -45,6 +45,9 @@ pub(crate) fn defaults(info: &ResourceInfo, obj: &mut Value) {
 /// The kind's strategy for a new object, after its metadata (name, uid)
 /// is set: generated fields and validation.
 pub(crate) fn prepare_create(info: &ResourceInfo, obj: &mut Value) -> Result<()> {
+    if crate::admission::policy::is_policy_resource(info.group, info.plural) {
+        return crate::admission::policy::spec::admit(info.kind, obj, None, false);
+    }
     if info.group == "admissionregistration.k8s.io" {
         return crate::admission::config::admit(info.kind, obj, None);
     }
@@ -64,6 +67,10 @@ pub(crate) fn prepare_update(
     old: &Value,
     subresource: Option<&str>,
 ) -> Result<()> {
+    if crate::admission::policy::is_policy_resource(info.group, info.plural) {
+        let status = subresource == Some("status");
+        return crate::admission::policy::spec::admit(info.kind, obj, Some(old), status);
+    }
     if info.group == "admissionregistration.k8s.io" {
         return crate::admission::config::admit(info.kind, obj, Some(old));
     }

@@ -83,7 +83,7 @@ fn is_dns1123_label(v: &str) -> Vec<String> {
     errs
 }
 
-fn is_dns1123_subdomain(v: &str) -> Vec<String> {
+pub(crate) fn is_dns1123_subdomain(v: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if v.len() > 253 {
         errs.push(max_len(253));
@@ -98,7 +98,7 @@ fn is_dns1123_subdomain(v: &str) -> Vec<String> {
     errs
 }
 
-fn is_dns1035_label(v: &str) -> Vec<String> {
+pub(crate) fn is_dns1035_label(v: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if v.len() > 63 {
         errs.push(max_len(63));
@@ -114,7 +114,7 @@ fn is_dns1035_label(v: &str) -> Vec<String> {
 }
 
 /// `IsQualifiedName` (label keys, annotation keys, finalizers).
-fn is_qualified_name(v: &str) -> Vec<String> {
+pub(crate) fn is_qualified_name(v: &str) -> Vec<String> {
     let msg = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
     let mut errs = Vec::new();
     let parts: Vec<&str> = v.split('/').collect();
@@ -154,7 +154,7 @@ fn is_qualified_name(v: &str) -> Vec<String> {
     errs
 }
 
-fn is_label_value(v: &str) -> Vec<String> {
+pub(crate) fn is_label_value(v: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if v.len() > 63 {
         errs.push(max_len(63));

@@ -68,7 +68,7 @@ pub(crate) struct Rule {
     pub scope: String,
 }
 
-fn strings(v: Option<&Value>) -> Vec<String> {
+pub(crate) fn strings(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
         .map(|a| {
             a.iter()
@@ -483,7 +483,7 @@ fn validate_service(s: &Value, at: &str, errs: &mut Vec<FieldError>) {
     }
 }
 
-fn validate_rule(r: &Value, at: &str, errs: &mut Vec<FieldError>) {
+pub(crate) fn validate_rule(r: &Value, at: &str, errs: &mut Vec<FieldError>) {
     let ops = strings(r.get("operations"));
     if ops.is_empty() {
         errs.push(FieldError::required(format!("{at}.operations"), ""));

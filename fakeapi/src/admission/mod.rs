@@ -16,7 +16,8 @@
 //!    defaulted again; those with `reinvocationPolicy: IfNeeded` called once
 //!    more if a later webhook changed the object;
 //! 2. the server's own rules (metadata, the kind's strategy, validation);
-//! 3. the validating webhooks, all at once; the first refusal (in their
+//! 3. the ValidatingAdmissionPolicies bound to the request ([`policy`]),
+//!    then the validating webhooks, all at once; the first refusal (in their
 //!    order) is the answer;
 //! 4. the write, if the object is still what the webhooks saw (an update
 //!    starts over otherwise, as `GuaranteedUpdate` does).
@@ -54,6 +55,7 @@
 
 mod call;
 pub(crate) mod config;
+pub(crate) mod policy;
 mod resolve;
 
 use crate::error::{ApiError, Result, StatusError};
@@ -65,6 +67,19 @@ use config::Hook;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
+
+tokio::task_local! {
+    /// The warnings of the HTTP request being served (set by the server
+    /// around each request; sent as `Warning` headers): what a
+    /// ValidatingAdmissionPolicy bound with `Warn` says.
+    pub(crate) static WARNINGS: std::sync::Arc<Mutex<Vec<String>>>;
+}
+
+/// Adds a warning to the response of the request being served (none
+/// outside one: a write of the Rust API has no response headers).
+pub(crate) fn warn(message: String) {
+    let _ = WARNINGS.try_with(|w| w.lock().push(message));
+}
 
 /// What an admission request is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,7 +229,7 @@ fn rule_matches(r: &config::Rule, attr: &Attributes, served: &Served) -> bool {
 /// `ShouldCallHook`: selectors first, then the rules, then the
 /// equivalent versions.
 fn should_call(store: &Store, hook: &Hook, attr: &Attributes) -> Result<Option<Invocation>> {
-    let (ns_match, ns_err) = namespace_selects(store, hook, attr);
+    let (ns_match, ns_err) = namespace_selects(store, &hook.namespace_selector, attr);
     if !ns_match && ns_err.is_none() {
         return Ok(None);
     }
@@ -249,13 +264,17 @@ fn should_call(store: &Store, hook: &Hook, attr: &Attributes) -> Result<Option<I
 }
 
 /// `MatchNamespaceSelector`: (matches, the error looking the namespace up).
-fn namespace_selects(store: &Store, hook: &Hook, attr: &Attributes) -> (bool, Option<ApiError>) {
+fn namespace_selects(
+    store: &Store,
+    selector: &crate::selector::LabelSelector,
+    attr: &Attributes,
+) -> (bool, Option<ApiError>) {
     let info = attr.served.info;
     let is_namespaces = (info.group, info.plural) == ("", "namespaces");
     if attr.namespace.is_empty() && !is_namespaces {
         return (true, None);
     }
-    if hook.namespace_selector.is_empty() {
+    if selector.is_empty() {
         return (true, None);
     }
     let labels = if is_namespaces
@@ -277,10 +296,7 @@ fn namespace_selects(store: &Store, hook: &Hook, attr: &Attributes) -> (bool, Op
             Err(e) => return (false, Some(e)),
         }
     };
-    (
-        hook.namespace_selector.matches_labels(labels.as_ref()),
-        None,
-    )
+    (selector.matches_labels(labels.as_ref()), None)
 }
 
 /// The object of `attr` as `inv` shows it (another version of a custom
@@ -554,7 +570,8 @@ pub(crate) async fn create(
     options: Value,
     origin: Origin,
 ) -> Result<Stored> {
-    if !any_registered(store) {
+    let policies = policy::for_request(store, served);
+    if policies.is_none() && !any_registered(store) {
         return store.create_in(served, namespace, body, origin, dry_run(&options));
     }
     let (ns, obj) = store.create_candidate(served, namespace, body)?;
@@ -575,15 +592,20 @@ pub(crate) async fn create(
         options,
     };
     let ns_arg = served.info.namespaced.then_some(ns.as_str());
-    let Some((mutating, validating)) = hooks_for(store, &attr) else {
+    let hooks = hooks_for(store, &attr);
+    if hooks.is_none() && policies.is_none() {
         let obj = attr.object.take().expect("an object");
         return store.create_in(served, ns_arg, obj, origin, attr.dry_run);
-    };
+    }
+    let (mutating, validating) = hooks.unwrap_or_default();
     mutate(store, &mutating, &mut attr).await?;
     let obj = attr.object.take().expect("an object");
     let prepared = store.prepare_create(served, ns_arg, obj, origin)?;
     attr.name = prepared.key.1.clone();
     attr.object = Some(served_view(served, &prepared.obj));
+    if let Some(set) = &policies {
+        policy::validate(store, set, &attr)?;
+    }
     validate(store, &validating, &attr).await?;
     store.commit_create(served, prepared, origin, attr.dry_run)
 }
@@ -661,7 +683,8 @@ pub(crate) async fn update(
     origin: Origin,
 ) -> Result<(Stored, bool)> {
     let dry = dry_run(&options);
-    if !any_registered(store) {
+    let policies = policy::for_request(store, served);
+    if policies.is_none() && !any_registered(store) {
         return match change {
             Change::Replace(body) => store
                 .update_in(served, ns, name, subresource, body, origin, dry)
@@ -719,8 +742,13 @@ pub(crate) async fn update(
         }
         let obj = attr.object.take().expect("an object");
         let shaped = store.shape_update(served, &key, &old, obj, subresource, origin)?;
-        if let Some((_, validating)) = &hooks {
+        if hooks.is_some() || policies.is_some() {
             attr.object = Some(served_view(served, &shaped));
+        }
+        if let Some(set) = &policies {
+            policy::validate(store, set, &attr)?;
+        }
+        if let Some((_, validating)) = &hooks {
             validate(store, validating, &attr).await?;
         }
         if let Some(s) = store.commit_update_if(served, key, old, shaped, origin, dry)? {
@@ -739,7 +767,8 @@ pub(crate) async fn delete(
     options: Value,
     origin: Origin,
 ) -> Result<Deletion> {
-    if !any_registered(store) {
+    let policies = policy::for_request(store, served);
+    if policies.is_none() && !any_registered(store) {
         return store.delete_in(served, ns, name, opts, origin);
     }
     let (key, old) = store.existing_in(served, ns, name)?;
@@ -755,9 +784,15 @@ pub(crate) async fn delete(
         dry_run: dry_run(&options),
         options,
     };
-    if let Some((mutating, validating)) = hooks_for(store, &attr) {
-        mutate(store, &mutating, &mut attr).await?;
-        validate(store, &validating, &attr).await?;
+    let hooks = hooks_for(store, &attr);
+    if let Some((mutating, _)) = &hooks {
+        mutate(store, mutating, &mut attr).await?;
+    }
+    if let Some(set) = &policies {
+        policy::validate(store, set, &attr)?;
+    }
+    if let Some((_, validating)) = &hooks {
+        validate(store, validating, &attr).await?;
     }
     store.delete_in(served, ns, name, opts, origin)
 }
@@ -773,7 +808,8 @@ pub(crate) async fn subresource_create(
     subresource: &str,
     mut body: Value,
 ) -> Result<Value> {
-    if !any_registered(store) {
+    let policies = policy::for_request(store, served);
+    if policies.is_none() && !any_registered(store) {
         return Ok(body);
     }
     let (group, version, kind) = match subresource {
@@ -805,9 +841,15 @@ pub(crate) async fn subresource_create(
         dry_run: false,
         options: json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}),
     };
-    if let Some((mutating, validating)) = hooks_for(store, &attr) {
-        mutate(store, &mutating, &mut attr).await?;
-        validate(store, &validating, &attr).await?;
+    let hooks = hooks_for(store, &attr);
+    if let Some((mutating, _)) = &hooks {
+        mutate(store, mutating, &mut attr).await?;
+    }
+    if let Some(set) = &policies {
+        policy::validate(store, set, &attr)?;
+    }
+    if let Some((_, validating)) = &hooks {
+        validate(store, validating, &attr).await?;
     }
     Ok(attr.object.take().expect("an object"))
 }

@@ -31,8 +31,8 @@
 //! estimated costs (100 times one rule's limit), ratcheting of schema
 //! (non-CEL) errors.
 
-mod check;
-mod runtime;
+pub(crate) mod check;
+pub(crate) mod runtime;
 
 use super::Schema;
 use crate::error::{go_quote, FieldError, FieldErrorKind};
@@ -50,7 +50,7 @@ const STATIC_COST_LIMIT: f64 = 10_000_000.0;
 
 /// The CEL environment every rule compiles and runs in: the standard
 /// library with the strings and lists extensions.
-fn env() -> Arc<Env> {
+pub(crate) fn env() -> Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
     ENV.get_or_init(|| {
         let mut env = Env::stdlib();
@@ -89,7 +89,7 @@ const RESERVED: &[&str] = &[
 ];
 
 /// Whether `name` is one of CEL's reserved words.
-pub(super) fn reserved(name: &str) -> bool {
+pub(crate) fn reserved(name: &str) -> bool {
     RESERVED.contains(&name)
 }
 
@@ -257,7 +257,7 @@ fn rule_value(raw: &Value) -> String {
     )
 }
 
-fn parse(source: &str) -> Result<cel::Program, String> {
+pub(crate) fn parse(source: &str) -> Result<cel::Program, String> {
     env().compile(source).map_err(|e| {
         // cel-go puts a space before each snippet line's bar.
         e.to_string().replace("\n| ", "\n | ")

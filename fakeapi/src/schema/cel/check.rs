@@ -23,11 +23,11 @@ use super::super::{Additional, Schema};
 use cel::common::ast::{Expr, IdedExpr, LiteralValue};
 
 /// The largest request body kube-apiserver reads (3 MiB).
-pub(super) const MAX_REQUEST_BYTES: u64 = 3 * 1024 * 1024;
+pub(crate) const MAX_REQUEST_BYTES: u64 = 3 * 1024 * 1024;
 
 /// A CEL type, as far as the checker follows it.
 #[derive(Clone, Debug)]
-pub(super) enum Ty<'s> {
+pub(crate) enum Ty<'s> {
     Dyn,
     Bool,
     Int,
@@ -51,10 +51,17 @@ pub(super) enum Ty<'s> {
     Optional(Box<Ty<'s>>),
     Quantity,
     Url,
+    /// An object with these fields only (a policy's `variables`).
+    Fields(Vec<(String, Ty<'s>)>),
+    /// A ValidatingAdmissionPolicy's `authorizer` and what its builder
+    /// methods (`group`, `resource`, ...) return.
+    Authz,
+    /// What `authorizer...check(verb)` returns.
+    AuthzDecision,
 }
 
 impl Ty<'_> {
-    pub(super) fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self {
             Ty::Dyn => "dyn".into(),
             Ty::Bool => "bool".into(),
@@ -73,6 +80,9 @@ impl Ty<'_> {
             Ty::Optional(t) => format!("optional_type({})", t.name()),
             Ty::Quantity => "kubernetes.Quantity".into(),
             Ty::Url => "kubernetes.URL".into(),
+            Ty::Fields(_) => "kubernetes.variables".into(),
+            Ty::Authz => "kubernetes.authorization.Authorizer".into(),
+            Ty::AuthzDecision => "kubernetes.authorization.Decision".into(),
         }
     }
 
@@ -117,7 +127,7 @@ fn min_size(t: &Ty) -> u64 {
 
 /// The CEL type of values of `s`; `None` where apiserver declares none (a
 /// schema without a type: such a field cannot be named in a rule).
-pub(super) fn ty_of(s: &Schema, root: bool) -> Option<Ty<'_>> {
+pub(crate) fn ty_of(s: &Schema, root: bool) -> Option<Ty<'_>> {
     if s.int_or_string {
         return Some(Ty::Dyn);
     }
@@ -169,7 +179,7 @@ pub(super) fn ty_of(s: &Schema, root: bool) -> Option<Ty<'_>> {
 
 /// Whether a resource root's schema declares `kind`, `apiVersion` and
 /// `metadata.name`/`generateName` itself (then it is taken as it is).
-pub(super) fn declares_object_meta(s: &Schema) -> bool {
+pub(crate) fn declares_object_meta(s: &Schema) -> bool {
     let is_str = |p: Option<&Schema>| p.is_some_and(|p| p.ty.as_deref() == Some("string"));
     let md = s.properties.get("metadata");
     is_str(s.properties.get("kind"))
@@ -182,7 +192,7 @@ pub(super) fn declares_object_meta(s: &Schema) -> bool {
 }
 
 /// The type of field `name` (escaped, as a rule writes it) of an object.
-pub(super) fn field_ty<'s>(s: &'s Schema, root: bool, name: &str) -> Option<Ty<'s>> {
+pub(crate) fn field_ty<'s>(s: &'s Schema, root: bool, name: &str) -> Option<Ty<'s>> {
     if root && !declares_object_meta(s) {
         match name {
             "kind" | "apiVersion" => return Some(Ty::Str(MAX_REQUEST_BYTES - 2)),
@@ -207,12 +217,12 @@ struct Var<'s> {
 }
 
 /// Checks an expression; collects errors as cel-go words them.
-pub(super) struct Checker<'a, 's> {
+pub(crate) struct Checker<'a, 's> {
     source: &'a str,
     info: &'a cel::common::ast::SourceInfo,
     scope: Vec<Var<'s>>,
-    pub(super) errors: Vec<String>,
-    pub(super) uses_old_self: bool,
+    pub(crate) errors: Vec<String>,
+    pub(crate) uses_old_self: bool,
 }
 
 /// Names the CEL standard library, its extensions and Kubernetes' library
@@ -329,7 +339,7 @@ fn is_order(f: &str) -> bool {
 }
 
 impl<'a, 's> Checker<'a, 's> {
-    pub(super) fn new(
+    pub(crate) fn new(
         source: &'a str,
         info: &'a cel::common::ast::SourceInfo,
         vars: Vec<(&str, Ty<'s>)>,
@@ -362,7 +372,7 @@ impl<'a, 's> Checker<'a, 's> {
     }
 
     /// The type of `e` and its estimated cost.
-    pub(super) fn check(&mut self, e: &IdedExpr) -> (Ty<'s>, f64) {
+    pub(crate) fn check(&mut self, e: &IdedExpr) -> (Ty<'s>, f64) {
         match &e.expr {
             Expr::Literal(l) => (
                 match l {
@@ -493,6 +503,13 @@ impl<'a, 's> Checker<'a, 's> {
                 }
             },
             Ty::Map(v, _) => (**v).clone(),
+            Ty::Fields(fields) => match fields.iter().find(|(n, _)| n == field) {
+                Some((_, t)) => t.clone(),
+                None => {
+                    self.error(id, format!("undefined field '{field}'"));
+                    Ty::Dyn
+                }
+            },
             Ty::Dyn => Ty::Dyn,
             Ty::Optional(_) => Ty::Dyn,
             other => {
@@ -631,6 +648,21 @@ impl<'a, 's> Checker<'a, 's> {
             }
             _ => 1.0,
         };
+        // The authorizer library (`authorizer.group('apps').resource(...)
+        // .check('create').allowed()`), for admission policies.
+        match (t.as_ref(), func) {
+            (
+                Some(Ty::Authz),
+                "group" | "resource" | "subresource" | "namespace" | "name" | "path"
+                | "serviceAccount" | "requestResource",
+            ) => return (Ty::Authz, cost + 1.0),
+            (Some(Ty::Authz), "check") => return (Ty::AuthzDecision, cost + 1.0),
+            (Some(Ty::AuthzDecision), "allowed" | "errored") => return (Ty::Bool, cost + 1.0),
+            (Some(Ty::AuthzDecision), "reason" | "error") => {
+                return (Ty::Str(MAX_REQUEST_BYTES), cost + 1.0)
+            }
+            _ => {}
+        }
         match returns(func, t.as_ref(), &tys) {
             Some(ty) => (ty, cost + call_cost),
             None => {
@@ -659,7 +691,17 @@ impl<'a, 's> Checker<'a, 's> {
 fn arith<'s>(func: &str, a: &Ty<'s>, b: &Ty<'s>) -> Option<Ty<'s>> {
     use Ty::*;
     Some(match (a, b) {
-        (Dyn, _) | (_, Dyn) => Dyn,
+        (Dyn, Dyn) => Dyn,
+        // One known operand picks the overload (`add_string` for a string
+        // and a dyn), as cel-go's checker resolves it.
+        (Dyn, t) | (t, Dyn) => match t {
+            Int | Uint | Double => t.clone(),
+            Str(_) if func == "_+_" => Str(MAX_REQUEST_BYTES),
+            Bytes(_) if func == "_+_" => Bytes(MAX_REQUEST_BYTES),
+            List(e, _) if func == "_+_" => List(e.clone(), MAX_REQUEST_BYTES),
+            Str(_) | Bytes(_) | List(..) | Bool | Null => return None,
+            _ => Dyn,
+        },
         (Int, Int) => Int,
         (Uint, Uint) => Uint,
         (Double, Double) if func != "_%_" => Double,
@@ -689,7 +731,7 @@ fn orderable(a: &Ty, b: &Ty) -> bool {
 }
 
 /// cel-go's error layout: `ERROR: <input>:L:C: msg`, the line, a caret.
-pub(super) fn located(
+pub(crate) fn located(
     source: &str,
     info: &cel::common::ast::SourceInfo,
     id: u64,

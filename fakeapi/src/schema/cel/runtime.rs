@@ -26,10 +26,10 @@ use std::sync::Arc;
 const COST: &str = "@cost";
 
 /// kube-apiserver's limit of one rule's evaluation (`PerCallLimit`).
-pub(super) const PER_CALL_LIMIT: u64 = 1_000_000;
+pub(crate) const PER_CALL_LIMIT: u64 = 1_000_000;
 
 /// What one request's rules may spend together (`RuntimeCELCostBudget`).
-pub(super) const REQUEST_BUDGET: u64 = 10_000_000;
+pub(crate) const REQUEST_BUDGET: u64 = 10_000_000;
 
 thread_local! {
     /// The cost spent by the evaluation running on this thread, and whether
@@ -58,7 +58,7 @@ fn cost(Arguments(args): Arguments) -> Result<Value, ExecutionError> {
 }
 
 /// How an evaluation ended.
-pub(super) enum Outcome {
+pub(crate) enum Outcome {
     Value(Value),
     Error(String),
     /// Over the per-call limit.
@@ -67,7 +67,7 @@ pub(super) enum Outcome {
 
 /// Evaluates `program` with `self` (and `oldSelf`) bound, counting its cost
 /// against `limit`; returns the outcome and the cost spent.
-pub(super) fn eval(
+pub(crate) fn eval(
     root: &Context<'static, 'static>,
     program: &IdedExpr,
     base_cost: u64,
@@ -80,6 +80,34 @@ pub(super) fn eval(
     ctx.add_variable_from_value("self", this);
     if let Some(old) = old {
         ctx.add_variable_from_value("oldSelf", old);
+    }
+    let result = Value::resolve(program, &ctx);
+    let (spent, _, over) = SPENT.with(Cell::get);
+    let outcome = if over {
+        Outcome::Cancelled
+    } else {
+        match result {
+            Ok(v) => Outcome::Value(v),
+            Err(e) => Outcome::Error(go_error(&e)),
+        }
+    };
+    (outcome, spent)
+}
+
+/// Evaluates `program` with `vars` bound (an admission policy's `object`,
+/// `oldObject`, `params`, `request`, `variables`, ...), counting its cost
+/// against `limit`; returns the outcome and the cost spent.
+pub(crate) fn eval_with(
+    root: &Context<'static, 'static>,
+    program: &IdedExpr,
+    base_cost: u64,
+    vars: &[(&str, Value)],
+    limit: u64,
+) -> (Outcome, u64) {
+    SPENT.with(|c| c.set((base_cost, limit, base_cost > limit)));
+    let mut ctx = root.new_inner_scope();
+    for (name, v) in vars {
+        ctx.add_variable_from_value(*name, v.clone());
     }
     let result = Value::resolve(program, &ctx);
     let (spent, _, over) = SPENT.with(Cell::get);
@@ -122,7 +150,7 @@ fn show(v: &Value) -> String {
 
 /// The program with its cost counted: each comprehension's loop pays its
 /// condition and step per iteration. Returns the cost of what runs once.
-pub(super) fn instrument(e: &mut IdedExpr) -> u64 {
+pub(crate) fn instrument(e: &mut IdedExpr) -> u64 {
     let mut once = 0;
     match &mut e.expr {
         Expr::Comprehension(c) => {
@@ -215,7 +243,7 @@ fn count_loop(c: &mut ComprehensionExpr, per: u64) {
 
 /// A context with Kubernetes' library (functions the cel crate lacks):
 /// made once per object checked, each rule's variables in a scope of it.
-pub(super) fn root_context() -> Context<'static, 'static> {
+pub(crate) fn root_context() -> Context<'static, 'static> {
     let mut ctx = Context::with_env(super::env());
     let add = |name: &str, r: Result<(), cel::DeclarationError>| {
         debug_assert!(r.is_ok(), "{name}: {r:?}");
@@ -650,7 +678,7 @@ fn url_part(v: &Value, part: UrlPart) -> Res {
 /// A JSON value as the CEL value its schema declares (the types of
 /// `check.rs`): integers of `number` fields as doubles, `date-time`
 /// strings as timestamps, objects as maps of their escaped field names.
-pub(super) fn to_cel(v: &Json, s: Option<&Schema>, root: bool) -> Value {
+pub(crate) fn to_cel(v: &Json, s: Option<&Schema>, root: bool) -> Value {
     let Some(s) = s else { return untyped(v) };
     if s.int_or_string {
         return untyped(v);
@@ -741,7 +769,7 @@ pub(super) fn to_cel(v: &Json, s: Option<&Schema>, root: bool) -> Value {
 }
 
 /// A JSON value with no schema to say more (int-or-string, dyn).
-fn untyped(v: &Json) -> Value {
+pub(crate) fn untyped(v: &Json) -> Value {
     match v {
         Json::Null => Value::Null,
         Json::Bool(b) => Value::Bool(*b),
@@ -802,7 +830,7 @@ fn go_duration(s: &str) -> Option<chrono::Duration> {
 
 /// `optional.of(v)` or `optional.none()`, as `oldSelf` of an
 /// `optionalOldSelf` rule.
-pub(super) fn optional(v: Option<Value>) -> Value {
+pub(crate) fn optional(v: Option<Value>) -> Value {
     Value::Opaque(Arc::new(match v {
         Some(v) => OptionalValue::of(v),
         None => OptionalValue::none(),
