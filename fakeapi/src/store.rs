@@ -916,23 +916,26 @@ fn spec_changed(new: &Value, old: &Value, status_apart: bool) -> bool {
     differs(n, o) || differs(o, n)
 }
 
-/// `metadata.generation`: 1 when created, one more whenever anything but
-/// metadata (and status, when `status_apart`) changes.
-fn set_generation(obj: &mut Value, old: Option<&Value>, status_apart: bool) {
-    let generation = match old {
+/// The `metadata.generation` an object being written gets: 1 when created
+/// (`old` is `None`), else the old object's, one more when `changed(old)`
+/// says its spec changed.
+pub(crate) fn next_generation(old: Option<&Value>, changed: impl FnOnce(&Value) -> bool) -> i64 {
+    match old {
         None => 1,
         Some(o) => {
             let g = o
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(1);
-            if spec_changed(obj, o, status_apart) {
-                g + 1
-            } else {
-                g
-            }
+            g + i64::from(changed(o))
         }
-    };
+    }
+}
+
+/// `metadata.generation`: 1 when created, one more whenever anything but
+/// metadata (and status, when `status_apart`) changes.
+fn set_generation(obj: &mut Value, old: Option<&Value>, status_apart: bool) {
+    let generation = next_generation(old, |o| spec_changed(obj, o, status_apart));
     meta_mut(obj).insert("generation".into(), json!(generation));
 }
 

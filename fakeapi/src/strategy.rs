@@ -80,11 +80,7 @@ pub(crate) fn prepare_update(
     if subresource.is_none() {
         job_defaults(obj);
     }
-    let g = old
-        .pointer("/metadata/generation")
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
-    let bumped = g + i64::from(obj.get("spec") != old.get("spec"));
+    let bumped = crate::store::next_generation(Some(old), |o| obj.get("spec") != o.get("spec"));
     obj["metadata"]["generation"] = json!(bumped);
     if subresource.is_none() {
         validate_job(obj, Some(old))?;

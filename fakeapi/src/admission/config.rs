@@ -183,16 +183,8 @@ pub(crate) fn hooks_of(config: &Value, mutating: bool) -> Vec<Hook> {
 pub(crate) fn admit(kind: &str, obj: &mut Value, old: Option<&Value>) -> Result<()> {
     let mutating = kind == "MutatingWebhookConfiguration";
     // `metadata.generation`: 1, bumped when the webhooks change.
-    let generation = match old {
-        None => 1,
-        Some(o) => {
-            let g = o
-                .pointer("/metadata/generation")
-                .and_then(Value::as_i64)
-                .unwrap_or(1);
-            g + i64::from(o.get("webhooks") != obj.get("webhooks"))
-        }
-    };
+    let generation =
+        crate::store::next_generation(old, |o| o.get("webhooks") != obj.get("webhooks"));
     if obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"]["generation"] = json!(generation);
     }

@@ -42,16 +42,8 @@ pub(crate) fn admit(kind: &str, obj: &mut Value, old: Option<&Value>, status: bo
             validate_status(obj, &mut errs);
         } else {
             default_policy(&mut obj["spec"]);
-            let generation = match old {
-                None => 1,
-                Some(o) => {
-                    let g = o
-                        .pointer("/metadata/generation")
-                        .and_then(Value::as_i64)
-                        .unwrap_or(1);
-                    g + i64::from(o.get("spec") != obj.get("spec"))
-                }
-            };
+            let generation =
+                crate::store::next_generation(old, |o| o.get("spec") != obj.get("spec"));
             obj["metadata"]["generation"] = json!(generation);
             match old {
                 // `PrepareForCreate`: no status yet (the type checker
@@ -70,16 +62,7 @@ pub(crate) fn admit(kind: &str, obj: &mut Value, old: Option<&Value>, status: bo
         if let Some(m) = obj["spec"].get_mut("matchResources") {
             default_match_resources(m);
         }
-        let generation = match old {
-            None => 1,
-            Some(o) => {
-                let g = o
-                    .pointer("/metadata/generation")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(1);
-                g + i64::from(o.get("spec") != obj.get("spec"))
-            }
-        };
+        let generation = crate::store::next_generation(old, |o| o.get("spec") != obj.get("spec"));
         obj["metadata"]["generation"] = json!(generation);
         validate_binding(obj, &mut errs);
     }
