@@ -420,7 +420,8 @@ def main():
                 "simulated_s": s.get("end_time", s["makespan"]), "windows": s.get("windows", 0),
                 "wall_s": float((out / "wall_s").read_text()),
                 # Each program's CPU time (scheduler, controller-N), seconds.
-                "cpu_s": " ".join(f"{k}={v:.1f}" for k, v in s.get("program_cpu_seconds", {}).items()),
+                "cpu_s": " ".join(f"{k}={v:.1f}" for k, v in list(s.get("program_cpu_seconds", {}).items())
+                                  + ([("batkube", s["batkube_cpu_seconds"])] if "batkube_cpu_seconds" in s else [])),
                 "wake_ups_elided": sum(s.get("wake_ups_elided", {}).values()),
             })
     with open(base / "queue_compare.csv", "w", newline="") as f:

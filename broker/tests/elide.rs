@@ -114,6 +114,8 @@ fn compare_exact_runs_both_and_the_elided_run_costs_less() {
             s["program_cpu_seconds"]["scheduler"].as_f64().unwrap() > 0.0,
             "{s}"
         );
+        // batkube's own process: the broker, the API, the supervisor.
+        assert!(s["batkube_cpu_seconds"].as_f64().unwrap() > 0.0, "{s}");
     }
     assert_eq!(exact["elide"], "none");
     assert_eq!(exact["wake_ups_elided"], serde_json::json!({}));

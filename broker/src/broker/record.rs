@@ -480,6 +480,12 @@ pub struct Summary {
     /// had used when the run ended: `scheduler`, `controller-1`, …
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub program_cpu_seconds: BTreeMap<String, f64>,
+    /// CPU time (user and system, seconds) batkube's own process had used
+    /// when the run ended: the broker, the API, the time shim's
+    /// supervisors and the built-in stand-in (not real Batsim, a process
+    /// of its own, nor the programs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batkube_cpu_seconds: Option<f64>,
     /// The timer elision rules in force (`--elide`): `none` unless asked.
     pub elide: String,
     /// Per rule of `--elide`: programs' earliest timers the clock went past
