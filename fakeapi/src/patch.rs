@@ -245,6 +245,19 @@ fn merge_list(field: &str, target: &[Value], patch: &[Value], order: Order) -> V
     let Some(key) = merge_key(field) else {
         return Value::Array(patch.iter().map(strip_directives).collect());
     };
+    // `ports` of a Service are keyed by `port` (a container's by
+    // `containerPort`): without it, an applied Service port matched none
+    // of the live ones and was added again beside it.
+    let key = if field == "ports"
+        && !target
+            .iter()
+            .chain(patch)
+            .any(|i| i.get("containerPort").is_some())
+    {
+        "port"
+    } else {
+        key
+    };
     if order == Order::Apply {
         let mut out = target.to_vec();
         for p in patch {
@@ -328,6 +341,24 @@ fn strip_directives(v: &Value) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_services_ports_merge_by_port_and_a_containers_by_container_port() {
+        let svc = json!({"spec": {"ports": [
+            {"port": 8080, "protocol": "UDP", "targetPort": 8080}]}});
+        let applied = json!({"spec": {"ports": [{"port": 8080, "protocol": "UDP"}]}});
+        // The same port applied again is the live one, not a second.
+        assert_eq!(apply_merge(&svc, &applied), svc);
+        assert_eq!(strategic_merge(&svc, &applied), svc);
+        let pod = json!({"spec": {"containers": [{"name": "c", "ports": [
+            {"containerPort": 80, "protocol": "TCP"}]}]}});
+        let applied = json!({"spec": {"containers": [{"name": "c", "ports": [
+            {"containerPort": 80, "name": "http"}]}]}});
+        assert_eq!(
+            apply_merge(&pod, &applied)["spec"]["containers"][0]["ports"],
+            json!([{"containerPort": 80, "protocol": "TCP", "name": "http"}])
+        );
+    }
 
     #[test]
     fn conditions_merge_by_type() {
