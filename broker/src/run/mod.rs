@@ -131,7 +131,8 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
     args::check_submit_as(&args, &objects)?;
     let lifecycle = args.dynamics.config(&platform, &workloads, &objects)?;
     interrupt.check()?;
-    // Under --deterministic a program's fixed ports are the run's: another
+    // The run's table of ports: the connections its programs start are
+    // counted there; under --deterministic a program's fixed ports are the run's: another
     // run beside it cannot make its bind fail (`timeshim::Ports`), and the
     // API's webhook calls follow a port that had to move.
     let ports = timeshim::Ports::new();

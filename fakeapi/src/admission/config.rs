@@ -68,6 +68,24 @@ pub(crate) struct Rule {
     pub scope: String,
 }
 
+impl Rule {
+    /// A rule as written in a webhook's `rules` or a policy's
+    /// `resourceRules` (scope `*` when not given).
+    pub(crate) fn from_json(r: &Value) -> Rule {
+        Rule {
+            operations: strings(r.get("operations")),
+            groups: strings(r.get("apiGroups")),
+            versions: strings(r.get("apiVersions")),
+            resources: strings(r.get("resources")),
+            scope: r
+                .get("scope")
+                .and_then(Value::as_str)
+                .unwrap_or("*")
+                .to_string(),
+        }
+    }
+}
+
 pub(crate) fn strings(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
         .map(|a| {
@@ -127,21 +145,7 @@ pub(crate) fn hooks_of(config: &Value, mutating: bool) -> Vec<Hook> {
             let rules = h
                 .get("rules")
                 .and_then(Value::as_array)
-                .map(|rs| {
-                    rs.iter()
-                        .map(|r| Rule {
-                            operations: strings(r.get("operations")),
-                            groups: strings(r.get("apiGroups")),
-                            versions: strings(r.get("apiVersions")),
-                            resources: strings(r.get("resources")),
-                            scope: r
-                                .get("scope")
-                                .and_then(Value::as_str)
-                                .unwrap_or("*")
-                                .to_string(),
-                        })
-                        .collect()
-                })
+                .map(|rs| rs.iter().map(Rule::from_json).collect())
                 .unwrap_or_default();
             let selector = |k: &str| {
                 LabelSelector::from_object(h.get(k).unwrap_or(&Value::Null)).unwrap_or_default()

@@ -103,17 +103,7 @@ impl Match {
                 .map(|rs| {
                     rs.iter()
                         .map(|r| NamedRule {
-                            rule: Rule {
-                                operations: strings(r.get("operations")),
-                                groups: strings(r.get("apiGroups")),
-                                versions: strings(r.get("apiVersions")),
-                                resources: strings(r.get("resources")),
-                                scope: r
-                                    .get("scope")
-                                    .and_then(Value::as_str)
-                                    .unwrap_or("*")
-                                    .to_string(),
-                            },
+                            rule: Rule::from_json(r),
                             names: strings(r.get("resourceNames")),
                         })
                         .collect()
