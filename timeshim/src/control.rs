@@ -178,6 +178,31 @@ pub struct Controller {
     ports: std::sync::Mutex<Option<crate::Ports>>,
     /// Deterministic mode beside other programs (see [`crate::Ensemble`]).
     ensemble: std::sync::Mutex<Option<(crate::Ensemble, usize)>>,
+    /// What the looks at the program cost (see [`Controller::look_counts`]).
+    looks: LookCounts,
+}
+
+/// Counts of the looks at a program, for the run's summary.
+#[derive(Default)]
+struct LookCounts {
+    probes: AtomicU64,
+    /// Threads' states read by the probes, and by the tasks lists that
+    /// were replaced (a process that exec'd, one that was re-attached).
+    thread_reads: AtomicU64,
+    /// Returns of the quiescence wait's sleep because the program moved.
+    activity_wake_ups: AtomicU64,
+}
+
+/// What the quiescence decisions on one program cost so far
+/// ([`Controller::look_counts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Looks {
+    /// Probes of the program's threads and waits.
+    pub probes: u64,
+    /// `stat` files of its threads read by them.
+    pub thread_reads: u64,
+    /// Times the wait for quiescence was woken by the program's activity.
+    pub activity_wake_ups: u64,
 }
 
 /// The program started under the seccomp supervisor.
@@ -281,7 +306,23 @@ impl Controller {
             settle: std::sync::Mutex::new(None),
             ports: std::sync::Mutex::new(None),
             ensemble: std::sync::Mutex::new(None),
+            looks: LookCounts::default(),
         })
+    }
+
+    /// What the looks at the program have cost so far.
+    pub fn look_counts(&self) -> Looks {
+        let reads = self
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map_or(0, |t| t.reads);
+        Looks {
+            probes: self.looks.probes.load(Ordering::Relaxed),
+            thread_reads: self.looks.thread_reads.load(Ordering::Relaxed) + reads,
+            activity_wake_ups: self.looks.activity_wake_ups.load(Ordering::Relaxed),
+        }
     }
 
     fn sup(&self) -> std::sync::MutexGuard<'_, Option<Supervised>> {
@@ -397,6 +438,17 @@ impl Controller {
         }
         self.configure(&mut cmd, mode);
         cmd.spawn()
+    }
+
+    /// The `connect`s to an IPv4 or IPv6 address the attached program
+    /// started, each counted by its shim before the call reached the kernel
+    /// (linked or preloaded shim). `None` until a shim that counts them has
+    /// attached (under [`ShimMode::Seccomp`] the supervisor counts them, in
+    /// the run's [`crate::Ports`]). Only the process that owns the page
+    /// counts: one it spawns runs on real time, uncounted.
+    pub fn connects_started(&self) -> Option<u64> {
+        let p = self.page();
+        (p.counts_connects.load(Ordering::Acquire) == 1).then(|| p.connects.load(Ordering::Acquire))
     }
 
     /// Counters of the seccomp supervisor (clock reads answered, timed waits
@@ -620,6 +672,7 @@ impl Controller {
     /// Looks at the attached process once.
     pub fn probe(&self) -> Result<Probe, ControlError> {
         let pid = self.attached_pid().ok_or(ControlError::NotAttached)?;
+        self.looks.probes.fetch_add(1, Ordering::Relaxed);
         let (supervised, supervising) = {
             let sup = self.sup();
             let s = sup.as_ref();
@@ -669,6 +722,11 @@ impl Controller {
         let scan = {
             let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
             if tasks.as_ref().is_none_or(|t| t.pid() != pid) {
+                if let Some(old) = tasks.as_ref() {
+                    self.looks
+                        .thread_reads
+                        .fetch_add(old.reads, Ordering::Relaxed);
+                }
                 *tasks = match crate::tasks::Tasks::open(pid) {
                     Ok(t) => Some(t),
                     Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(exited_probe),
@@ -826,6 +884,7 @@ impl Controller {
                 )
             };
             if r == 0 || p.activity_futex.load(Ordering::Acquire) != activity {
+                self.looks.activity_wake_ups.fetch_add(1, Ordering::Relaxed);
                 poll = Duration::from_micros(20);
             } else {
                 poll = (poll * 2).min(Duration::from_millis(1));

@@ -39,7 +39,7 @@ mod shim;
 mod tasks;
 mod time;
 
-pub use control::{ControlError, Controller, Probe, Quiescence, ShimMode, Stamp};
+pub use control::{ControlError, Controller, Looks, Probe, Quiescence, ShimMode, Stamp};
 pub use page::{ENV_EVENTFD, ENV_PAGE};
 pub use ports::Ports;
 pub use seccomp::Ensemble;

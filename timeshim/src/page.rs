@@ -67,6 +67,13 @@ pub(crate) struct Page {
     /// I/O as one step. A futex word: the controller wakes it on opening.
     pub gate: AtomicU32,
     pub slots: [Slot; SLOTS],
+    // --- after the slots: a shim or a controller of an earlier layout
+    // leaves them zero (the page's size is the same) ---
+    /// `connect`s of IPv4 and IPv6 sockets the owner started, each counted
+    /// by the shim before the call reaches the kernel.
+    pub connects: AtomicU64,
+    /// 1 once a shim that counts [`Page::connects`] has attached.
+    pub counts_connects: AtomicU32,
 }
 
 pub(crate) const PAGE_BYTES: usize = (std::mem::size_of::<Page>() + 4095) & !4095;

@@ -99,6 +99,7 @@ static STATE: AtomicU8 = AtomicU8::new(UNINIT);
 static PAGE: AtomicPtr<Page> = AtomicPtr::new(std::ptr::null_mut());
 static EVENTFD: AtomicI32 = AtomicI32::new(-1);
 static REAL_CLOCK_GETTIME: AtomicUsize = AtomicUsize::new(0);
+static REAL_CONNECT: AtomicUsize = AtomicUsize::new(0);
 /// 0 unknown, 1 available, 2 ENOSYS.
 static FUTEX_WAITV: AtomicU8 = AtomicU8::new(0);
 
@@ -136,6 +137,10 @@ unsafe fn init() {
     let sym = libc::dlsym(libc::RTLD_NEXT, c"clock_gettime".as_ptr());
     if !sym.is_null() && !std::ptr::eq(sym as *const (), clock_gettime as *const ()) {
         REAL_CLOCK_GETTIME.store(sym as usize, Ordering::Release);
+    }
+    let sym = libc::dlsym(libc::RTLD_NEXT, c"connect".as_ptr());
+    if !sym.is_null() && !std::ptr::eq(sym as *const (), connect as *const ()) {
+        REAL_CONNECT.store(sym as usize, Ordering::Release);
     }
     let path = libc::getenv(c"TIMESHIM_PAGE".as_ptr());
     debug_assert_eq!(ENV_PAGE, "TIMESHIM_PAGE");
@@ -179,6 +184,7 @@ unsafe fn init() {
             return;
         }
     }
+    page.counts_connects.store(1, Ordering::Release);
     let efd = libc::getenv(c"TIMESHIM_EVENTFD".as_ptr());
     debug_assert_eq!(ENV_EVENTFD, "TIMESHIM_EVENTFD");
     if !efd.is_null() {
@@ -936,6 +942,9 @@ pub unsafe extern "C" fn syscall(
             return r;
         }
     }
+    if n == libc::SYS_connect {
+        note_connect(a2 as *const libc::sockaddr, a3 as libc::socklen_t);
+    }
     let r = sys(
         n,
         [
@@ -953,9 +962,49 @@ pub unsafe extern "C" fn syscall(
     ret_errno(r)
 }
 
+// ------------------------------------------------------------- connections --
+
+type ConnectFn = unsafe extern "C" fn(c_int, *const libc::sockaddr, libc::socklen_t) -> c_int;
+
+/// Counts a connection about to be started (an IPv4 or IPv6 address), for
+/// the controller's look at handshakes in progress (`Page::connects`).
+unsafe fn note_connect(addr: *const libc::sockaddr, len: libc::socklen_t) {
+    if addr.is_null() || (len as usize) < std::mem::size_of::<libc::sa_family_t>() {
+        return;
+    }
+    let family = c_int::from((*addr).sa_family);
+    if family != libc::AF_INET && family != libc::AF_INET6 {
+        return;
+    }
+    if let Some(p) = page() {
+        p.connects.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// # Safety
+/// Same contract as libc's `connect`.
+#[no_mangle]
+pub unsafe extern "C" fn connect(
+    fd: c_int,
+    addr: *const libc::sockaddr,
+    len: libc::socklen_t,
+) -> c_int {
+    // Counted first: the controller must never see a handshake the count
+    // does not cover (`page()` also resolves the real `connect`).
+    note_connect(addr, len);
+    match REAL_CONNECT.load(Ordering::Acquire) {
+        0 => ret_errno(sys(
+            libc::SYS_connect,
+            [fd as usize, addr as usize, len as usize, 0, 0, 0],
+        )) as c_int,
+        // SAFETY: resolved by dlsym for this very symbol.
+        real => std::mem::transmute::<usize, ConnectFn>(real)(fd, addr, len),
+    }
+}
+
 /// Every interposed symbol, referenced from [`crate::install`] so the linker
 /// keeps them in a binary that links the shim.
-pub(crate) fn symbols() -> [usize; 9] {
+pub(crate) fn symbols() -> [usize; 10] {
     [
         clock_gettime as *const () as usize,
         gettimeofday as *const () as usize,
@@ -966,6 +1015,7 @@ pub(crate) fn symbols() -> [usize; 9] {
         epoll_pwait as *const () as usize,
         epoll_pwait2 as *const () as usize,
         syscall as *const () as usize,
+        connect as *const () as usize,
     ]
 }
 

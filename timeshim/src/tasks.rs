@@ -6,6 +6,14 @@
 //! reads: the directory and the files stay open here, and are read again
 //! from offset 0 (procfs regenerates them on every read at offset 0).
 //! Threads that appear are opened, threads that vanish are dropped.
+//!
+//! Listing the directory (`getdents`, which makes a dentry per thread) cost
+//! as much as reading the states: it is listed again only when the count of
+//! threads changed (the directory's link count, two plus the threads, from
+//! one `fstat`) or a listed thread is gone. With the count unchanged and
+//! every listed thread still there, the list is the process's threads: each
+//! read thread was alive at the `fstat` before it (threads do not come
+//! back), and as many as the count.
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -31,6 +39,10 @@ pub(crate) struct Tasks {
     dirbuf: Vec<u8>,
     /// The thread the last scan found awake.
     awake: Option<u32>,
+    /// The directory's link count when it was last listed.
+    listed: Option<u64>,
+    /// Threads' `stat` files read so far (what a look costs).
+    pub reads: u64,
 }
 
 fn open(path: &CString, dirfd: Option<&OwnedFd>, flags: i32) -> io::Result<OwnedFd> {
@@ -79,11 +91,24 @@ impl Tasks {
             seen: Vec::new(),
             dirbuf: vec![0u8; 16 * 1024],
             awake: None,
+            listed: None,
+            reads: 0,
         })
     }
 
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The directory's link count: two plus the process's threads (0 once
+    /// the process is gone).
+    fn nlink(&self) -> io::Result<u64> {
+        // SAFETY: fstat of our own descriptor into a zeroed struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(self.dir.as_raw_fd(), &mut st) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st.st_nlink as u64)
     }
 
     /// The thread ids, read again from the start of the directory.
@@ -133,21 +158,39 @@ impl Tasks {
     /// at first: it is likely awake still. `Err(NotFound)` if the process
     /// is gone.
     pub fn scan(&mut self) -> io::Result<Scan> {
-        match self.list() {
-            Ok(()) => {}
-            Err(e)
-                if e.raw_os_error() == Some(libc::ENOENT)
-                    || e.raw_os_error() == Some(libc::ESRCH) =>
-            {
-                return Err(io::Error::from(io::ErrorKind::NotFound))
+        // A listed thread found gone: listed again, and looked at again.
+        for _ in 0..64 {
+            if let Some(scan) = self.scan_listed()? {
+                return Ok(scan);
             }
-            Err(e) => return Err(e),
+            self.listed = None;
         }
-        if self.seen.is_empty() {
-            return Err(io::Error::from(io::ErrorKind::NotFound));
+        Err(io::Error::other(format!(
+            "the threads of process {} kept changing while they were looked at",
+            self.pid
+        )))
+    }
+
+    /// One look at the listed threads, listed again first if their count
+    /// changed. `None` if a listed thread is gone (the list is stale).
+    fn scan_listed(&mut self) -> io::Result<Option<Scan>> {
+        let gone = |e: &io::Error| {
+            e.raw_os_error() == Some(libc::ENOENT) || e.raw_os_error() == Some(libc::ESRCH)
+        };
+        let nlink = self.nlink()?;
+        if self.listed != Some(nlink) || self.seen.is_empty() {
+            match self.list() {
+                Ok(()) => {}
+                Err(e) if gone(&e) => return Err(io::Error::from(io::ErrorKind::NotFound)),
+                Err(e) => return Err(e),
+            }
+            if self.seen.is_empty() {
+                return Err(io::Error::from(io::ErrorKind::NotFound));
+            }
+            self.stats.retain(|tid, _| self.seen.contains(tid));
+            self.listed = Some(nlink);
         }
         let mut seen = std::mem::take(&mut self.seen);
-        self.stats.retain(|tid, _| seen.contains(tid));
         if let Some(i) = self.awake.and_then(|t| seen.iter().position(|&s| s == t)) {
             seen.swap(0, i);
         }
@@ -157,25 +200,35 @@ impl Tasks {
             exited: false,
         };
         self.awake = None;
+        let mut stale = false;
         let mut buf = [0u8; 1024];
         for &tid in &seen {
             if !self.stats.contains_key(&tid) {
                 let name = CString::new(format!("{tid}/stat")).expect("no NUL");
                 match open(&name, Some(&self.dir), 0) {
                     Ok(fd) => drop(self.stats.insert(tid, fd)),
-                    Err(_) => continue, // vanished while we looked
+                    Err(_) => {
+                        stale = true; // vanished since the list
+                        break;
+                    }
                 }
             }
+            self.reads += 1;
             let n = match pread(&self.stats[&tid], &mut buf) {
                 Ok(n) => n,
                 Err(_) => {
-                    // Gone (ESRCH): forget it; it was not running.
+                    // Gone (ESRCH): forget it; the list is stale.
                     self.stats.remove(&tid);
-                    continue;
+                    stale = true;
+                    break;
                 }
             };
             match state(&buf[..n]) {
-                Some(b'S') | None => continue, // asleep, or vanished while we looked
+                Some(b'S') => continue, // asleep
+                None => {
+                    stale = true; // vanished while we looked
+                    break;
+                }
                 Some(b'Z') | Some(b'X') => scan.exited = true,
                 _ => {}
             }
@@ -184,7 +237,7 @@ impl Tasks {
             break;
         }
         self.seen = seen;
-        Ok(scan)
+        Ok((!stale).then_some(scan))
     }
 }
 
@@ -209,6 +262,60 @@ mod tests {
         let after = t.scan().unwrap();
         assert!(after.threads < during.threads + 8);
         assert!(!after.exited);
+    }
+
+    /// A thread that ends while another starts leaves the count as it
+    /// was: the new one is still seen (running here), from the old one's
+    /// `stat` found gone.
+    #[test]
+    fn a_thread_replaced_by_another_is_seen() {
+        use std::io::{BufRead, Write};
+        let script = r#"
+import sys, threading
+stop = threading.Event()
+a = threading.Thread(target=stop.wait); a.start()
+print("one", flush=True); sys.stdin.readline()
+stop.set(); a.join()
+def spin():
+    while True: pass
+threading.Thread(target=spin, daemon=True).start()
+print("two", flush=True); sys.stdin.readline()
+"#;
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 (the CI installs it)");
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let mut t = Tasks::open(child.id()).unwrap();
+        let start = std::time::Instant::now();
+        let one = loop {
+            let s = t.scan().unwrap();
+            if s.all_sleeping {
+                break s;
+            }
+            assert!(start.elapsed() < std::time::Duration::from_secs(30));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        };
+        assert_eq!(one.threads, 2);
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin).unwrap();
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "two");
+        // The main thread reads its stdin again (asleep); the spinning
+        // thread runs: never all asleep, with two threads as before.
+        for _ in 0..50 {
+            let s = t.scan().unwrap();
+            assert_eq!(s.threads, 2);
+            assert!(!s.all_sleeping, "the new thread runs");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]

@@ -59,6 +59,11 @@ fn scenario(program: std::path::PathBuf, mode: ShimMode) {
     assert_eq!(field::<u64>(&start, "sys_ns"), START.as_nanos());
     assert_eq!(field::<u64>(&start, "chrono_ns"), START.as_nanos());
     assert!(clock.attached_pid().is_some());
+    assert_eq!(
+        clock.connects_started(),
+        Some(0),
+        "attached, no connection yet"
+    );
 
     // A task sleeping for an hour. tokio's timer wheel first asks to be woken
     // at a coarse slot boundary, then, after cascading, at the exact deadline:
@@ -103,6 +108,9 @@ fn scenario(program: std::path::PathBuf, mode: ShimMode) {
     assert_eq!(http_start, "http_start");
     let http = lines.next_line();
     assert_eq!(http, "http ok=true timed_out=false after_ns=0");
+    // Its one connection was counted by the shim, before the kernel saw it
+    // (what the broker's look at handshakes in progress relies on).
+    assert_eq!(clock.connects_started(), Some(1));
 
     // Computing: not quiescent while a thread spins on the clock.
     assert_eq!(lines.next_line(), "computing");

@@ -192,7 +192,7 @@ fn find_forcegc_period(exe: &File, elf: &Elf) -> io::Result<Found> {
         // (a load or compare without an immediate): the next instruction's
         // address plus the displacement.
         let target = (entry + p as u64 + 4).wrapping_add(disp as i64 as u64);
-        if target % 8 != 0 || found.contains(&target) {
+        if !target.is_multiple_of(8) || found.contains(&target) {
             continue;
         }
         let Some(s) = data

@@ -706,9 +706,8 @@ impl Supervisor {
 
     fn remote_fd(&mut self, tid: u32, fd: i32) -> io::Result<OwnedFd> {
         let tgid = self.tgid(tid);
-        if !self.pidfds.contains_key(&tgid) {
-            let p = remote::pidfd_open(tgid)?;
-            self.pidfds.insert(tgid, p);
+        if let std::collections::hash_map::Entry::Vacant(e) = self.pidfds.entry(tgid) {
+            e.insert(remote::pidfd_open(tgid)?);
         }
         let r = remote::pidfd_getfd(self.pidfds[&tgid].as_raw_fd(), fd);
         if r.is_err() {
@@ -1139,10 +1138,11 @@ impl Supervisor {
         self.next_seq += 1;
         let ep = self.shared.ep.as_raw_fd();
         match &kind {
-            Kind::Epoll { dup, .. } => {
-                if epoll_add(ep, dup.as_raw_fd(), libc::EPOLLIN as u32, TOKEN_HELD + seq).is_err() {
-                    return Answer::Continue;
-                }
+            Kind::Epoll { dup, .. }
+                if epoll_add(ep, dup.as_raw_fd(), libc::EPOLLIN as u32, TOKEN_HELD + seq)
+                    .is_err() =>
+            {
+                return Answer::Continue;
             }
             Kind::Poll { pollfds, dups, .. } => {
                 for (p, d) in pollfds.iter().zip(dups) {
