@@ -191,9 +191,10 @@ esac
 
 # The run: the upstream suite, unmodified. No nodes: the suite is told not
 # to wait for any (--allowed-not-ready-nodes=-1, --num-nodes=0), nor for a
-# `default` ServiceAccount in its namespaces (made by
-# kube-controller-manager's service-account controller, which batkube serve
-# does not run). Its clients send JSON (client-go's default; the suite's
+# `default` ServiceAccount in its namespaces before each test (made by
+# kube-controller-manager's service-account controller on the reference,
+# by fakeapi's own on batkube serve; every recorded run had the flag). Its
+# clients send JSON (client-go's default; the suite's
 # own default is protobuf, which fakeapi reads only for the kinds
 # schedulers and controllers write: see fakeapi/README.md).
 suite=(--kubeconfig "$kubeconfig" --provider skeleton

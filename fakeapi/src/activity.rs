@@ -91,18 +91,60 @@ pub(crate) struct Conns {
 }
 
 impl Conns {
-    pub(crate) fn opened(&mut self, local: SocketAddr, peer: SocketAddr, fd: RawFd) -> u64 {
+    /// Registers an accepted connection: its number, and the count of the
+    /// server's operations on it that its socket's reader and writer raise.
+    pub(crate) fn opened(
+        &mut self,
+        local: SocketAddr,
+        peer: SocketAddr,
+        fd: RawFd,
+    ) -> (u64, Arc<AtomicU64>) {
         self.next += 1;
-        self.open.insert(self.next, Conn { local, peer, fd });
-        self.next
+        let ops = Arc::new(AtomicU64::new(0));
+        self.open.insert(
+            self.next,
+            Conn {
+                local,
+                peer,
+                fd,
+                ops: ops.clone(),
+            },
+        );
+        (self.next, ops)
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Conn {
     local: SocketAddr,
     peer: SocketAddr,
     fd: RawFd,
+    /// The server's reads, writes and shutdowns of the socket so far, each
+    /// counted before the call (see [`Activity::server_ends`]).
+    ops: Arc<AtomicU64>,
+}
+
+/// One connection as [`Activity::server_ends`] found it.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerEnd {
+    pub conn: Connection,
+    /// The server's socket operations on it so far.
+    pub ops: u64,
+    /// What its socket holds, when looked at.
+    pub look: Option<ServerLook>,
+}
+
+/// The server's socket of one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLook {
+    /// Received and not read by the server (`FIONREAD`).
+    pub unread: u64,
+    /// Written by the server and not sent yet (`SIOCOUTQNSD`).
+    pub unsent: u64,
+    /// Sent once each: `tcpi_bytes_sent` less retransmissions.
+    pub sent: u64,
+    /// `tcpi_bytes_received`.
+    pub received: u64,
 }
 
 /// An open client connection: the server's end and the client's end.
@@ -179,28 +221,68 @@ impl Activity {
             .collect()
     }
 
-    /// The open connections with the bytes the server's socket has sent
-    /// (once each: `tcpi_bytes_sent` less retransmissions) and received so
-    /// far (`tcpi_bytes_received`), from TCP_INFO.
-    /// Compared with the client's own counts, they tell bytes in flight
-    /// exactly, wherever the kernel holds them.
-    pub fn connections_with_bytes(&self) -> Vec<(Connection, u64, u64)> {
+    /// Connections waiting in the listeners' accept queues.
+    pub fn accept_queues(&self) -> u64 {
+        let conns = self.conns.lock();
+        // For a listening socket, tcpi_unacked is the accept queue length.
+        conns
+            .listeners
+            .iter()
+            .filter_map(|&fd| tcp_info(fd))
+            .map(|i| i.tcpi_unacked as u64)
+            .sum()
+    }
+
+    /// The open connections, each with the count of the server's socket
+    /// operations on it so far (reads, writes, shutdowns: raised before
+    /// each call, so a count read before a look changes if any of them
+    /// went on after it), and, for those `look` asks for, what the server's
+    /// socket holds ([`ServerLook`]). A connection whose count is the same
+    /// as at an earlier look had nothing read from or written to it by the
+    /// server since.
+    pub fn server_ends(&self, look: impl Fn(&Connection, u64) -> bool) -> Vec<ServerEnd> {
         let conns = self.conns.lock();
         conns
             .open
             .values()
             .filter_map(|c| {
+                let conn = Connection {
+                    server: c.local,
+                    client: c.peer,
+                };
+                let ops = c.ops.load(Ordering::SeqCst);
+                if !look(&conn, ops) {
+                    return Some(ServerEnd {
+                        conn,
+                        ops,
+                        look: None,
+                    });
+                }
                 // The registry keeps the socket open (an entry leaves
                 // before its fd closes).
+                let mut unread: libc::c_int = 0;
+                let mut unsent: libc::c_int = 0;
+                // SAFETY: FIONREAD and SIOCOUTQNSD on a socket this
+                // registry keeps open.
+                unsafe {
+                    if libc::ioctl(c.fd, libc::FIONREAD, &mut unread) != 0 {
+                        unread = 0;
+                    }
+                    if libc::ioctl(c.fd, libc::SIOCOUTQNSD, &mut unsent) != 0 {
+                        unsent = 0;
+                    }
+                }
                 let info = tcp_info(c.fd)?;
-                Some((
-                    Connection {
-                        server: c.local,
-                        client: c.peer,
-                    },
-                    info.tcpi_bytes_sent.saturating_sub(info.tcpi_bytes_retrans),
-                    info.tcpi_bytes_received,
-                ))
+                Some(ServerEnd {
+                    conn,
+                    ops,
+                    look: Some(ServerLook {
+                        unread: unread.max(0) as u64,
+                        unsent: unsent.max(0) as u64,
+                        sent: info.tcpi_bytes_sent.saturating_sub(info.tcpi_bytes_retrans),
+                        received: info.tcpi_bytes_received,
+                    }),
+                })
             })
             .collect()
     }

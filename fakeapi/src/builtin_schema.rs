@@ -7,6 +7,7 @@
 //! `JSONSchemaProps`) stops at the repetition, which types as `dyn`.
 //! Each is made once, on first use.
 
+use crate::resources::ResourceInfo;
 use crate::schema::Schema;
 use k8s_openapi::schemars::generate::{SchemaGenerator, SchemaSettings};
 use k8s_openapi::schemars::JsonSchema;
@@ -29,12 +30,41 @@ pub(crate) fn schema(group: &str, version: &str, kind: &str) -> Option<Arc<Schem
     made
 }
 
-fn of<T: JsonSchema>() -> Value {
+fn json_schema(group: &str, version: &str, kind: &str) -> Option<Value> {
     let mut g = SchemaGenerator::new(SchemaSettings::draft2020_12());
-    let root = g.root_schema_for::<T>().to_value();
+    let root = subschema(&mut g, group, version, kind)?;
     let defs = g.take_definitions(true);
     let mut stack = Vec::new();
-    inline(&root, &defs, &mut stack)
+    Some(inline(&root, &defs, &mut stack))
+}
+
+/// The definitions of every built-in kind fakeapi serves and of the types
+/// they use, named as kube-apiserver's OpenAPI names them
+/// (`io.k8s.api.core.v1.Pod`), their references pointing under
+/// `definitions_path` (`/definitions` in OpenAPI v2, `/components/schemas`
+/// in v3); with the name of each kind's definition.
+pub(crate) fn definitions(
+    definitions_path: &str,
+) -> (Map<String, Value>, Vec<(&'static ResourceInfo, String)>) {
+    let mut settings = SchemaSettings::draft2020_12();
+    settings.definitions_path = definitions_path.to_string().into();
+    let mut g = SchemaGenerator::new(settings);
+    let mut kinds = Vec::new();
+    for r in crate::resources::RESOURCES {
+        if let Some(root) = subschema(&mut g, r.group, r.version, r.kind) {
+            if let Some(name) = root
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|x| x.rsplit('/').next())
+            {
+                kinds.push((r, name.to_string()));
+            }
+        }
+    }
+    // What lists and deletions answer with, which every document refers to.
+    g.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta>();
+    g.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>();
+    (g.take_definitions(true), kinds)
 }
 
 /// `v` with every `$ref` replaced by its definition (a reference within its
@@ -74,68 +104,97 @@ fn inline(v: &Value, defs: &Map<String, Value>, stack: &mut Vec<String>) -> Valu
     }
 }
 
-fn json_schema(group: &str, version: &str, kind: &str) -> Option<Value> {
+fn subschema(g: &mut SchemaGenerator, group: &str, version: &str, kind: &str) -> Option<Value> {
     use k8s_openapi::api::{
-        admissionregistration::v1 as adm, apps::v1 as apps, batch::v1 as batch,
-        coordination::v1 as coord, core::v1 as core, discovery::v1 as disc, events::v1 as events,
-        node::v1 as node, policy::v1 as policy, resource::v1 as res, scheduling::v1 as sched,
-        storage::v1 as storage,
+        admissionregistration::v1 as adm, apps::v1 as apps, authentication::v1 as authn,
+        authorization::v1 as authz, autoscaling::v1 as hpa1, autoscaling::v2 as hpa2,
+        batch::v1 as batch, certificates::v1 as certs, coordination::v1 as coord, core::v1 as core,
+        discovery::v1 as disc, events::v1 as events, networking::v1 as net, node::v1 as node,
+        policy::v1 as policy, resource::v1 as res, scheduling::v1 as sched, storage::v1 as storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
+    use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apireg;
+    fn sub<T: JsonSchema>(g: &mut SchemaGenerator) -> Value {
+        g.subschema_for::<T>().to_value()
+    }
+    if (group, version, kind) == ("autoscaling", "v2", "HorizontalPodAutoscaler") {
+        return Some(sub::<hpa2::HorizontalPodAutoscaler>(g));
+    }
     if version != "v1" {
         return None;
     }
     Some(match (group, kind) {
-        ("", "Pod") => of::<core::Pod>(),
-        ("", "Node") => of::<core::Node>(),
-        ("", "Namespace") => of::<core::Namespace>(),
-        ("", "Binding") => of::<core::Binding>(),
-        ("", "Event") => of::<core::Event>(),
-        ("", "Service") => of::<core::Service>(),
-        ("", "ReplicationController") => of::<core::ReplicationController>(),
-        ("", "PersistentVolume") => of::<core::PersistentVolume>(),
-        ("", "PersistentVolumeClaim") => of::<core::PersistentVolumeClaim>(),
-        ("", "ConfigMap") => of::<core::ConfigMap>(),
-        ("", "Secret") => of::<core::Secret>(),
-        ("", "PodTemplate") => of::<core::PodTemplate>(),
-        ("", "ServiceAccount") => of::<core::ServiceAccount>(),
-        ("", "Endpoints") => of::<core::Endpoints>(),
-        ("", "ResourceQuota") => of::<core::ResourceQuota>(),
-        ("", "LimitRange") => of::<core::LimitRange>(),
-        ("apps", "ReplicaSet") => of::<apps::ReplicaSet>(),
-        ("apps", "StatefulSet") => of::<apps::StatefulSet>(),
-        ("apps", "Deployment") => of::<apps::Deployment>(),
-        ("apps", "DaemonSet") => of::<apps::DaemonSet>(),
-        ("batch", "Job") => of::<batch::Job>(),
-        ("policy", "PodDisruptionBudget") => of::<policy::PodDisruptionBudget>(),
-        ("events.k8s.io", "Event") => of::<events::Event>(),
-        ("coordination.k8s.io", "Lease") => of::<coord::Lease>(),
-        ("scheduling.k8s.io", "PriorityClass") => of::<sched::PriorityClass>(),
-        ("node.k8s.io", "RuntimeClass") => of::<node::RuntimeClass>(),
-        ("storage.k8s.io", "StorageClass") => of::<storage::StorageClass>(),
-        ("storage.k8s.io", "CSINode") => of::<storage::CSINode>(),
-        ("storage.k8s.io", "CSIDriver") => of::<storage::CSIDriver>(),
-        ("storage.k8s.io", "CSIStorageCapacity") => of::<storage::CSIStorageCapacity>(),
-        ("storage.k8s.io", "VolumeAttachment") => of::<storage::VolumeAttachment>(),
-        ("resource.k8s.io", "ResourceClaim") => of::<res::ResourceClaim>(),
-        ("resource.k8s.io", "ResourceClaimTemplate") => of::<res::ResourceClaimTemplate>(),
-        ("resource.k8s.io", "ResourceSlice") => of::<res::ResourceSlice>(),
-        ("resource.k8s.io", "DeviceClass") => of::<res::DeviceClass>(),
+        ("apiregistration.k8s.io", "APIService") => sub::<apireg::APIService>(g),
+        ("authentication.k8s.io", "SelfSubjectReview") => sub::<authn::SelfSubjectReview>(g),
+        ("authentication.k8s.io", "TokenReview") => sub::<authn::TokenReview>(g),
+        ("authorization.k8s.io", "LocalSubjectAccessReview") => {
+            sub::<authz::LocalSubjectAccessReview>(g)
+        }
+        ("authorization.k8s.io", "SelfSubjectAccessReview") => {
+            sub::<authz::SelfSubjectAccessReview>(g)
+        }
+        ("authorization.k8s.io", "SelfSubjectRulesReview") => {
+            sub::<authz::SelfSubjectRulesReview>(g)
+        }
+        ("authorization.k8s.io", "SubjectAccessReview") => sub::<authz::SubjectAccessReview>(g),
+        ("autoscaling", "HorizontalPodAutoscaler") => sub::<hpa1::HorizontalPodAutoscaler>(g),
+        ("batch", "CronJob") => sub::<batch::CronJob>(g),
+        ("certificates.k8s.io", "CertificateSigningRequest") => {
+            sub::<certs::CertificateSigningRequest>(g)
+        }
+        ("networking.k8s.io", "Ingress") => sub::<net::Ingress>(g),
+        ("networking.k8s.io", "IngressClass") => sub::<net::IngressClass>(g),
+        ("networking.k8s.io", "NetworkPolicy") => sub::<net::NetworkPolicy>(g),
+        ("", "Pod") => sub::<core::Pod>(g),
+        ("", "Node") => sub::<core::Node>(g),
+        ("", "Namespace") => sub::<core::Namespace>(g),
+        ("", "Binding") => sub::<core::Binding>(g),
+        ("", "Event") => sub::<core::Event>(g),
+        ("", "Service") => sub::<core::Service>(g),
+        ("", "ReplicationController") => sub::<core::ReplicationController>(g),
+        ("", "PersistentVolume") => sub::<core::PersistentVolume>(g),
+        ("", "PersistentVolumeClaim") => sub::<core::PersistentVolumeClaim>(g),
+        ("", "ConfigMap") => sub::<core::ConfigMap>(g),
+        ("", "Secret") => sub::<core::Secret>(g),
+        ("", "PodTemplate") => sub::<core::PodTemplate>(g),
+        ("", "ServiceAccount") => sub::<core::ServiceAccount>(g),
+        ("", "Endpoints") => sub::<core::Endpoints>(g),
+        ("", "ResourceQuota") => sub::<core::ResourceQuota>(g),
+        ("", "LimitRange") => sub::<core::LimitRange>(g),
+        ("apps", "ReplicaSet") => sub::<apps::ReplicaSet>(g),
+        ("apps", "StatefulSet") => sub::<apps::StatefulSet>(g),
+        ("apps", "Deployment") => sub::<apps::Deployment>(g),
+        ("apps", "DaemonSet") => sub::<apps::DaemonSet>(g),
+        ("batch", "Job") => sub::<batch::Job>(g),
+        ("policy", "PodDisruptionBudget") => sub::<policy::PodDisruptionBudget>(g),
+        ("events.k8s.io", "Event") => sub::<events::Event>(g),
+        ("coordination.k8s.io", "Lease") => sub::<coord::Lease>(g),
+        ("scheduling.k8s.io", "PriorityClass") => sub::<sched::PriorityClass>(g),
+        ("node.k8s.io", "RuntimeClass") => sub::<node::RuntimeClass>(g),
+        ("storage.k8s.io", "StorageClass") => sub::<storage::StorageClass>(g),
+        ("storage.k8s.io", "CSINode") => sub::<storage::CSINode>(g),
+        ("storage.k8s.io", "CSIDriver") => sub::<storage::CSIDriver>(g),
+        ("storage.k8s.io", "CSIStorageCapacity") => sub::<storage::CSIStorageCapacity>(g),
+        ("storage.k8s.io", "VolumeAttachment") => sub::<storage::VolumeAttachment>(g),
+        ("resource.k8s.io", "ResourceClaim") => sub::<res::ResourceClaim>(g),
+        ("resource.k8s.io", "ResourceClaimTemplate") => sub::<res::ResourceClaimTemplate>(g),
+        ("resource.k8s.io", "ResourceSlice") => sub::<res::ResourceSlice>(g),
+        ("resource.k8s.io", "DeviceClass") => sub::<res::DeviceClass>(g),
         ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
-            of::<adm::MutatingWebhookConfiguration>()
+            sub::<adm::MutatingWebhookConfiguration>(g)
         }
         ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => {
-            of::<adm::ValidatingWebhookConfiguration>()
+            sub::<adm::ValidatingWebhookConfiguration>(g)
         }
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
-            of::<adm::ValidatingAdmissionPolicy>()
+            sub::<adm::ValidatingAdmissionPolicy>(g)
         }
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
-            of::<adm::ValidatingAdmissionPolicyBinding>()
+            sub::<adm::ValidatingAdmissionPolicyBinding>(g)
         }
-        ("discovery.k8s.io", "EndpointSlice") => of::<disc::EndpointSlice>(),
+        ("discovery.k8s.io", "EndpointSlice") => sub::<disc::EndpointSlice>(g),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-            of::<ext::CustomResourceDefinition>()
+            sub::<ext::CustomResourceDefinition>(g)
         }
         _ => return None,
     })

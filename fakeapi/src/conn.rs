@@ -192,9 +192,9 @@ impl Listener for TrackedListener {
                 match self.inner.poll_accept(cx) {
                     Poll::Ready(Ok((stream, peer))) => {
                         let local = stream.local_addr().unwrap_or(peer);
-                        let id = conns.opened(local, peer, stream.as_raw_fd());
+                        let (id, ops) = conns.opened(local, peer, stream.as_raw_fd());
                         self.activity.socket_op();
-                        Poll::Ready(Ok((stream, peer, id)))
+                        Poll::Ready(Ok((stream, peer, id, ops)))
                     }
                     Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
                     Poll::Pending => Poll::Pending,
@@ -202,7 +202,7 @@ impl Listener for TrackedListener {
             })
             .await;
             match accepted {
-                Ok((stream, peer, id)) => {
+                Ok((stream, peer, id, ops)) => {
                     let _ = stream.set_nodelay(true);
                     let label = ConnLabel {
                         id: Some(id),
@@ -213,6 +213,7 @@ impl Listener for TrackedListener {
                         inner: stream,
                         track: track.clone(),
                         id,
+                        ops,
                         start: Vec::new(),
                         h2: false,
                     };
@@ -252,6 +253,9 @@ pub(crate) struct TrackedIo {
     track: Arc<ConnTrack>,
     /// Entry in the activity's connection registry.
     id: u64,
+    /// Its count of socket operations, raised before each read, write and
+    /// shutdown ([`crate::Activity::server_ends`]).
+    ops: Arc<std::sync::atomic::AtomicU64>,
     /// The connection's first bytes, up to the length of the HTTP/2 preface.
     start: Vec<u8>,
     /// It spoke HTTP/2.
@@ -284,6 +288,7 @@ impl AsyncRead for TrackedIo {
         let before = buf.filled().len();
         let was = self.track.is_reading();
         self.track.reading(true);
+        self.ops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         let got = buf.filled().len() - before;
         if got > 0 && self.start.len() < H2_PREFACE.len() {
@@ -312,6 +317,7 @@ impl AsyncWrite for TrackedIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        self.ops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let r = Pin::new(&mut self.inner).poll_write(cx, buf);
         if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
             self.track.activity.socket_op();
@@ -324,6 +330,7 @@ impl AsyncWrite for TrackedIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        self.ops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
         if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
             self.track.activity.socket_op();
@@ -345,6 +352,7 @@ impl AsyncWrite for TrackedIo {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.track.activity.socket_op();
+        self.ops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }

@@ -54,6 +54,9 @@ pub(crate) struct VersionDef {
     pub served: bool,
     pub storage: bool,
     pub schema: Arc<Schema>,
+    /// The version's `openAPIV3Schema` as written, which the OpenAPI
+    /// documents publish (`None` without one).
+    pub openapi: Option<Arc<Value>>,
     pub status: bool,
     pub scale: Option<ScaleSpec>,
     pub columns: Vec<Column>,
@@ -160,6 +163,10 @@ impl Definition {
                 served: v["served"].as_bool().unwrap_or(false),
                 storage: v["storage"].as_bool().unwrap_or(false),
                 schema: Arc::new(schema),
+                openapi: v["schema"]
+                    .get("openAPIV3Schema")
+                    .filter(|x| x.is_object())
+                    .map(|x| Arc::new(x.clone())),
                 status: subs.get("status").is_some_and(Value::is_object),
                 scale,
                 columns,
@@ -703,36 +710,27 @@ fn is_established(crd: &Value) -> bool {
         .any(|c| c["type"] == "Established" && c["status"] == "True")
 }
 
-/// Sets `status.conditions` (NamesAccepted, Established) and
-/// `status.acceptedNames`: `conflict` is why the names were refused, if
-/// they were. A condition keeps its transition time while it holds.
+/// Sets the conditions NamesAccepted and Established of `status.conditions`
+/// and `status.acceptedNames`: `conflict` is why the names were refused, if
+/// they were. As kube-apiserver's naming and establishing controllers do
+/// (`SetCRDCondition`): each condition is updated where it is, or added
+/// after the others, its transition time kept while its status holds; the
+/// other conditions, such as those a client writes through `/status`, are
+/// kept as they are.
 pub(crate) fn set_status(crd: &mut Value, conflict: Option<(&str, String)>, now: &str) {
-    let old_conditions = crd["status"]["conditions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let condition = |ty: &str, status: &str, reason: &str, message: &str| {
-        let since = old_conditions
-            .iter()
-            .find(|c| c["type"] == ty && c["status"] == status)
-            .and_then(|c| c["lastTransitionTime"].as_str())
-            .unwrap_or(now)
-            .to_string();
-        json!({"type": ty, "status": status, "reason": reason, "message": message, "lastTransitionTime": since})
-    };
-    let conditions = match &conflict {
-        None => vec![
-            condition("NamesAccepted", "True", "NoConflicts", "no conflicts found"),
-            condition(
+    let wanted: [(&str, &str, &str, &str); 2] = match &conflict {
+        None => [
+            ("NamesAccepted", "True", "NoConflicts", "no conflicts found"),
+            (
                 "Established",
                 "True",
                 "InitialNamesAccepted",
                 "the initial names have been accepted",
             ),
         ],
-        Some((reason, message)) => vec![
-            condition("NamesAccepted", "False", reason, message),
-            condition(
+        Some((reason, message)) => [
+            ("NamesAccepted", "False", reason, message.as_str()),
+            (
                 "Established",
                 "False",
                 "NotAccepted",
@@ -743,7 +741,27 @@ pub(crate) fn set_status(crd: &mut Value, conflict: Option<(&str, String)>, now:
     if !crd["status"].is_object() {
         crd["status"] = json!({});
     }
-    crd["status"]["conditions"] = Value::Array(conditions);
+    if !crd["status"]["conditions"].is_array() {
+        crd["status"]["conditions"] = json!([]);
+    }
+    let conditions = crd["status"]["conditions"]
+        .as_array_mut()
+        .expect("just made an array");
+    for (ty, status, reason, message) in wanted {
+        match conditions.iter_mut().find(|c| c["type"] == ty) {
+            Some(c) => {
+                let since = c["lastTransitionTime"].as_str().unwrap_or("");
+                if c["status"] != status || since.is_empty() {
+                    c["lastTransitionTime"] = json!(now);
+                }
+                c["status"] = json!(status);
+                c["reason"] = json!(reason);
+                c["message"] = json!(message);
+            }
+            None => conditions.push(json!({"type": ty, "status": status, "reason": reason,
+                "message": message, "lastTransitionTime": now})),
+        }
+    }
     if conflict.is_none() {
         let names = crd["spec"]["names"].clone();
         let mut accepted = json!({});

@@ -15,6 +15,21 @@ use serde_json::{json, Map, Value};
 /// Defaults an object of a built-in kind in place. `create`: a new object
 /// written by an HTTP client (a strategy's `PrepareForCreate` runs: status
 /// reset where the kind has a status subresource; a Job's selector).
+/// A pod's defaults outside its spec, for an update that keeps the stored
+/// spec (defaulted when it was written: defaulting is idempotent).
+pub(crate) fn default_pod_status(obj: &mut Value) {
+    // A condition's times are Go structs: `null` when unset.
+    if let Some(conds) = obj
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    {
+        for c in conds {
+            entry(c, "lastProbeTime", Value::Null);
+            entry(c, "lastTransitionTime", Value::Null);
+        }
+    }
+}
+
 pub(crate) fn default_object(group: &str, kind: &str, obj: &mut Value, create: bool) {
     match (group, kind) {
         ("", "Pod") => {
@@ -26,16 +41,7 @@ pub(crate) fn default_object(group: &str, kind: &str, obj: &mut Value, create: b
             if create {
                 reset_status(obj, json!({"phase": "Pending"}));
             }
-            // A condition's times are Go structs: `null` when unset.
-            if let Some(conds) = obj
-                .pointer_mut("/status/conditions")
-                .and_then(Value::as_array_mut)
-            {
-                for c in conds {
-                    entry(c, "lastProbeTime", Value::Null);
-                    entry(c, "lastTransitionTime", Value::Null);
-                }
-            }
+            default_pod_status(obj);
         }
         ("", "PodTemplate") => default_template(obj.get_mut("template")),
         ("", "ReplicationController") => {

@@ -82,19 +82,39 @@ fn subresource_kind<'a>(
 }
 
 /// `APIResourceList` for `/api/v1` or `/apis/{group}/{version}`.
+/// kube-apiserver's `storageVersionHash` of a resource: the first 8 bytes
+/// of the SHA-256 of its storage `group/version/kind`, in base64 (for a
+/// CRD, its storage version's; events.k8s.io Events are stored as core
+/// ones, as kube-apiserver's cohabiting resources).
+pub(crate) fn storage_version_hash(storage: &ResourceInfo) -> String {
+    use base64::Engine;
+    let (group, version, kind) = match (storage.group, storage.kind) {
+        ("events.k8s.io", "Event") => ("", "v1", "Event"),
+        (g, k) => (g, storage.version, k),
+    };
+    let d = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("{group}/{version}/{kind}").as_bytes(),
+    );
+    base64::engine::general_purpose::STANDARD.encode(&d.as_ref()[..8])
+}
+
 pub(crate) fn resource_list(
     rows: &[&'static ResourceInfo],
     group: &str,
     version: &str,
+    storage: impl Fn(&'static ResourceInfo) -> &'static ResourceInfo,
 ) -> Option<Value> {
     let mut list = Vec::new();
     for r in in_group(rows, group, version) {
+        let s = storage(r);
         let mut doc = json!({
             "name": r.plural,
             "singularName": r.singular,
             "namespaced": r.namespaced,
             "kind": r.kind,
             "verbs": resources::verbs(r),
+            "storageVersionHash": storage_version_hash(s),
         });
         if !r.short_names.is_empty() {
             doc["shortNames"] = json!(r.short_names);
@@ -189,91 +209,4 @@ fn version_doc(rows: &[&'static ResourceInfo], g: &str, v: &str) -> Value {
         })
         .collect();
     json!({"version": v, "resources": resources, "freshness": "Current"})
-}
-
-/// `/openapi/v3`: one document per group/version.
-pub(crate) fn openapi_v3_root(rows: &[&'static ResourceInfo]) -> Value {
-    let mut paths = serde_json::Map::new();
-    paths.insert(
-        "api/v1".into(),
-        json!({"serverRelativeURL": "/openapi/v3/api/v1?hash=fakeapi"}),
-    );
-    for (g, vs) in resources::groups_of(rows) {
-        for v in vs {
-            // The hash names the rows served, so a client's cache of a
-            // group's document changes when a CRD changes it.
-            let hash = rows
-                .iter()
-                .filter(|r| r.group == g && r.version == v)
-                .fold(0u64, |h, r| {
-                    r.plural.bytes().chain(r.kind.bytes()).fold(h, |h, b| {
-                        h.wrapping_mul(1_099_511_628_211).wrapping_add(b as u64)
-                    })
-                });
-            paths.insert(
-                format!("apis/{g}/{v}"),
-                json!({"serverRelativeURL": format!("/openapi/v3/apis/{g}/{v}?hash={hash:016x}")}),
-            );
-        }
-    }
-    json!({ "paths": paths })
-}
-
-/// A minimal OpenAPI v3 document for a group/version: its paths with the
-/// operations' group-version-kind and the `fieldValidation` parameter, which
-/// is what kubectl checks before leaving validation to the server (this
-/// server accepts unknown fields). Schemas are not served.
-pub(crate) fn openapi_v3_group_version(
-    rows: &[&'static ResourceInfo],
-    group: &str,
-    version: &str,
-) -> Option<Value> {
-    let mut paths = serde_json::Map::new();
-    let prefix = if group.is_empty() {
-        format!("/api/{version}")
-    } else {
-        format!("/apis/{group}/{version}")
-    };
-    for r in in_group(rows, group, version) {
-        let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
-        let params = json!([
-            {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-            {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-            {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
-        ]);
-        let op = |action: &str| {
-            json!({
-                "operationId": format!("{action}{}", r.kind),
-                "parameters": params,
-                "responses": {"200": {"description": "OK"}},
-                "x-kubernetes-action": action,
-                "x-kubernetes-group-version-kind": gvk,
-            })
-        };
-        let (collection, item) = if r.namespaced {
-            (
-                format!("{prefix}/namespaces/{{namespace}}/{}", r.plural),
-                format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", r.plural),
-            )
-        } else {
-            (
-                format!("{prefix}/{}", r.plural),
-                format!("{prefix}/{}/{{name}}", r.plural),
-            )
-        };
-        paths.insert(collection, json!({"post": op("post")}));
-        paths.insert(
-            item,
-            json!({"patch": op("patch"), "put": op("put"), "get": op("get")}),
-        );
-    }
-    if paths.is_empty() {
-        return None;
-    }
-    Some(json!({
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": format!("v{}.{}.0", SERVER_VERSION.0, SERVER_VERSION.1)},
-        "paths": paths,
-        "components": {"schemas": {}},
-    }))
 }

@@ -51,18 +51,22 @@ mod crd;
 mod defaults;
 mod discovery;
 mod error;
+mod health;
 mod manifest;
 pub mod negotiate;
+mod openapi;
 pub mod patch;
 pub mod protobuf;
 pub mod quantity;
 mod registry;
 pub mod resources;
+mod reviews;
 mod schema;
 pub mod selector;
 mod server;
 mod store;
 mod strategy;
+mod strict;
 mod table;
 mod timers;
 mod validation;
@@ -70,6 +74,7 @@ mod watch;
 
 pub use activity::{
     tcp_queued_bytes, AccountingViolation, Activity, ActivitySnapshot, Connection, GroupActivity,
+    ServerEnd, ServerLook,
 };
 pub use admission::WebhookCalls;
 pub use crd::COSCHEDULING_PODGROUP_CRD;

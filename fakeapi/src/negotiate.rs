@@ -1,9 +1,10 @@
 //! What form a response takes, from the request's `Accept` header, as the
 //! real server negotiates it: the first clause it can serve wins.
 //!
-//! Answers are JSON (see [`crate::protobuf`]); besides the objects
-//! themselves, a clause may ask for a transformation of them with its `as`,
-//! `g` and `v` parameters:
+//! Answers are JSON or, for a clause of `application/vnd.kubernetes.protobuf`,
+//! protobuf (see [`crate::protobuf`]); besides the objects themselves, a
+//! clause may ask for a transformation of them with its `as`, `g` and `v`
+//! parameters:
 //!
 //! - `as=Table;g=meta.k8s.io;v=v1` (or `v1beta1`): kubectl's tables;
 //! - `as=PartialObjectMetadata;g=meta.k8s.io;v=v1` (or `v1beta1`) for a get or a
@@ -11,10 +12,13 @@
 //!   client-go's metadata client asks (the garbage collector and quota
 //!   controller of kube-controller-manager watch every resource this way).
 //!
-//! A protobuf clause is skipped (client-go always offers JSON after it),
-//! and so is a clause asking for a transformation that does not apply to
-//! the request (a `PartialObjectMetadataList` for a get), as the real
-//! server skips what it cannot produce; nothing acceptable is a 406.
+//! As kube-apiserver, a protobuf clause is served for the objects of a
+//! built-in kind and for `PartialObjectMetadata(List)` of any resource; it
+//! is skipped for a custom resource's objects (they have no protobuf form)
+//! and for a Table (JSON only). A clause asking for a transformation that
+//! does not apply to the request (a `PartialObjectMetadataList` for a get)
+//! is skipped too, as the real server skips what it cannot produce;
+//! nothing acceptable is a 406.
 //!
 //! ```
 //! use fakeapi::negotiate::{negotiate, Form, Verb};
@@ -51,24 +55,51 @@ pub enum Form {
     Metadata,
 }
 
-/// The form the first acceptable clause of `accept` asks for, or `None`
-/// when no clause can be served (the server answers 406). An empty header
-/// accepts anything.
+/// How a response is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Media {
+    Json,
+    /// `application/vnd.kubernetes.protobuf`.
+    Protobuf,
+}
+
+/// The form the first acceptable clause of `accept` asks for, for a
+/// resource without a protobuf form, or `None` when no clause can be
+/// served (the server answers 406). An empty header accepts anything.
 pub fn negotiate(accept: &str, verb: Verb) -> Option<Form> {
+    negotiate_media(accept, verb, false).map(|(form, _)| form)
+}
+
+/// The form and encoding the first acceptable clause of `accept` asks for;
+/// `protobuf`: whether the resource's objects have a protobuf form (a
+/// built-in kind).
+///
+/// ```
+/// use fakeapi::negotiate::{negotiate_media, Form, Media, Verb};
+/// let go = "application/vnd.kubernetes.protobuf, */*";
+/// assert_eq!(negotiate_media(go, Verb::Watch, true), Some((Form::Object, Media::Protobuf)));
+/// // A custom resource: the protobuf clause is skipped.
+/// assert_eq!(negotiate_media(go, Verb::Watch, false), Some((Form::Object, Media::Json)));
+/// assert_eq!(negotiate_media("application/vnd.kubernetes.protobuf", Verb::Get, false), None);
+/// ```
+pub fn negotiate_media(accept: &str, verb: Verb, protobuf: bool) -> Option<(Form, Media)> {
     if accept.trim().is_empty() {
-        return Some(Form::Object);
+        return Some((Form::Object, Media::Json));
     }
     accept
         .split(',')
-        .find_map(|clause| clause_form(clause, verb))
+        .find_map(|clause| clause_form(clause, verb, protobuf))
 }
 
-fn clause_form(clause: &str, verb: Verb) -> Option<Form> {
+fn clause_form(clause: &str, verb: Verb, protobuf: bool) -> Option<(Form, Media)> {
     let mut parts = clause.split(';');
-    let media = parts.next().unwrap_or("").trim();
-    if !matches!(media, "application/json" | "*/*" | "application/*") {
-        return None;
-    }
+    let media = match parts.next().unwrap_or("").trim() {
+        "application/json" | "*/*" | "application/*" => Media::Json,
+        // A build without the message tables skips the clause, as a server
+        // that does not speak protobuf would.
+        crate::protobuf::MEDIA_TYPE if crate::protobuf::unavailable().is_none() => Media::Protobuf,
+        _ => return None,
+    };
     let (mut r#as, mut g, mut v) = ("", "", "");
     for p in parts {
         let Some((k, val)) = p.split_once('=') else {
@@ -82,17 +113,19 @@ fn clause_form(clause: &str, verb: Verb) -> Option<Form> {
         }
     }
     if r#as.is_empty() {
-        return Some(Form::Object);
+        return (media == Media::Json || protobuf).then_some((Form::Object, media));
     }
     if g != "meta.k8s.io" || !matches!(v, "v1" | "v1beta1") {
         return None;
     }
-    match (r#as, verb) {
-        ("Table", _) => Some(Form::Table),
-        ("PartialObjectMetadata", Verb::Get | Verb::Watch) => Some(Form::Metadata),
-        ("PartialObjectMetadataList", Verb::List) => Some(Form::Metadata),
-        _ => None,
-    }
+    let form = match (r#as, verb) {
+        // kube-apiserver's tables are JSON (or YAML) only.
+        ("Table", _) if media == Media::Json => Form::Table,
+        ("PartialObjectMetadata", Verb::Get | Verb::Watch) => Form::Metadata,
+        ("PartialObjectMetadataList", Verb::List) => Form::Metadata,
+        _ => return None,
+    };
+    Some((form, media))
 }
 
 /// The `meta.k8s.io/v1 PartialObjectMetadata` of an object: its metadata,
@@ -151,6 +184,39 @@ mod tests {
             Some(Form::Object)
         );
         assert_eq!(negotiate("application/yaml", Verb::Get), None);
+    }
+
+    #[test]
+    fn protobuf_is_served_for_built_in_objects_and_metadata() {
+        let m = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+        // Metadata in protobuf for every resource, custom ones too.
+        for built_in in [true, false] {
+            assert_eq!(
+                negotiate_media(m, Verb::List, built_in),
+                Some((Form::Metadata, Media::Protobuf))
+            );
+        }
+        let t = "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1,application/json";
+        assert_eq!(
+            negotiate_media(t, Verb::List, true),
+            Some((Form::Object, Media::Json))
+        );
+        assert_eq!(
+            negotiate_media(
+                "application/vnd.kubernetes.protobuf;stream=watch",
+                Verb::Watch,
+                true
+            ),
+            Some((Form::Object, Media::Protobuf))
+        );
+        assert_eq!(
+            negotiate_media(
+                "application/json, application/vnd.kubernetes.protobuf",
+                Verb::Get,
+                true
+            ),
+            Some((Form::Object, Media::Json))
+        );
     }
 
     #[test]

@@ -103,9 +103,10 @@ pub const CUSTOM_PATCH_TYPES: &[&str] = &[
 
 /// Patches a custom object: strategic merge is refused with the real
 /// server's 415 (custom resources have no patch strategies), and an apply
-/// merges its YAML as a JSON merge patch, except that the lists `schema`
-/// marks `x-kubernetes-list-type: map` are merged entry by entry
-/// ([`Schema::apply_merge`]; fields are not tracked per manager).
+/// merges its YAML as structured-merge-diff does, by the list and map
+/// types of `schema` and of ObjectMeta (`store/fields.rs`'s
+/// `merge_applied`: a `set` list value by value, a `map` list item by
+/// item, `metadata.finalizers` a set whatever the kind).
 pub(crate) fn apply_patch_custom(
     kind: PatchKind,
     target: &Value,
@@ -127,10 +128,11 @@ pub(crate) fn apply_patch_custom(
                 ));
             }
             let mut doc = target.clone();
-            match schema {
-                Some(s) => s.apply_merge(&mut doc, &p),
-                None => json_patch::merge(&mut doc, &p),
-            }
+            crate::store::fields::merge_applied(
+                &mut doc,
+                &p,
+                crate::store::fields::Ty::root(schema, true),
+            );
             Ok(doc)
         }
         _ => apply_patch(kind, target, body),

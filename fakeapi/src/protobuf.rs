@@ -11,9 +11,11 @@
 //! (`crd.rs`) straight into that JSON. Only the kinds clients write are
 //! read; any other kind is a 415 naming it, never a guess.
 //!
-//! Responses stay JSON: client-go always offers it (`Accept:
-//! application/vnd.kubernetes.protobuf, */*` or `…,application/json`) and
-//! decodes a response, watch streams included, by its Content-Type.
+//! Responses are written in protobuf when a client asks for it first
+//! (`answer.rs`), by one encoder for every built-in kind driven by
+//! Kubernetes' message descriptors (`schema.rs`, generated at build time
+//! from the `.proto` files of the Go modules; `write.rs`, and its inverse
+//! `read.rs`).
 
 use crate::error::ApiError;
 use k8s_openapi::api::{batch, coordination, core, events, policy};
@@ -24,10 +26,28 @@ use prost::Message;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+mod answer;
 mod crd;
+
 mod job;
 mod pod;
+mod read;
+mod schema;
 mod service;
+mod write;
+
+pub use answer::{decode_any, decode_watch, encode, has_message, DecodeError, WATCH_MEDIA_TYPE};
+pub(crate) use answer::{
+    encode_json, encode_list, encode_partial, watch_frame, watch_frame_json, Encoded,
+};
+
+/// Why this build of fakeapi answers no protobuf (its build found no
+/// `.proto` files: Go's module cache did not hold the modules, see
+/// `fakeapi/build.rs`), or `None` when it does. Without them every client
+/// is answered in JSON, which each accepts after protobuf.
+pub fn unavailable() -> Option<&'static str> {
+    schema::unavailable()
+}
 
 /// The four bytes before every protobuf-encoded Kubernetes object.
 pub const MAGIC: &[u8] = b"k8s\0";
@@ -206,6 +226,20 @@ fn timestamp(seconds: Option<i64>, nanos: Option<i32>) -> Timestamp {
     Timestamp::new(seconds.unwrap_or(0), nanos.unwrap_or(0)).unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
+/// A `Time` as Go writes it: its zero value (`null` in JSON) is an empty
+/// message, which is no time at all, not 1970 (`metav1.Time`'s
+/// `Unmarshal` of no bytes).
+fn time(t: Option<pb_meta::Time>) -> Option<meta::Time> {
+    t.filter(|t| t.seconds.is_some() || t.nanos.is_some())
+        .map(Conv::conv)
+}
+
+/// As [`time`], for a `MicroTime`.
+fn micro_time(t: Option<pb_meta::MicroTime>) -> Option<meta::MicroTime> {
+    t.filter(|t| t.seconds.is_some() || t.nanos.is_some())
+        .map(Conv::conv)
+}
+
 impl Conv for pb_meta::Time {
     type Out = meta::Time;
     fn conv(self) -> meta::Time {
@@ -265,9 +299,9 @@ impl Conv for pb_meta::ObjectMeta {
     fn conv(self) -> meta::ObjectMeta {
         meta::ObjectMeta {
             annotations: map(self.annotations),
-            creation_timestamp: self.creation_timestamp.conv(),
+            creation_timestamp: time(self.creation_timestamp),
             deletion_grace_period_seconds: self.deletion_grace_period_seconds,
-            deletion_timestamp: self.deletion_timestamp.conv(),
+            deletion_timestamp: time(self.deletion_timestamp),
             finalizers: strings(self.finalizers),
             generate_name: text(self.generate_name),
             generation: self.generation.filter(|g| *g != 0),
@@ -350,7 +384,7 @@ impl Conv for k8s_pb::api::core::v1::EventSeries {
     fn conv(self) -> core::v1::EventSeries {
         core::v1::EventSeries {
             count: self.count,
-            last_observed_time: self.last_observed_time.conv(),
+            last_observed_time: micro_time(self.last_observed_time),
         }
     }
 }
@@ -361,10 +395,10 @@ impl Conv for k8s_pb::api::core::v1::Event {
         core::v1::Event {
             action: self.action,
             count: self.count,
-            event_time: self.event_time.conv(),
-            first_timestamp: self.first_timestamp.conv(),
+            event_time: micro_time(self.event_time),
+            first_timestamp: time(self.first_timestamp),
             involved_object: self.involved_object.conv().unwrap_or_default(),
-            last_timestamp: self.last_timestamp.conv(),
+            last_timestamp: time(self.last_timestamp),
             message: self.message,
             metadata: self.metadata.conv().unwrap_or_default(),
             reason: self.reason,
@@ -397,10 +431,10 @@ impl Conv for k8s_pb::api::events::v1::Event {
         events::v1::Event {
             action: self.action,
             deprecated_count: self.deprecated_count,
-            deprecated_first_timestamp: self.deprecated_first_timestamp.conv(),
-            deprecated_last_timestamp: self.deprecated_last_timestamp.conv(),
+            deprecated_first_timestamp: time(self.deprecated_first_timestamp),
+            deprecated_last_timestamp: time(self.deprecated_last_timestamp),
             deprecated_source: self.deprecated_source.conv(),
-            event_time: self.event_time.conv(),
+            event_time: micro_time(self.event_time),
             metadata: self.metadata.conv().unwrap_or_default(),
             note: self.note,
             reason: self.reason,
@@ -418,12 +452,12 @@ impl Conv for k8s_pb::api::coordination::v1::LeaseSpec {
     type Out = coordination::v1::LeaseSpec;
     fn conv(self) -> coordination::v1::LeaseSpec {
         coordination::v1::LeaseSpec {
-            acquire_time: self.acquire_time.conv(),
+            acquire_time: micro_time(self.acquire_time),
             holder_identity: self.holder_identity,
             lease_duration_seconds: self.lease_duration_seconds,
             lease_transitions: self.lease_transitions,
             preferred_holder: self.preferred_holder,
-            renew_time: self.renew_time.conv(),
+            renew_time: micro_time(self.renew_time),
             strategy: self.strategy,
         }
     }
@@ -510,6 +544,45 @@ mod tests {
             .encode_to_vec(),
         );
         body
+    }
+
+    /// Go writes a zero `metav1.Time` as an empty message: no time, not
+    /// 1970 (a client's condition without a transition time, as the e2e
+    /// suite writes one through a CRD's status).
+    #[test]
+    fn an_empty_time_is_no_time() {
+        use k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1 as pb;
+        let condition = |t: Option<pb_meta::Time>| pb::CustomResourceDefinitionCondition {
+            message: Some("updated".into()),
+            last_transition_time: t,
+            ..Default::default()
+        };
+        let crd = pb::CustomResourceDefinition {
+            metadata: Some(pb_meta::ObjectMeta {
+                name: Some("a.b.c".into()),
+                ..Default::default()
+            }),
+            status: Some(pb::CustomResourceDefinitionStatus {
+                conditions: vec![
+                    condition(Some(pb_meta::Time::default())),
+                    condition(Some(pb_meta::Time {
+                        seconds: Some(1_700_000_000),
+                        nanos: Some(0),
+                    })),
+                ],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let v = decode(&envelope(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            crd.encode_to_vec(),
+        ))
+        .unwrap();
+        let cs = &v["status"]["conditions"];
+        assert!(cs[0].get("lastTransitionTime").is_none(), "{cs}");
+        assert_eq!(cs[1]["lastTransitionTime"], "2023-11-14T22:13:20Z");
     }
 
     #[test]

@@ -181,6 +181,17 @@ impl Registry {
             .cloned()
     }
 
+    /// Every served version of every CRD, in installation order (a CRD
+    /// whose resource shadows a built-in one included: its schema is
+    /// published all the same).
+    pub(crate) fn served_versions(&self) -> Vec<Arc<CustomVersion>> {
+        self.versions
+            .iter()
+            .filter(|c| c.def.served)
+            .cloned()
+            .collect()
+    }
+
     /// The served rows, in installation order.
     pub(crate) fn rows(&self) -> impl Iterator<Item = &'static ResourceInfo> + '_ {
         self.versions

@@ -24,6 +24,11 @@ pub struct ResourceInfo {
     pub subresources: &'static [&'static str],
     pub short_names: &'static [&'static str],
     pub categories: &'static [&'static str],
+    /// Whether objects of this kind are kept. `false`: a create-only
+    /// kind whose create is answered and nothing stored (a Binding binds
+    /// its pod; a TokenReview or SubjectAccessReview is answered with its
+    /// status, as kube-apiserver's REST storage of them has only `Create`).
+    pub stored: bool,
 }
 
 impl ResourceInfo {
@@ -72,6 +77,33 @@ const fn row(
         subresources,
         short_names,
         categories,
+        stored: true,
+    }
+}
+
+/// A create-only row (see [`ResourceInfo::stored`]): no subresources,
+/// short names nor categories, as kube-apiserver lists its reviews.
+const fn create_only(
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    namespaced: bool,
+) -> ResourceInfo {
+    ResourceInfo {
+        stored: false,
+        ..row(
+            group,
+            version,
+            kind,
+            plural,
+            singular,
+            namespaced,
+            &[],
+            &[],
+            &[],
+        )
     }
 }
 
@@ -110,21 +142,11 @@ pub static RESOURCES: &[ResourceInfo] = &[
         "namespaces",
         "namespace",
         CLUSTER,
-        &["status"],
+        &["status", "finalize"],
         &["ns"],
         &[],
     ),
-    row(
-        "",
-        "v1",
-        "Binding",
-        "bindings",
-        "binding",
-        NS,
-        &[],
-        &[],
-        &[],
-    ),
+    create_only("", "v1", "Binding", "bindings", "binding", NS),
     row("", "v1", "Event", "events", "event", NS, &[], &["ev"], &[]),
     row(
         "",
@@ -237,6 +259,19 @@ pub static RESOURCES: &[ResourceInfo] = &[
         &["limits"],
         &[],
     ),
+    // Discovered by clients and the e2e suite's discovery tests; nothing
+    // in a simulation makes an APIService (fakeapi aggregates no server).
+    row(
+        "apiregistration.k8s.io",
+        "v1",
+        "APIService",
+        "apiservices",
+        "apiservice",
+        CLUSTER,
+        &["status"],
+        &[],
+        &["api-extensions"],
+    ),
     row(
         "apps",
         "v1",
@@ -281,6 +316,84 @@ pub static RESOURCES: &[ResourceInfo] = &[
         &["ds"],
         ALL,
     ),
+    // kube-apiserver's reviews: a create answered with its status, kept
+    // nowhere (`crate::reviews`). fakeapi authenticates nobody and allows
+    // every request, so every requester is `system:admin` and every review
+    // allows.
+    create_only(
+        "authentication.k8s.io",
+        "v1",
+        "SelfSubjectReview",
+        "selfsubjectreviews",
+        "selfsubjectreview",
+        CLUSTER,
+    ),
+    create_only(
+        "authentication.k8s.io",
+        "v1",
+        "TokenReview",
+        "tokenreviews",
+        "tokenreview",
+        CLUSTER,
+    ),
+    create_only(
+        "authorization.k8s.io",
+        "v1",
+        "LocalSubjectAccessReview",
+        "localsubjectaccessreviews",
+        "localsubjectaccessreview",
+        NS,
+    ),
+    create_only(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        CLUSTER,
+    ),
+    create_only(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectRulesReview",
+        "selfsubjectrulesreviews",
+        "selfsubjectrulesreview",
+        CLUSTER,
+    ),
+    create_only(
+        "authorization.k8s.io",
+        "v1",
+        "SubjectAccessReview",
+        "subjectaccessreviews",
+        "subjectaccessreview",
+        CLUSTER,
+    ),
+    // Both versions kube-apiserver serves, v2 (its preferred and storage
+    // version) first; here each version is a table of its own: an object
+    // written in one is not seen in the other, where kube-apiserver
+    // converts it (nothing in a simulation writes either).
+    row(
+        "autoscaling",
+        "v2",
+        "HorizontalPodAutoscaler",
+        "horizontalpodautoscalers",
+        "horizontalpodautoscaler",
+        NS,
+        &["status"],
+        &["hpa"],
+        ALL,
+    ),
+    row(
+        "autoscaling",
+        "v1",
+        "HorizontalPodAutoscaler",
+        "horizontalpodautoscalers",
+        "horizontalpodautoscaler",
+        NS,
+        &["status"],
+        &["hpa"],
+        ALL,
+    ),
     row(
         "batch",
         "v1",
@@ -291,6 +404,64 @@ pub static RESOURCES: &[ResourceInfo] = &[
         &["status"],
         &[],
         ALL,
+    ),
+    // Stored only: fakeapi runs no cronjob controller (`batkube run
+    // --controller` can run kube-controller-manager's).
+    row(
+        "batch",
+        "v1",
+        "CronJob",
+        "cronjobs",
+        "cronjob",
+        NS,
+        &["status"],
+        &["cj"],
+        ALL,
+    ),
+    // Stored, approved and denied through `approval`; nothing signs them.
+    row(
+        "certificates.k8s.io",
+        "v1",
+        "CertificateSigningRequest",
+        "certificatesigningrequests",
+        "certificatesigningrequest",
+        CLUSTER,
+        &["approval", "status"],
+        &["csr"],
+        &[],
+    ),
+    row(
+        "networking.k8s.io",
+        "v1",
+        "IngressClass",
+        "ingressclasses",
+        "ingressclass",
+        CLUSTER,
+        &[],
+        &[],
+        &[],
+    ),
+    row(
+        "networking.k8s.io",
+        "v1",
+        "Ingress",
+        "ingresses",
+        "ingress",
+        NS,
+        &["status"],
+        &["ing"],
+        &[],
+    ),
+    row(
+        "networking.k8s.io",
+        "v1",
+        "NetworkPolicy",
+        "networkpolicies",
+        "networkpolicy",
+        NS,
+        &[],
+        &["netpol"],
+        &[],
     ),
     row(
         "policy",
@@ -596,7 +767,7 @@ pub(crate) fn crd_row() -> (usize, &'static ResourceInfo) {
     (i, &RESOURCES[i])
 }
 
-/// The served built-in groups with their (single) version, in table order.
+/// The served built-in groups with each of their versions, in table order.
 pub fn groups() -> Vec<(&'static str, &'static str)> {
     let mut out: Vec<(&str, &str)> = Vec::new();
     for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
@@ -677,13 +848,14 @@ pub(crate) fn intern(
             subresources: leak_all(subresources),
             short_names: leak_all(short_names),
             categories: leak_all(categories),
+            stored: true,
         }))
     })
 }
 
 /// Verbs advertised in discovery for the main resource.
 pub fn verbs(info: &ResourceInfo) -> &'static [&'static str] {
-    if info.plural == "bindings" {
+    if !info.stored {
         &["create"]
     } else {
         &[
@@ -705,6 +877,7 @@ pub fn subresource_discovery(sub: &str) -> (&'static str, &'static str, &'static
         "binding" => ("", "Binding", &["create"]),
         "eviction" => ("policy", "Eviction", &["create"]),
         "scale" => ("autoscaling", "Scale", &["get", "patch", "update"]),
+        "finalize" => ("", "", &["update"]),
         _ => ("", "", &["get", "patch", "update"]),
     }
 }

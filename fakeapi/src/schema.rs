@@ -9,15 +9,15 @@
 //! words them and carry the field path the real server reports (`spec.minMember`,
 //! `spec.items[0].name`), so clients see the same 422.
 //!
-//! Server-side apply merges `x-kubernetes-list-type: map` lists by their
-//! `x-kubernetes-list-map-keys` ([`Schema::apply_merge`]).
+//! Server-side apply reads the schema's list and map types
+//! (`x-kubernetes-list-type`, `-list-map-keys`, `x-kubernetes-map-type`)
+//! to merge and own fields (`store/fields.rs`).
 //!
 //! CEL rules (`x-kubernetes-validations`) are compiled with the schema and
 //! run after its validation ([`Schema::validate_rules`], `cel.rs`).
 //!
 //! On updates, errors at values unchanged from their correlated old ones
-//! are ratcheted ([`Schema::ratchet`]). Not covered: field ownership
-//! (managedFields), set-type lists.
+//! are ratcheted ([`Schema::ratchet`]).
 
 pub(crate) mod cel;
 
@@ -167,20 +167,42 @@ impl Schema {
         unknown
     }
 
-    /// Merges a server-side apply configuration into `target` as the
-    /// structured merge does for fields present in it: objects field by
-    /// field (a null removes), `x-kubernetes-list-type: map` lists entry
-    /// by entry (matched on their `x-kubernetes-list-map-keys`; an entry
-    /// the configuration does not name stays, as another manager's would),
-    /// other lists and scalars replaced. Without field ownership, nothing
-    /// is removed for being left out (real apply removes a field its
-    /// manager owned alone and no longer applies). Two managers applying
-    /// different conditions of one object keep both, as on a real server
-    /// (Kueue's job reconciler applies `Finished`, its scheduler
-    /// `QuotaReserved`; replacing the list made each erase the other's,
-    /// for ever).
-    pub(crate) fn apply_merge(&self, target: &mut Value, config: &Value) {
-        merge_applied(target, config, Some(self));
+    /// The unknown fields of a built-in object, against its kind's schema
+    /// (what Go's strict decoding of the kind's type finds): an object
+    /// whose schema names neither properties nor additional properties
+    /// (`RawExtension`, `FieldsV1`, a recursion cut short) takes any.
+    pub(crate) fn unknown_typed_fields(&self, obj: &Value) -> Vec<String> {
+        fn walk(x: &Value, s: &Schema, path: &str, out: &mut Vec<String>) {
+            match x {
+                Value::Object(m) => {
+                    if s.properties.is_empty() && s.additional.is_none() {
+                        return;
+                    }
+                    for (k, v) in m {
+                        if let Some(p) = s.properties.get(k) {
+                            walk(v, p, &child(path, k), out);
+                        } else {
+                            match &s.additional {
+                                Some(Additional::Schema(a)) => walk(v, a, &child(path, k), out),
+                                Some(Additional::Bool(true)) => {}
+                                _ => out.push(child(path, k)),
+                            }
+                        }
+                    }
+                }
+                Value::Array(a) => {
+                    if let Some(items) = s.items.as_deref() {
+                        for (i, v) in a.iter().enumerate() {
+                            walk(v, items, &format!("{path}[{i}]"), out);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        walk(obj, self, "", &mut out);
+        out
     }
 
     /// The schema of field `k` of an object (a property, or the schema of
@@ -805,54 +827,6 @@ fn skip_prune(x: &mut Value, s: &Schema, path: &str, unknown: &mut Vec<String>) 
             }
         }
         _ => {}
-    }
-}
-
-fn merge_applied(target: &mut Value, config: &Value, s: Option<&Schema>) {
-    match config {
-        Value::Object(c) => {
-            if !target.is_object() {
-                *target = Value::Object(Map::new());
-            }
-            let t = target.as_object_mut().expect("an object");
-            for (k, v) in c {
-                if v.is_null() {
-                    t.remove(k);
-                    continue;
-                }
-                let fs = field_schema(s, k);
-                match t.get_mut(k) {
-                    Some(old) => merge_applied(old, v, fs),
-                    None => {
-                        let mut fresh = Value::Null;
-                        merge_applied(&mut fresh, v, fs);
-                        t.insert(k.clone(), fresh);
-                    }
-                }
-            }
-        }
-        Value::Array(items) => {
-            let keys = s.and_then(|s| s.map_keys.as_ref());
-            let item_schema = s.and_then(|s| s.items.as_deref());
-            match (keys, target.as_array_mut()) {
-                (Some(keys), Some(old)) => {
-                    let key_of = |x: &Value| -> Vec<Value> {
-                        keys.iter()
-                            .map(|k| x.get(k).cloned().unwrap_or(Value::Null))
-                            .collect()
-                    };
-                    for item in items {
-                        let key = key_of(item);
-                        match old.iter_mut().find(|o| key_of(o) == key) {
-                            Some(o) => merge_applied(o, item, item_schema),
-                            None => old.push(item.clone()),
-                        }
-                    }
-                }
-                _ => *target = config.clone(),
-            }
-        }
-        _ => *target = config.clone(),
     }
 }
 

@@ -6,7 +6,9 @@ use crate::admission;
 use crate::conn::{ConnHandle, ConnTrack, TrackedListener};
 use crate::discovery;
 use crate::error::{ApiError, FieldError};
-use crate::negotiate::{negotiate, partial_json, Form, Verb};
+use crate::health;
+use crate::negotiate::{negotiate_media, partial_json, Form, Media, Verb};
+use crate::openapi;
 use crate::patch::PatchKind;
 use crate::registry::Served;
 use crate::selector::Selection;
@@ -235,7 +237,7 @@ pub fn kubeconfig_yaml(addr: SocketAddr) -> String {
 /// (with an optional fraction) each followed by a unit (`ns`, `us`, `µs`,
 /// `μs`, `ms`, `s`, `m`, `h`), or `0`; in nanoseconds, with Go's error
 /// messages.
-fn go_duration(text: &str) -> Result<i128, String> {
+pub(crate) fn go_duration(text: &str) -> Result<i128, String> {
     let quoted = format!("{text:?}");
     let invalid = || format!("time: invalid duration {quoted}");
     let mut s = text;
@@ -314,6 +316,65 @@ fn value_response(code: u16, v: &Value) -> Response {
 
 fn error_response(e: &ApiError) -> Response {
     value_response(e.code(), &e.to_status())
+}
+
+fn proto_response(code: u16, body: impl Into<Bytes>) -> Response {
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, crate::protobuf::MEDIA_TYPE)
+        .body(Body::from(body.into()))
+        .expect("valid response")
+}
+
+/// How a request's single objects are written (what a write returns, a
+/// `Status`, an error): the form and encoding its `Accept` asks for one
+/// object (see [`crate::negotiate`]).
+#[derive(Debug, Clone, Copy)]
+struct Out {
+    form: Form,
+    media: Media,
+    /// Errors' `Status`: protobuf for a client that asks for it first,
+    /// custom resources included (kube-apiserver's error writer offers
+    /// every serializer of the endpoint, protobuf too, where a custom
+    /// object's answer offers JSON and YAML only).
+    error_media: Media,
+}
+
+impl Out {
+    /// Any value by its own `apiVersion` and `kind` (a `Status`, a
+    /// `Scale`, a list): protobuf when asked for and the kind has a message.
+    fn value(&self, code: u16, v: &Value) -> Response {
+        if self.media == Media::Protobuf {
+            if let Some(b) = crate::protobuf::encode(v) {
+                return proto_response(code, b);
+            }
+        }
+        value_response(code, v)
+    }
+
+    /// A stored object (its value and JSON bytes), in the form asked for
+    /// (a table is for reads: a write answers the object).
+    fn object(&self, code: u16, value: &Value, json: Bytes) -> Response {
+        match (self.form, self.media) {
+            (Form::Metadata, Media::Protobuf) => {
+                proto_response(code, crate::protobuf::encode_partial(value))
+            }
+            (Form::Metadata, Media::Json) => json_response(code, partial_json(&json)),
+            (_, Media::Protobuf) => match crate::protobuf::encode(value) {
+                Some(b) => proto_response(code, b),
+                None => json_response(code, json),
+            },
+            (_, Media::Json) => json_response(code, json),
+        }
+    }
+
+    fn error(&self, e: &ApiError) -> Response {
+        let out = Out {
+            media: self.error_media,
+            ..*self
+        };
+        out.value(e.code(), &e.to_status())
+    }
 }
 
 fn success_status(code: u16) -> Value {
@@ -441,12 +502,13 @@ impl Req {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
     }
-    /// The form the response to a read takes (see [`crate::negotiate`]).
-    fn form(&self, verb: Verb) -> Result<Form, ApiError> {
+    /// The form and encoding of the response to a read of `served` (see
+    /// [`crate::negotiate`]).
+    fn answer(&self, verb: Verb, served: &Served) -> Result<(Form, Media), ApiError> {
         let accept = self.header(header::ACCEPT);
-        negotiate(accept, verb).ok_or_else(|| {
+        negotiate_media(accept, verb, protobuf_objects(served)).ok_or_else(|| {
             ApiError::NotAcceptable(format!(
-                "fakeapi cannot answer this {} in any form the request accepts ({accept:?}): it answers application/json, as a Table or as PartialObjectMetadata(List) of meta.k8s.io/v1",
+                "fakeapi cannot answer this {} in any form the request accepts ({accept:?}): it answers application/json, application/vnd.kubernetes.protobuf (built-in kinds), as a Table (JSON) or as PartialObjectMetadata(List) of meta.k8s.io/v1",
                 match verb {
                     Verb::Get => "get",
                     Verb::List => "list",
@@ -491,6 +553,43 @@ impl Req {
         serde_json::from_slice(&self.body)
             .map_err(|e| ApiError::BadRequest(format!("the request body is not valid JSON: {e}")))
     }
+}
+
+/// `/openapi/v2`, in JSON, with an ETag that a client sends back in
+/// `If-None-Match` to be answered 304 while nothing changed.
+/// kube-apiserver serves it in protobuf too (what client-go's
+/// `OpenAPISchema` asks for alone): such a request gets a 406 here, which
+/// kubectl takes as no v2 document (it reads v3 first).
+fn openapi_v2(ctx: &Ctx, r: &Req) -> Response {
+    let accept = r.header(header::ACCEPT);
+    let json_ok = accept.trim().is_empty()
+        || accept.split(',').any(|m| {
+            let m = m.split(';').next().unwrap_or("").trim();
+            matches!(m, "application/json" | "application/*" | "*/*")
+        });
+    if !json_ok {
+        return error_response(&ApiError::NotAcceptable(format!(
+            "fakeapi answers /openapi/v2 in application/json only, which the request does not accept ({accept:?})"
+        )));
+    }
+    let body = serde_json::to_vec(&openapi::v2(&ctx.store.custom_versions())).expect("json");
+    let hash = body.iter().fold(14_695_981_039_346_656_037u64, |h, b| {
+        (h ^ *b as u64).wrapping_mul(1_099_511_628_211)
+    });
+    let etag = format!("\"{hash:016X}\"");
+    if r.header(header::IF_NONE_MATCH) == etag {
+        return Response::builder()
+            .status(StatusCode::NOT_MODIFIED)
+            .header(header::ETAG, etag)
+            .body(Body::empty())
+            .expect("valid response");
+    }
+    Response::builder()
+        .status(200)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ETAG, etag)
+        .body(Body::from(body))
+        .expect("valid response")
 }
 
 async fn route(ctx: &Ctx, req: Request) -> (&'static str, String, Response) {
@@ -551,6 +650,9 @@ async fn route(ctx: &Ctx, req: Request) -> (&'static str, String, Response) {
     };
     // The rows served now: a CRD established a moment ago is in them.
     let rows = || ctx.store.resources();
+    let storage_of = |r: &'static crate::resources::ResourceInfo| {
+        ctx.store.served_for(r).map_or(r, |s| s.storage_info())
+    };
     let aggregated = |core: bool, v: &str| {
         text_response(
             200,
@@ -564,28 +666,47 @@ async fn route(ctx: &Ctx, req: Request) -> (&'static str, String, Response) {
             &json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/readyz", "/version"]}),
         ),
         (true, ["version"]) => value_response(200, &discovery::version()),
-        (true, ["healthz" | "livez" | "readyz", ..]) => {
-            text_response(200, "text/plain", "ok".into())
+        (true, [endpoint @ ("healthz" | "livez" | "readyz"), check @ ..]) => {
+            let exclude: Vec<&str> = r.q("exclude").into_iter().collect();
+            match health::answer(
+                endpoint,
+                &check.join("/"),
+                r.query.contains_key("verbose"),
+                &exclude,
+            ) {
+                Some((code, text)) => text_response(code, "text/plain; charset=utf-8", text),
+                None => not_found(),
+            }
         }
         (true, ["metrics"]) => text_response(200, "text/plain; version=0.0.4", render_metrics(ctx)),
         (true, ["api"]) => match r.wants_aggregated() {
             Some(v) => aggregated(true, v),
             None => value_response(200, &discovery::api_versions(&ctx.server_addr)),
         },
-        (true, ["api", "v1"]) => disc(discovery::resource_list(&rows(), "", "v1")),
+        (true, ["api", "v1"]) => disc(discovery::resource_list(&rows(), "", "v1", storage_of)),
         (true, ["apis"]) => match r.wants_aggregated() {
             Some(v) => aggregated(false, v),
             None => value_response(200, &discovery::api_group_list(&rows())),
         },
         (true, ["apis", g]) => disc(discovery::api_group(&rows(), g)),
-        (true, ["openapi", "v3"]) => value_response(200, &discovery::openapi_v3_root(&rows())),
-        (true, ["openapi", "v3", "api", v]) => {
-            disc(discovery::openapi_v3_group_version(&rows(), "", v))
-        }
-        (true, ["openapi", "v3", "apis", g, v]) => {
-            disc(discovery::openapi_v3_group_version(&rows(), g, v))
-        }
-        (true, ["apis", g, v]) => disc(discovery::resource_list(&rows(), g, v)),
+        (true, ["openapi", "v2"]) => openapi_v2(ctx, &r),
+        (true, ["openapi", "v3"]) => value_response(
+            200,
+            &openapi::v3_root(&rows(), &ctx.store.custom_versions()),
+        ),
+        (true, ["openapi", "v3", "api", v]) => disc(openapi::v3_group_version(
+            &rows(),
+            &ctx.store.custom_versions(),
+            "",
+            v,
+        )),
+        (true, ["openapi", "v3", "apis", g, v]) => disc(openapi::v3_group_version(
+            &rows(),
+            &ctx.store.custom_versions(),
+            g,
+            v,
+        )),
+        (true, ["apis", g, v]) => disc(discovery::resource_list(&rows(), g, v, storage_of)),
         (_, ["api", "v1", rest @ ..]) if !rest.is_empty() => {
             return resource_request(ctx, &r, "", "v1", rest).await;
         }
@@ -670,13 +791,38 @@ async fn resource_request(
         Ok(t) => t,
         Err(e) => return ("unknown", rest.join("/"), error_response(&e)),
     };
-    // Answers are JSON, which every client-go request offers to read; a
-    // client that takes only protobuf (or CBOR) is told so, not sent bytes
-    // it cannot decode.
+    // A client that takes nothing fakeapi can write for this resource (a
+    // custom resource's objects in protobuf only, CBOR) is told so, not
+    // sent bytes it cannot decode.
     let accept = r.header(header::ACCEPT);
-    if !crate::protobuf::accepts_json(accept) {
+    let protobuf = protobuf_objects(&t.served);
+    let servable = [Verb::Get, Verb::List, Verb::Watch]
+        .into_iter()
+        .find_map(|v| negotiate_media(accept, v, protobuf));
+    let Some((form, media)) = servable else {
         let e = ApiError::NotAcceptable(format!(
-            "fakeapi answers application/json only, and the request accepts {accept:?}"
+            "fakeapi cannot answer {} in any form the request accepts ({accept:?}): it answers application/json{}",
+            t.served.info.qualified_name(),
+            match (crate::protobuf::unavailable(), protobuf) {
+                (Some(_), _) => " (this build of fakeapi has no protobuf: it found no .proto files when it was built)",
+                (None, true) => " or application/vnd.kubernetes.protobuf",
+                (None, false) => " (a custom resource has no protobuf form)",
+            }
+        ));
+        return (
+            "unknown",
+            t.served.info.qualified_name(),
+            error_response(&e),
+        );
+    };
+    // A single object (a write's answer, an error) is written as a get's.
+    let (form, media) = negotiate_media(accept, Verb::Get, protobuf).unwrap_or((form, media));
+    // As kube-apiserver, which turns into a Table only what a storage with
+    // a table convertor answers: a create-only kind has none.
+    if form == Form::Table && !t.served.info.stored {
+        let e = ApiError::NotAcceptable(format!(
+            "fakeapi cannot answer {} as a Table: only application/json, application/yaml and application/vnd.kubernetes.protobuf are accepted",
+            t.served.info.qualified_name()
         ));
         return (
             "unknown",
@@ -684,19 +830,36 @@ async fn resource_request(
             error_response(&e),
         );
     }
+    let error_media = match negotiate_media(accept, Verb::Get, true) {
+        Some((Form::Object, m)) => m,
+        _ => media,
+    };
+    let out = Out {
+        form,
+        media,
+        error_media,
+    };
     let mut resource = t.served.info.qualified_name();
     if let Some(s) = t.sub {
         resource = format!("{resource}/{s}");
     }
-    let (verb, result) = dispatch(ctx, r, &t).await;
-    let resp = result.unwrap_or_else(|e| error_response(&e));
+    let (verb, result) = dispatch(ctx, r, &t, out).await;
+    let resp = result.unwrap_or_else(|e| out.error(&e));
     (verb, resource, resp)
+}
+
+/// Whether the objects of `served` have a protobuf form: a built-in kind's
+/// do, a custom resource's do not (kube-apiserver serves them as JSON).
+fn protobuf_objects(served: &Served) -> bool {
+    served.custom.is_none()
+        && crate::protobuf::has_message(&served.info.api_version(), served.info.kind)
 }
 
 async fn dispatch(
     ctx: &Ctx,
     r: &Req,
     t: &Target<'_>,
+    out: Out,
 ) -> (&'static str, Result<Response, ApiError>) {
     let store = &ctx.store;
     let served = &t.served;
@@ -714,10 +877,33 @@ async fn dispatch(
             }
         }
         let v = r.body_json()?;
-        strict_fields(r, served, &v)?;
+        if matches!(t.sub, None | Some("status")) {
+            strict_fields(r, served, &v)?;
+        }
         Ok(v)
     };
     match (&r.method, t.name, t.sub) {
+        // A create-only kind (`ResourceInfo::stored`): a Binding binds its
+        // pod, a review is answered (`crate::reviews`); nothing is kept,
+        // so nothing else can be asked of them.
+        (&Method::POST, None, None) if !info.stored && info.kind == "Binding" => {
+            ("create", create_binding(ctx, r, ns, None, out).await)
+        }
+        (&Method::POST, None, None) if !info.stored => (
+            "create",
+            dry_run(r, "CreateOptions")
+                .and_then(|_| body())
+                .and_then(|b| crate::reviews::answer(info, t.ns, b, &store.now_str()))
+                .map(|v| out.value(201, &v)),
+        ),
+        _ if !info.stored => (
+            "unknown",
+            Err(ApiError::MethodNotAllowed(format!(
+                "the server does not allow this method on the requested resource ({} {})",
+                r.method,
+                info.qualified_name()
+            ))),
+        ),
         (&Method::GET, None, None) if watching => ("watch", watch(ctx, r, t, None)),
         (&Method::GET, Some(name), None) if watching => ("watch", watch(ctx, r, t, Some(name))),
         (&Method::GET, None, None) => ("list", list(ctx, r, t)),
@@ -725,11 +911,12 @@ async fn dispatch(
             "get",
             store
                 .get_scale(served, ns, name)
-                .map(|s| value_response(200, &s)),
+                .map(|s| out.value(200, &s)),
         ),
         (&Method::GET, Some(name), None | Some("status")) => (
             "get",
-            r.form(Verb::Get).and_then(|form| {
+            r.answer(Verb::Get, served).and_then(|(form, media)| {
+                let out = Out { form, media, ..out };
                 store.get_in(served, ns, name).map(|s| match form {
                     Form::Table => {
                         let rv = s.value["metadata"]["resourceVersion"].clone();
@@ -745,15 +932,11 @@ async fn dispatch(
                         tbl["metadata"] = json!({"resourceVersion": rv});
                         value_response(200, &tbl)
                     }
-                    Form::Metadata => json_response(200, partial_json(&s.json)),
-                    Form::Object => json_response(200, s.json),
+                    Form::Metadata | Form::Object => out.object(200, &s.value, s.json),
                 })
             }),
         ),
         (&Method::POST, None, None) => {
-            if served.custom.is_none() && info.plural == "bindings" {
-                return ("create", create_binding(ctx, r, ns, None).await);
-            }
             let res = match dry_run(r, "CreateOptions").and_then(|_| body()) {
                 Ok(body) => admission::create(
                     store,
@@ -764,13 +947,13 @@ async fn dispatch(
                     Origin::Http,
                 )
                 .await
-                .map(|s| json_response(201, s.json)),
+                .map(|s| out.object(201, &s.value, s.json)),
                 Err(e) => Err(e),
             };
             ("create", res)
         }
         (&Method::POST, Some(name), Some("binding")) => {
-            ("create", create_binding(ctx, r, ns, Some(name)).await)
+            ("create", create_binding(ctx, r, ns, Some(name), out).await)
         }
         (&Method::POST, Some(name), Some("eviction")) => {
             let res = match r.body_json() {
@@ -780,7 +963,7 @@ async fn dispatch(
                     {
                         Ok(_) => store
                             .delete_in(served, ns, name, &DeleteOptions::default(), Origin::Http)
-                            .map(|_| value_response(201, &success_status(201))),
+                            .map(|_| out.value(201, &success_status(201))),
                         Err(e) => Err(e),
                     }
                 }
@@ -792,7 +975,7 @@ async fn dispatch(
             let res = body().and_then(|body| {
                 store
                     .write_scale(served, ns, name, ScaleWrite::Replace(body), Origin::Http)
-                    .map(|s| value_response(200, &s))
+                    .map(|s| out.value(200, &s))
             });
             ("update", res)
         }
@@ -809,7 +992,7 @@ async fn dispatch(
                     Origin::Http,
                 )
                 .await
-                .map(|(s, _)| json_response(200, s.json)),
+                .map(|(s, _)| out.object(200, &s.value, s.json)),
                 Err(e) => Err(e),
             };
             ("update", res)
@@ -834,7 +1017,7 @@ async fn dispatch(
                     Err(e) => Err(e),
                     Ok(()) if sub == Some("scale") => store
                         .write_scale(served, ns, name, ScaleWrite::Patch(kind, &r.body), Origin::Http)
-                        .map(|s| value_response(200, &s)),
+                        .map(|s| out.value(200, &s)),
                     Ok(()) => match dry_run(r, "PatchOptions") {
                         Err(e) => Err(e),
                         Ok(_) => admission::update(
@@ -849,7 +1032,7 @@ async fn dispatch(
                         )
                         .await
                         .map(|(s, created)| {
-                            json_response(if created { 201 } else { 200 }, s.json)
+                            out.object(if created { 201 } else { 200 }, &s.value, s.json)
                         }),
                     },
                 },
@@ -868,12 +1051,14 @@ async fn dispatch(
                     Origin::Http,
                 )
                 .await
-                .map(|d| deleted_response(served, d)),
+                .map(|d| deleted_response(served, d, out)),
                 Err(e) => Err(e),
             };
             ("delete", res)
         }
-        (&Method::DELETE, None, None) => ("deletecollection", delete_collection(ctx, r, t).await),
+        (&Method::DELETE, None, None) => {
+            ("deletecollection", delete_collection(ctx, r, t, out).await)
+        }
         _ => (
             "unknown",
             Err(ApiError::MethodNotAllowed(format!(
@@ -929,45 +1114,109 @@ fn patch_options(r: &Req, kind: PatchKind) -> Result<(), ApiError> {
     }
 }
 
-/// `fieldValidation=Strict` on a custom object: unknown fields are a 400
-/// (the server would otherwise prune them).
+/// `fieldValidation=Strict`: unknown fields are a 400 (a custom object's
+/// would be pruned; a built-in object's, which Go's decoding of its type
+/// would drop, are found against the kind's OpenAPI schema), and so are
+/// fields given twice in a JSON body of a built-in kind.
 fn strict_fields(r: &Req, served: &Served, body: &Value) -> Result<(), ApiError> {
-    let Some(cv) = served.custom.as_ref() else {
-        return Ok(());
-    };
     if r.q("fieldValidation") != Some("Strict") {
         return Ok(());
     }
-    let unknown = cv.def.schema.unknown_fields(body);
-    if unknown.is_empty() {
+    let info = served.info;
+    let mut list: Vec<String> = match served.custom.as_ref() {
+        Some(cv) => cv.def.schema.unknown_fields(body),
+        None => crate::builtin_schema::schema(info.group, info.version, info.kind)
+            .map(|s| s.unknown_typed_fields(body))
+            .unwrap_or_default(),
+    }
+    .iter()
+    .map(|f| format!("unknown field {f:?}"))
+    .collect();
+    let ct = r.header(header::CONTENT_TYPE);
+    if served.custom.is_none() && (ct.is_empty() || ct.starts_with("application/json")) {
+        list.extend(
+            crate::strict::duplicate_fields(&r.body)
+                .iter()
+                .map(|f| format!("duplicate field {f:?}")),
+        );
+    }
+    if list.is_empty() {
         return Ok(());
     }
-    let list: Vec<String> = unknown
-        .iter()
-        .map(|f| format!("unknown field {f:?}"))
-        .collect();
-    let kind = cv.info.kind;
-    let version = cv.info.version;
+    let kind = info.kind;
+    let version = info.version;
     Err(ApiError::BadRequest(format!(
         "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
         list.join(", ")
     )))
 }
 
-/// As [`strict_fields`], for the fields a merge or apply patch sets.
+/// As [`strict_fields`], for the fields a merge patch sets; a
+/// server-side apply as [`strict_apply`].
 fn strict_patch(r: &Req, served: &Served, kind: PatchKind) -> Result<(), ApiError> {
-    if served.custom.is_none() || r.q("fieldValidation") != Some("Strict") {
+    if r.q("fieldValidation") != Some("Strict") {
         return Ok(());
     }
-    let body: Option<Value> = match kind {
-        PatchKind::Merge => serde_json::from_slice(&r.body).ok(),
-        PatchKind::Apply => serde_yaml::from_slice(&r.body).ok(),
-        _ => None,
-    };
-    match body {
-        Some(b) => strict_fields(r, served, &b),
-        None => Ok(()),
+    if kind == PatchKind::Apply {
+        return strict_apply(r, served);
     }
+    if served.custom.is_none() || kind != PatchKind::Merge {
+        return Ok(());
+    }
+    match serde_json::from_slice::<Value>(&r.body) {
+        Ok(b) => strict_fields(r, served, &b),
+        Err(_) => Ok(()),
+    }
+}
+
+/// What kube-apiserver's apply of a YAML configuration refuses under
+/// `fieldValidation=Strict`, in its order and words: first its field
+/// manager's typed reading of the configuration (for a custom resource,
+/// a field its schema does not declare, metadata's and an embedded
+/// object's included: structured-merge-diff's `.spec.x: field not
+/// declared in schema`, an error that is not a `Status`, so a 500 with no
+/// reason), then the strict YAML reading of the body (a key repeated in
+/// one mapping: a 400 naming its line).
+fn strict_apply(r: &Req, served: &Served) -> Result<(), ApiError> {
+    if let Some(cv) = served.custom.as_ref() {
+        // serde_yaml into JSON keeps the last of repeated keys, as the
+        // field manager's non-strict reading does.
+        if let Ok(config) = serde_yaml::from_slice::<Value>(&r.body) {
+            let errs: Vec<String> = cv
+                .def
+                .schema
+                .unknown_fields(&config)
+                .iter()
+                .map(|f| format!(".{f}: field not declared in schema"))
+                .collect();
+            if !errs.is_empty() {
+                let text = |p: &str| config.pointer(p).and_then(Value::as_str).unwrap_or("");
+                let (group, version) = match text("/apiVersion").rsplit_once('/') {
+                    Some((g, v)) => (g, v),
+                    None => ("", text("/apiVersion")),
+                };
+                let errs = if errs.len() == 1 {
+                    errs[0].clone()
+                } else {
+                    format!("errors:\n  {}", errs.join("\n  "))
+                };
+                return Err(ApiError::Storage(format!(
+                    "failed to create typed patch object ({}/{}; {group}/{version}, Kind={}): {errs}",
+                    text("/metadata/namespace"),
+                    text("/metadata/name"),
+                    text("/kind"),
+                )));
+            }
+        }
+    }
+    let dups = crate::strict::yaml_duplicate_keys(&r.body);
+    if dups.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::BadRequest(format!(
+        "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  {}",
+        dups.join("\n  ")
+    )))
 }
 
 /// The options object a webhook sees with a write (`CreateOptions`,
@@ -1015,6 +1264,7 @@ async fn create_binding(
     r: &Req,
     ns: &str,
     pod: Option<&str>,
+    out: Out,
 ) -> Result<Response, ApiError> {
     let body = r.body_json()?;
     let dry_run = dry_run(r, "CreateOptions")?;
@@ -1034,16 +1284,16 @@ async fn create_binding(
         },
         Origin::Http,
     )?;
-    Ok(value_response(201, &success_status(201)))
+    Ok(out.value(201, &success_status(201)))
 }
 
 /// What a DELETE answers: the object while it is only marked; once it
 /// is gone, the object for the kinds whose storage returns it (pods,
 /// services, namespaces, ...), else a `Status` naming what went.
-fn deleted_response(served: &Served, d: crate::store::Deletion) -> Response {
+fn deleted_response(served: &Served, d: crate::store::Deletion, out: Out) -> Response {
     if !d.gone || (served.custom.is_none() && crate::resources::returns_deleted_object(served.info))
     {
-        return json_response(200, d.object.json);
+        return out.object(200, &d.object.value, d.object.json);
     }
     let info = served.info;
     let mut details = json!({"name": meta_name(&d.object.value), "kind": info.plural});
@@ -1053,7 +1303,7 @@ fn deleted_response(served: &Served, d: crate::store::Deletion) -> Response {
     if let Some(uid) = d.object.value.pointer("/metadata/uid") {
         details["uid"] = uid.clone();
     }
-    value_response(
+    out.value(
         200,
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
     )
@@ -1281,7 +1531,7 @@ fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
             }
         },
     };
-    let form = r.form(Verb::List)?;
+    let (form, media) = r.answer(Verb::List, &t.served)?;
     let page = ctx.store.list_in(&t.served, &sel, limit, r.q("continue"))?;
     let mut metadata = json!({"resourceVersion": page.rv.to_string()});
     match &page.continue_token {
@@ -1307,6 +1557,19 @@ fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
         }
         tbl["metadata"] = metadata;
         return Ok(value_response(200, &tbl));
+    }
+    if media == Media::Protobuf {
+        let body = crate::protobuf::encode_list(
+            &t.served.info.api_version(),
+            &list_kind(&t.served),
+            &metadata,
+            page.items.iter().map(|s| &*s.value),
+            form == Form::Metadata,
+        )
+        .ok_or_else(|| {
+            ApiError::Internal(format!("{} has no protobuf message", list_kind(&t.served)))
+        })?;
+        return Ok(proto_response(200, body));
     }
     // Items are concatenated from their stored bytes: a list never
     // re-serializes an object.
@@ -1362,10 +1625,13 @@ fn watch(ctx: &Ctx, r: &Req, t: &Target, name: Option<&str>) -> Result<Response,
             ApiError::BadRequest(format!("timeoutSeconds must be an integer, got {s:?}"))
         })?)),
     };
-    let render = match r.form(Verb::Watch)? {
-        Form::Table => Render::Table { first: true },
-        Form::Metadata => Render::Metadata,
-        Form::Object => Render::Json,
+    let (form, media) = r.answer(Verb::Watch, &t.served)?;
+    let render = match (form, media) {
+        (Form::Table, _) => Render::Table { first: true },
+        (Form::Metadata, Media::Json) => Render::Metadata,
+        (Form::Object, Media::Json) => Render::Json,
+        (Form::Metadata, Media::Protobuf) => Render::Protobuf { partial: true },
+        (Form::Object, Media::Protobuf) => Render::Protobuf { partial: false },
     };
     let tally = WatchTally::new(
         ctx.store.activity(),
@@ -1378,10 +1644,7 @@ fn watch(ctx: &Ctx, r: &Req, t: &Target, name: Option<&str>) -> Result<Response,
         .get(crate::store::INSTANTS_HEADER)
         .and_then(|v| v.to_str().ok())
     {
-        Some(v)
-            if r.flag("allowWatchBookmarks")
-                && matches!(render, Render::Json | Render::Metadata) =>
-        {
+        Some(v) if r.flag("allowWatchBookmarks") && !matches!(render, Render::Table { .. }) => {
             crate::store::InstantMarks::from_header(v)
         }
         _ => crate::store::InstantMarks::None,
@@ -1398,13 +1661,24 @@ fn watch(ctx: &Ctx, r: &Req, t: &Target, name: Option<&str>) -> Result<Response,
     );
     Ok(Response::builder()
         .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "application/json")
+        .header(
+            header::CONTENT_TYPE,
+            match media {
+                Media::Protobuf => crate::protobuf::WATCH_MEDIA_TYPE,
+                Media::Json => "application/json",
+            },
+        )
         .header(header::CACHE_CONTROL, "no-cache, private")
         .body(Body::from_stream(stream))
         .expect("valid response"))
 }
 
-async fn delete_collection(ctx: &Ctx, r: &Req, t: &Target<'_>) -> Result<Response, ApiError> {
+async fn delete_collection(
+    ctx: &Ctx,
+    r: &Req,
+    t: &Target<'_>,
+    out: Out,
+) -> Result<Response, ApiError> {
     let sel = selection(r, t, None)?;
     let opts = delete_options(r)?;
     let page = ctx.store.list_in(&t.served, &sel, None, None)?;
@@ -1440,7 +1714,7 @@ async fn delete_collection(ctx: &Ctx, r: &Req, t: &Target<'_>) -> Result<Respons
             Err(e) => return Err(e),
         }
     }
-    Ok(value_response(
+    Ok(out.value(
         200,
         &json!({
             "kind": list_kind(&t.served),

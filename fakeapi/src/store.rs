@@ -29,10 +29,11 @@ use crate::timers::WatchTimers;
 mod admit;
 mod binding;
 mod builtin_admission;
-mod fields;
+pub(crate) mod fields;
 mod gc;
 mod policies;
 mod quota;
+mod service_accounts;
 pub use admit::Admitted;
 pub(crate) use admit::PatchTarget;
 pub(crate) use binding::BindRequest;
@@ -165,6 +166,13 @@ pub struct StoreConfig {
     /// `timeshim::Ports::real`: a program's fixed port taken by a process
     /// outside the run is elsewhere). `None`: where the Service says.
     pub loopback_ports: Option<LoopbackPorts>,
+    /// Run kube-controller-manager's service-account controller: every
+    /// namespace gets its `default` ServiceAccount
+    /// (`store/service_accounts.rs`). Default: true, as on a cluster. A
+    /// comparison with kube-apiserver alone (the differential harness,
+    /// whose real server runs no controllers and which writes the account
+    /// itself on both servers) turns it off.
+    pub service_accounts: bool,
 }
 
 /// See [`StoreConfig::loopback_ports`].
@@ -190,6 +198,7 @@ impl Default for StoreConfig {
             id_seed: None,
             frame_per_event: false,
             loopback_ports: None,
+            service_accounts: true,
         }
     }
 }
@@ -230,6 +239,9 @@ pub enum Origin {
     /// kube-apiserver's ValidatingAdmissionPolicy status controller
     /// writing a policy's type checking (`store/policies.rs`).
     PolicyStatusController,
+    /// kube-controller-manager's service-account controller writing a
+    /// namespace's `default` ServiceAccount (`store/service_accounts.rs`).
+    ServiceAccountController,
 }
 
 impl Origin {
@@ -357,6 +369,8 @@ pub(crate) struct Event {
     pub json: Bytes,
     /// The object before the change (modifications and deletions).
     pub old_json: Option<Bytes>,
+    /// Its object in protobuf, encoded once for all protobuf watchers.
+    pub proto: crate::protobuf::Encoded,
 }
 
 impl Event {
@@ -372,6 +386,9 @@ impl Event {
     /// which kube-apiserver's watch cache sends as it was before, with
     /// the version of the change (re-serialized: such exits are rare).
     pub fn json_as(&self, ty: EventType) -> Bytes {
+        if !self.leaves_as(ty) {
+            return self.json.clone();
+        }
         match (&self.old_json, ty, self.ty) {
             (Some(old), EventType::Deleted, EventType::Modified) => {
                 let mut o: Value = serde_json::from_slice(old).expect("the store serialized it");
@@ -380,6 +397,12 @@ impl Event {
             }
             _ => self.json.clone(),
         }
+    }
+
+    /// Whether a watcher seeing this event as `ty` sees an object leaving
+    /// its selection (sent as it was before: see [`Event::json_as`]).
+    pub fn leaves_as(&self, ty: EventType) -> bool {
+        self.old_json.is_some() && ty == EventType::Deleted && self.ty == EventType::Modified
     }
 
     /// The object after the change.
@@ -809,7 +832,7 @@ fn check_type(info: &ResourceInfo, obj: &Value) -> Result<()> {
     let version = api_version.rsplit('/').next().unwrap_or("");
     let known = RESOURCES
         .iter()
-        .any(|r| r.kind == kind && r.api_version() == api_version && r.plural != "bindings");
+        .any(|r| r.stored && r.kind == kind && r.api_version() == api_version);
     let why = if known {
         let internal = if info.group.is_empty() {
             "core"
@@ -1051,7 +1074,7 @@ impl Store {
         (self.inner.config.clock)()
     }
 
-    fn now_str(&self) -> String {
+    pub(crate) fn now_str(&self) -> String {
         self.now().to_rfc3339_opts(SecondsFormat::Secs, true)
     }
 
@@ -1176,6 +1199,12 @@ impl Store {
         RESOURCES.iter().chain(st.registry.rows()).collect()
     }
 
+    /// Every served version of every CRD (what the OpenAPI documents
+    /// publish).
+    pub(crate) fn custom_versions(&self) -> Vec<Arc<crate::registry::CustomVersion>> {
+        self.inner.state.read().registry.served_versions()
+    }
+
     /// The served resource of objects with this `apiVersion` and `kind`
     /// (`scheduling.x-k8s.io/v1alpha1`, `PodGroup`).
     pub fn resource_for_kind(
@@ -1185,7 +1214,7 @@ impl Store {
     ) -> Option<&'static ResourceInfo> {
         if let Some(r) = RESOURCES
             .iter()
-            .find(|r| r.kind == kind && r.plural != "bindings" && r.api_version() == api_version)
+            .find(|r| r.stored && r.kind == kind && r.api_version() == api_version)
         {
             return Some(r);
         }
@@ -1759,8 +1788,15 @@ impl Store {
         } else {
             let info = served.info;
             if let Some(old) = old {
-                crate::defaults::default_object(info.group, info.kind, obj, false);
-                if (info.group, info.kind) == ("", "Pod") {
+                let pod = (info.group, info.kind) == ("", "Pod");
+                if pod && obj.get("spec") == old.get("spec") {
+                    // The stored spec (a status write, the kubelet's or the
+                    // broker's): defaulted when written, as it stays.
+                    crate::defaults::default_pod_status(obj);
+                } else {
+                    crate::defaults::default_object(info.group, info.kind, obj, false);
+                }
+                if pod {
                     // `Priority` on update: what the pod had stays.
                     for f in ["priority", "preemptionPolicy"] {
                         if obj.pointer(&format!("/spec/{f}")).is_none() {
@@ -1939,6 +1975,7 @@ impl Store {
             namespace: key.0.clone(),
             json,
             old_json,
+            proto: Default::default(),
         });
         let history_cap = self.inner.config.watch_history;
         let change = Change {
@@ -1960,6 +1997,10 @@ impl Store {
             && (st.quota_namespaces.contains_key(&key.0)
                 || (info.group.is_empty() && info.plural == "resourcequotas"));
         let quota_key = quota_tracked.then(|| key.clone());
+        let sa_key = (served.custom.is_none()
+            && info.group.is_empty()
+            && matches!(info.plural, "namespaces" | "serviceaccounts"))
+        .then(|| key.clone());
         let policy_key = (served.custom.is_none()
             && crate::admission::policy::is_policy_resource(info.group, info.plural))
         .then(|| key.clone());
@@ -2047,6 +2088,9 @@ impl Store {
                 old_value.as_deref()
             };
             self.quota_after_change(st, info, &key, old, new, origin);
+        }
+        if let Some(key) = sa_key.filter(|_| self.inner.config.service_accounts) {
+            self.service_accounts_after_change(st, served, &key, ty);
         }
         self.collect_garbage(st);
         stored
@@ -2190,7 +2234,37 @@ impl Store {
         let info = served.info;
         let old_v = &*old.value;
         let incoming = fields::take_incoming(&mut obj);
+        let namespace = served.custom.is_none() && (info.group, info.kind) == ("", "Namespace");
+        // The field a write keeps from the stored object, if any.
+        let keep = |obj: &mut Value, field: &str| match old_v.get(field) {
+            Some(s) => obj[field] = s.clone(),
+            None => {
+                obj.as_object_mut().map(|o| o.remove(field));
+            }
+        };
         match subresource {
+            // kube-apiserver's namespace strategies: `status` keeps the
+            // stored spec and takes the rest (metadata included), `finalize`
+            // (what the namespace controller writes) keeps the stored
+            // status and takes the rest.
+            Some("status") if namespace => keep(&mut obj, "spec"),
+            Some("finalize") if namespace => keep(&mut obj, "status"),
+            // A CertificateSigningRequest's approval (kube-apiserver's
+            // csrApprovalStrategy): the stored spec and status but the
+            // status's conditions, which are the write's.
+            Some("approval") if info.subresources.contains(&"approval") => {
+                let conditions = obj.pointer("/status/conditions").cloned();
+                keep(&mut obj, "spec");
+                keep(&mut obj, "status");
+                if let Some(c) = conditions {
+                    if !obj.get("status").is_some_and(Value::is_object) {
+                        obj["status"] = json!({});
+                    }
+                    obj["status"]["conditions"] = c;
+                } else if let Some(s) = obj.get_mut("status").and_then(Value::as_object_mut) {
+                    s.remove("conditions");
+                }
+            }
             Some("status") => {
                 let status = obj.get("status").cloned();
                 obj = old_v.clone();
@@ -2206,6 +2280,23 @@ impl Store {
                     "subresource {other:?} of {} cannot be updated",
                     info.qualified_name()
                 )))
+            }
+            None if namespace && origin == Origin::Http => {
+                // Only `finalize` changes a namespace's finalizers.
+                keep(&mut obj, "status");
+                match old_v.pointer("/spec/finalizers") {
+                    Some(f) => {
+                        if !obj.get("spec").is_some_and(Value::is_object) {
+                            obj["spec"] = json!({});
+                        }
+                        obj["spec"]["finalizers"] = f.clone();
+                    }
+                    None => {
+                        if let Some(s) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                            s.remove("finalizers");
+                        }
+                    }
+                }
             }
             None if info.has_status() && origin == Origin::Http => match old_v.get("status") {
                 Some(s) => obj["status"] = s.clone(),

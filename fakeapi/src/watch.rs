@@ -46,6 +46,11 @@ pub(crate) enum Render {
     /// `meta.k8s.io/v1 PartialObjectMetadata` (client-go's metadata
     /// informers), bookmarks included.
     Metadata,
+    /// Protobuf frames (`application/vnd.kubernetes.protobuf;stream=watch`)
+    /// of the objects or, `partial`, of their `PartialObjectMetadata`.
+    Protobuf {
+        partial: bool,
+    },
 }
 
 pub(crate) struct WatchStream {
@@ -249,8 +254,46 @@ impl WatchStream {
         }
     }
 
+    /// A 410 ERROR event in this watch's encoding.
+    fn gone(&self, message: &str) -> Bytes {
+        match self.render {
+            Render::Protobuf { .. } => {
+                let line = gone_line(message);
+                let ev: serde_json::Value = serde_json::from_slice(&line).expect("a line is JSON");
+                crate::protobuf::watch_frame_json("ERROR", &ev["object"], false)
+            }
+            _ => gone_line(message),
+        }
+    }
+
     fn render_item(&mut self, item: WatchItem) -> Bytes {
         match (self.render, item) {
+            (Render::Protobuf { partial }, WatchItem::Bookmark { rv, mark }) => {
+                // Built as the JSON one is, then encoded: bookmarks are
+                // small.
+                let line = bookmark_line(self.served.info, rv, mark);
+                let ev: serde_json::Value = serde_json::from_slice(&line).expect("a line is JSON");
+                crate::protobuf::watch_frame_json("BOOKMARK", &ev["object"], partial)
+            }
+            (Render::Protobuf { partial }, WatchItem::Change(ty, e)) => {
+                if !e.leaves_as(ty) {
+                    // The object after the change: encoded once for every
+                    // protobuf watcher.
+                    crate::protobuf::watch_frame(ty.as_str(), &e.proto.get(&e.json, partial))
+                } else {
+                    let obj = crate::protobuf::encode_json(&e.json_as(ty), partial);
+                    crate::protobuf::watch_frame(ty.as_str(), &obj)
+                }
+            }
+            (Render::Protobuf { partial }, WatchItem::Initial(s)) => {
+                let obj = if partial {
+                    crate::protobuf::encode_partial(&s.value)
+                } else {
+                    crate::protobuf::encode(&s.value)
+                        .unwrap_or_else(|| crate::protobuf::encode_partial(&s.value))
+                };
+                crate::protobuf::watch_frame("ADDED", &obj)
+            }
             (Render::Metadata, WatchItem::Bookmark { rv, mark }) => {
                 bookmark_line_as("PartialObjectMetadata", "meta.k8s.io/v1", rv, mark)
             }
@@ -323,13 +366,13 @@ impl Stream for WatchStream {
         }
         if let Some(msg) = this.gone.take() {
             this.done = true;
-            return Poll::Ready(Some(Ok(gone_line(&msg))));
+            return Poll::Ready(Some(Ok(this.gone(&msg))));
         }
         if this.overflow.load(Ordering::SeqCst) {
             this.done = true;
-            return Poll::Ready(Some(Ok(gone_line(
-                "the watch fell too far behind and was closed; relist to continue",
-            ))));
+            return Poll::Ready(Some(Ok(
+                this.gone("the watch fell too far behind and was closed; relist to continue")
+            )));
         }
         // While the store holds delivery, events wait in the queue; an event
         // taken just as a hold began goes back to the front.
@@ -363,7 +406,7 @@ impl Stream for WatchStream {
             Poll::Ready(None) => {
                 if this.overflow.load(Ordering::SeqCst) {
                     this.done = true;
-                    return Poll::Ready(Some(Ok(gone_line(
+                    return Poll::Ready(Some(Ok(this.gone(
                         "the watch fell too far behind and was closed; relist to continue",
                     ))));
                 }
@@ -410,7 +453,7 @@ impl Stream for WatchStream {
         };
         if let Some(fired) = tick {
             if let Some(rv) = this.store.bookmark_rv(&this.rx) {
-                if matches!(this.render, Render::Json | Render::Metadata) {
+                if !matches!(this.render, Render::Table { .. }) {
                     if let Some(f) = fired {
                         this.handed(f);
                     }

@@ -629,7 +629,7 @@ async fn discovery_protobuf_fallback_and_metrics() {
     .await;
     assert!(r.headers.contains("as=APIGroupDiscoveryList"));
     assert_eq!(r.json()["kind"], "APIGroupDiscoveryList");
-    // A protobuf request gets JSON, which client-go decodes by content type.
+    // A protobuf request gets protobuf (tests/protobuf.rs), discovery JSON.
     store.create_node(node("n1")).unwrap();
     let r = raw(
         a,
@@ -639,8 +639,8 @@ async fn discovery_protobuf_fallback_and_metrics() {
         None,
     )
     .await;
-    assert_eq!(r.json()["kind"], "NodeList");
-    assert_eq!(r.json()["items"][0]["metadata"]["name"], "n1");
+    assert_eq!(r.object()["kind"], "NodeList");
+    assert_eq!(r.object()["items"][0]["metadata"]["name"], "n1");
     let nodes: Api<Node> = Api::all(client);
     nodes.list(&ListParams::default()).await.unwrap();
     server.set_extra_metrics(|| "broker_jobs_total 3\n".to_string());

@@ -213,3 +213,772 @@ async fn a_circle_of_owners_deleted_in_the_foreground_all_goes() {
         .collect();
     assert!(left.is_empty(), "left: {left:?}");
 }
+
+/// A namespace's `finalize` subresource changes its finalizers (and not
+/// its status); an update of the namespace itself keeps them, as
+/// kube-apiserver's namespace strategies do ("Namespaces should apply a
+/// finalizer to a Namespace").
+#[tokio::test]
+async fn a_namespaces_finalizers_change_through_finalize() {
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let a = server.addr();
+    let put = |path: &'static str, body: serde_json::Value| async move {
+        let b = serde_json::to_vec(&body).unwrap();
+        raw(
+            a,
+            "PUT",
+            path,
+            &[("Content-Type", "application/json")],
+            Some(&b),
+        )
+        .await
+    };
+    let r = raw(
+        a,
+        "POST",
+        "/api/v1/namespaces",
+        &[("Content-Type", "application/json")],
+        Some(br#"{"metadata":{"name":"e2e-ns"}}"#),
+    )
+    .await;
+    assert_eq!(r.status, 201);
+    let mut ns = r.json();
+    assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
+
+    // An update of the namespace itself cannot change them.
+    ns["spec"]["finalizers"] = json!(["kubernetes", "e2e.example.com/fakeFinalizer"]);
+    let r = put("/api/v1/namespaces/e2e-ns", ns.clone()).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["spec"]["finalizers"], json!(["kubernetes"]));
+
+    ns["status"]["phase"] = json!("Terminating");
+    let r = put("/api/v1/namespaces/e2e-ns/finalize", ns.clone()).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let got = r.json();
+    assert_eq!(
+        got["spec"]["finalizers"],
+        json!(["kubernetes", "e2e.example.com/fakeFinalizer"])
+    );
+    assert_eq!(
+        got["status"]["phase"], "Active",
+        "finalize keeps the status"
+    );
+
+    let mut ns = got;
+    ns["spec"]["finalizers"] = json!(["kubernetes"]);
+    let r = put("/api/v1/namespaces/e2e-ns/finalize", ns).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["spec"]["finalizers"], json!(["kubernetes"]));
+
+    // Discovery names the subresource, with kube-apiserver's one verb.
+    let list = raw(a, "GET", "/api/v1", &[], None).await.json();
+    let fin = list["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "namespaces/finalize")
+        .cloned()
+        .expect("namespaces/finalize in discovery");
+    assert_eq!(fin["verbs"], json!(["update"]));
+}
+
+/// A namespace's status subresource keeps the stored spec and takes the
+/// rest, metadata included ("Namespaces should apply changes to a
+/// namespace status": a merge patch of an annotation and a condition).
+#[tokio::test]
+async fn a_namespace_status_patch_keeps_its_metadata() {
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let a = server.addr();
+    let r = raw(
+        a,
+        "POST",
+        "/api/v1/namespaces",
+        &[("Content-Type", "application/json")],
+        Some(br#"{"metadata":{"name":"e2e-status"}}"#),
+    )
+    .await;
+    assert_eq!(r.status, 201);
+    let r = raw(
+        a,
+        "PATCH",
+        "/api/v1/namespaces/e2e-status/status",
+        &[("Content-Type", "application/merge-patch+json")],
+        Some(
+            br#"{"metadata":{"annotations":{"e2e-patched-ns-status":"e2e-status"}},
+                 "spec":{"finalizers":[]},
+                 "status":{"conditions":[{"type":"StatusPatch","status":"True","reason":"E2E","message":"Patched by an e2e test"}]}}"#,
+        ),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let ns = r.json();
+    assert_eq!(
+        ns["metadata"]["annotations"]["e2e-patched-ns-status"],
+        "e2e-status"
+    );
+    assert_eq!(ns["status"]["conditions"][0]["reason"], "E2E");
+    assert_eq!(ns["status"]["phase"], "Active");
+    assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]), "spec kept");
+}
+
+/// `fieldValidation=Strict` refuses unknown and duplicated fields of a
+/// built-in kind, as Go's strict decoding of its type does ("FieldValidation
+/// should detect unknown and duplicate fields of a typed object", "... unknown
+/// metadata fields of a typed object"); without it they are dropped or the
+/// last kept, and a known object passes.
+#[tokio::test]
+async fn strict_field_validation_of_built_in_kinds() {
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let a = server.addr();
+    let post = |query: &'static str, body: &'static str| async move {
+        raw(
+            a,
+            "POST",
+            &format!("/apis/apps/v1/namespaces/default/deployments?fieldManager=m{query}"),
+            &[("Content-Type", "application/json")],
+            Some(body.as_bytes()),
+        )
+        .await
+    };
+    const DUPLICATE: &str = r#"{"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "my-dep", "labels": {"app": "nginx"}},
+        "spec": {"unknownField": "foo", "replicas": 2, "replicas": 3,
+            "selector": {"matchLabels": {"app": "nginx"}},
+            "template": {"metadata": {"labels": {"app": "nginx"}},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}}}"#;
+    let r = post("&fieldValidation=Strict", DUPLICATE).await;
+    assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+    let msg = r.json()["message"].as_str().unwrap().to_string();
+    assert!(
+        msg.contains(r#"strict decoding error: unknown field "spec.unknownField", duplicate field "spec.replicas""#),
+        "{msg}"
+    );
+    const META: &str = r#"{"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "my-dep", "unknownMeta": "foo", "labels": {"app": "nginx"}},
+        "spec": {"selector": {"matchLabels": {"app": "nginx"}},
+            "template": {"metadata": {"labels": {"app": "nginx"}, "unknownToo": 1},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:latest", "bogus": true}]}}}}"#;
+    let r = post("&fieldValidation=Strict", META).await;
+    assert_eq!(r.status, 400);
+    let msg = r.json()["message"].as_str().unwrap().to_string();
+    assert!(
+        msg.contains(r#"unknown field "metadata.unknownMeta""#)
+            && msg.contains(r#"unknown field "spec.template.metadata.unknownToo""#)
+            && msg.contains(r#"unknown field "spec.template.spec.containers[0].bogus""#),
+        "{msg}"
+    );
+    // Without Strict, the object is written.
+    let r = post("", DUPLICATE).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["spec"]["replicas"], 3);
+    // A known object passes Strict, opaque fields (managedFields' fieldsV1) included.
+    let r = post(
+        "&fieldValidation=Strict",
+        r#"{"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "ok-dep", "annotations": {"a": "b"}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "x"}},
+            "template": {"metadata": {"labels": {"app": "x"}},
+                "spec": {"containers": [{"name": "c", "image": "i",
+                    "resources": {"requests": {"cpu": "1"}}, "ports": [{"containerPort": 80}]}]}}}}"#,
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+}
+
+/// The kinds the suite's discovery tests look for in every group (Discovery
+/// "should locate the groupVersion and a resource within each APIGroup",
+/// AggregatedDiscovery's two): each group version's resource list names
+/// them, with kube-apiserver 1.35's short names, categories, verbs and
+/// subresources, and aggregated discovery lists both autoscaling versions,
+/// v2 preferred.
+#[tokio::test]
+async fn discovery_lists_the_kinds_every_cluster_serves() {
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let list = |gv: &'static str| {
+        let addr = server.addr();
+        async move {
+            let r = raw(addr, "GET", &format!("/apis/{gv}"), &[], None).await;
+            assert_eq!(r.status, 200, "{gv}: {}", String::from_utf8_lossy(&r.body));
+            let l = r.json();
+            assert_eq!(l["groupVersion"], gv);
+            l["resources"].as_array().unwrap().clone()
+        }
+    };
+    let find = |rs: &[serde_json::Value], name: &str| {
+        rs.iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {rs:?}"))
+            .clone()
+    };
+    let create = json!(["create"]);
+    let all_verbs = json!([
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch"
+    ]);
+
+    let rs = list("apiregistration.k8s.io/v1").await;
+    let s = find(&rs, "apiservices");
+    assert_eq!(
+        (&s["namespaced"], &s["kind"]),
+        (&json!(false), &json!("APIService"))
+    );
+    assert_eq!(s["categories"], json!(["api-extensions"]));
+    assert_eq!(s["verbs"], all_verbs);
+    find(&rs, "apiservices/status");
+
+    let rs = list("authentication.k8s.io/v1").await;
+    for name in ["tokenreviews", "selfsubjectreviews"] {
+        let r = find(&rs, name);
+        assert_eq!(
+            (&r["verbs"], &r["namespaced"]),
+            (&create, &json!(false)),
+            "{r}"
+        );
+    }
+    let rs = list("authorization.k8s.io/v1").await;
+    for (name, ns) in [
+        ("selfsubjectaccessreviews", false),
+        ("subjectaccessreviews", false),
+        ("localsubjectaccessreviews", true),
+        ("selfsubjectrulesreviews", false),
+    ] {
+        let r = find(&rs, name);
+        assert_eq!(
+            (&r["verbs"], &r["namespaced"]),
+            (&create, &json!(ns)),
+            "{r}"
+        );
+    }
+    for gv in ["autoscaling/v1", "autoscaling/v2"] {
+        let rs = list(gv).await;
+        let h = find(&rs, "horizontalpodautoscalers");
+        assert_eq!(
+            (&h["shortNames"], &h["categories"]),
+            (&json!(["hpa"]), &json!(["all"]))
+        );
+        find(&rs, "horizontalpodautoscalers/status");
+    }
+    let rs = list("batch/v1").await;
+    let cj = find(&rs, "cronjobs");
+    assert_eq!(
+        (&cj["shortNames"], &cj["categories"]),
+        (&json!(["cj"]), &json!(["all"]))
+    );
+    let rs = list("certificates.k8s.io/v1").await;
+    assert_eq!(
+        find(&rs, "certificatesigningrequests")["shortNames"],
+        json!(["csr"])
+    );
+    assert_eq!(
+        find(&rs, "certificatesigningrequests/approval")["verbs"],
+        json!(["get", "patch", "update"])
+    );
+    let rs = list("networking.k8s.io/v1").await;
+    assert_eq!(find(&rs, "ingresses")["shortNames"], json!(["ing"]));
+    assert_eq!(find(&rs, "ingressclasses")["namespaced"], json!(false));
+
+    // The group of two versions, v2 first, as kube-apiserver's priorities.
+    let g = raw(server.addr(), "GET", "/apis/autoscaling", &[], None)
+        .await
+        .json();
+    assert_eq!(g["preferredVersion"]["version"], "v2");
+    assert_eq!(g["versions"][1]["version"], "v1");
+    let agg = raw(
+        server.addr(),
+        "GET",
+        "/apis",
+        &[(
+            "Accept",
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        )],
+        None,
+    )
+    .await
+    .json();
+    let autoscaling = agg["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["metadata"]["name"] == "autoscaling")
+        .expect("autoscaling in aggregated discovery");
+    let versions: Vec<&str> = autoscaling["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_str().unwrap())
+        .collect();
+    assert_eq!(versions, ["v2", "v1"]);
+}
+
+/// The new stored kinds are stored: a CronJob through the generated
+/// clientset's create, watch and delete, a CertificateSigningRequest
+/// approved through `approval` (which changes its conditions only).
+#[tokio::test]
+async fn cronjobs_and_certificate_signing_requests_are_stored() {
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let addr = server.addr();
+    let body = json!({"apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": "nightly"},
+        "spec": {"schedule": "0 0 * * *", "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}});
+    let r = raw(
+        addr,
+        "POST",
+        "/apis/batch/v1/namespaces/default/cronjobs",
+        &[("Content-Type", "application/json")],
+        Some(body.to_string().as_bytes()),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let got = raw(
+        addr,
+        "GET",
+        "/apis/batch/v1/namespaces/default/cronjobs/nightly",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(got.status, 200);
+    assert_eq!(got.json()["spec"]["schedule"], "0 0 * * *");
+
+    let csr = json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+        "metadata": {"name": "node-csr"},
+        "spec": {"request": "LS0tLQ==", "signerName": "example.com/signer", "usages": ["client auth"]}});
+    let r = raw(
+        addr,
+        "POST",
+        "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+        &[("Content-Type", "application/json")],
+        Some(csr.to_string().as_bytes()),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let mut approved = r.json();
+    approved["status"] = json!({"conditions": [{"type": "Approved", "status": "True",
+        "reason": "Test", "message": "approved by the test"}]});
+    approved["spec"]["signerName"] = json!("example.com/other");
+    let r = raw(
+        addr,
+        "PUT",
+        "/apis/certificates.k8s.io/v1/certificatesigningrequests/node-csr/approval",
+        &[("Content-Type", "application/json")],
+        Some(approved.to_string().as_bytes()),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let after = r.json();
+    assert_eq!(after["status"]["conditions"][0]["type"], "Approved");
+    assert_eq!(
+        after["spec"]["signerName"], "example.com/signer",
+        "approval keeps the spec"
+    );
+}
+
+/// The reviews are answered, not stored: a TokenReview of the token any
+/// client sends authenticates (fakeapi accepts every request as
+/// `system:admin`), every access review allows, a review cannot be read
+/// back, and one asked for as a Table is a 406 (Table "should return a 406
+/// for a backend which does not implement metadata").
+#[tokio::test]
+async fn reviews_are_answered_and_kept_nowhere() {
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let addr = server.addr();
+    let post = |path: &'static str, body: serde_json::Value, accept: &'static str| async move {
+        let mut h = vec![("Content-Type", "application/json")];
+        if !accept.is_empty() {
+            h.push(("Accept", accept));
+        }
+        raw(addr, "POST", path, &h, Some(body.to_string().as_bytes())).await
+    };
+    let r = post(
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+            "spec": {"token": "anything", "audiences": ["api"]}}),
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let tr = r.json();
+    assert_eq!(tr["status"]["authenticated"], true);
+    assert_eq!(tr["status"]["user"]["username"], "system:admin");
+    assert_eq!(tr["status"]["audiences"], json!(["api"]));
+    let r = post(
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        json!({"spec": {}}),
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json()["message"],
+        "token is required for TokenReview in authentication"
+    );
+
+    let sar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"nonResourceAttributes": {"path": "/", "verb": "get"}}});
+    let r = post(
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        sar.clone(),
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["status"], json!({"allowed": true}));
+    let r = post(
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        sar,
+        "application/json;as=Table;v=v1;g=meta.k8s.io",
+    )
+    .await;
+    assert_eq!(r.status, 406, "{}", String::from_utf8_lossy(&r.body));
+    let r = post(
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        json!({"spec": {"resourceAttributes": {"verb": "list", "resource": "pods"}}}),
+        "",
+    )
+    .await;
+    assert_eq!(
+        r.status,
+        422,
+        "no user nor group: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+    let r = post(
+        "/apis/authorization.k8s.io/v1/namespaces/default/localsubjectaccessreviews",
+        json!({"spec": {"user": "u", "resourceAttributes": {"namespace": "default", "verb": "list", "resource": "pods"}}}),
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["status"]["allowed"], true);
+    let r = post(
+        "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+        json!({"spec": {"namespace": "default"}}),
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        r.json()["status"]["resourceRules"][0]["verbs"],
+        json!(["*"])
+    );
+
+    let r = raw(
+        addr,
+        "GET",
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 405, "{}", String::from_utf8_lossy(&r.body));
+}
+
+/// A cluster-scoped CRD `noxus.fv.example.com` of the FieldValidation
+/// tests' schema: `spec` preserving unknown fields, with an embedded
+/// object `template` and a declared `foo`.
+async fn install_noxus(addr: std::net::SocketAddr) {
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "noxus.fv.example.com"},
+        "spec": {"group": "fv.example.com", "scope": "Cluster",
+            "names": {"plural": "noxus", "singular": "noxu", "kind": "Noxu", "listKind": "NoxuList"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "properties": {"spec": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true,
+                    "properties": {"foo": {"type": "string"},
+                        "template": {"type": "object", "x-kubernetes-embedded-resource": true,
+                            "properties": {"metadata": {"type": "object",
+                                "properties": {"name": {"type": "string"}}},
+                                "spec": {"type": "object"}}}}}}}}}]}});
+    let r = raw(
+        addr,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &[("Content-Type", "application/json")],
+        Some(crd.to_string().as_bytes()),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+}
+
+async fn apply_noxu(addr: std::net::SocketAddr, yaml: &str) -> RawResponse {
+    raw(
+        addr,
+        "PATCH",
+        "/apis/fv.example.com/v1/noxus/mytest?fieldManager=field_validation_mgr&fieldValidation=Strict",
+        &[("Content-Type", "application/apply-patch+yaml")],
+        Some(yaml.as_bytes()),
+    )
+    .await
+}
+
+/// FieldValidation's three tests of custom resources, each a server-side
+/// apply (YAML) under `fieldValidation=Strict`, answered in
+/// kube-apiserver's words: an undeclared field, at the root, in
+/// `metadata` or in an embedded object's `metadata`, as its field
+/// manager's typed reading refuses it (a 500 with no reason, not pruned);
+/// a key repeated in a mapping, by its line.
+#[tokio::test]
+async fn strict_server_side_apply_of_a_custom_resource() {
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let addr = server.addr();
+    install_noxus(addr).await;
+
+    let r = apply_noxu(
+        addr,
+        "\napiVersion: fv.example.com/v1\nkind: Noxu\nmetadata:\n  name: mytest\nunknownField: unknown\nspec:\n  foo: foo1\n",
+    )
+    .await;
+    assert_eq!(r.status, 500, "{}", String::from_utf8_lossy(&r.body));
+    let status = r.json();
+    assert!(status.get("reason").is_none(), "{status}");
+    assert_eq!(
+        status["message"],
+        "failed to create typed patch object (/mytest; fv.example.com/v1, Kind=Noxu): .unknownField: field not declared in schema"
+    );
+
+    let r = apply_noxu(
+        addr,
+        "\napiVersion: fv.example.com/v1\nkind: Noxu\nmetadata:\n  name: mytest\n  unknownMeta: unknown\nspec:\n  template:\n    apiVersion: foo/v1\n    kind: Sub\n    metadata:\n        unknownSubMeta: unknown\n        name: subobject\n  foo: foo1\n",
+    )
+    .await;
+    assert_eq!(r.status, 500, "{}", String::from_utf8_lossy(&r.body));
+    let message = r.json()["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("\n  .metadata.unknownMeta: field not declared in schema")
+            && message.contains(
+                "\n  .spec.template.metadata.unknownSubMeta: field not declared in schema"
+            ),
+        "{message}"
+    );
+
+    let r = apply_noxu(
+        addr,
+        "\napiVersion: fv.example.com/v1\nkind: Noxu\nmetadata:\n  name: mytest\nspec:\n  unknown: uk1\n  foo: foo1\n  foo: foo2\n",
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        r.json()["message"],
+        "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  line 9: key \"foo\" already set in map"
+    );
+    // Nothing was written by the refusals; without them, the apply creates.
+    let r = raw(
+        addr,
+        "GET",
+        "/apis/fv.example.com/v1/noxus/mytest",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 404);
+    let r = apply_noxu(
+        addr,
+        "\napiVersion: fv.example.com/v1\nkind: Noxu\nmetadata:\n  name: mytest\nspec:\n  unknown: uk1\n  foo: foo1\n",
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+}
+
+/// CustomResourceDefinition "getting/updating/patching custom resource
+/// definition status sub-resource works": the conditions a client writes
+/// through a CRD's `/status` are kept beside those of the naming and
+/// establishing controllers (which fakeapi writes at once), as
+/// kube-apiserver's controllers keep them.
+#[tokio::test]
+async fn conditions_written_through_a_crds_status_are_kept() {
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let addr = server.addr();
+    install_noxus(addr).await;
+    let path =
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/noxus.fv.example.com/status";
+    let mut crd = raw(addr, "GET", path, &[], None).await.json();
+    crd["status"]["conditions"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"message": "updated"}));
+    let r = raw(
+        addr,
+        "PUT",
+        path,
+        &[("Content-Type", "application/json")],
+        Some(crd.to_string().as_bytes()),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let conditions = r.json()["status"]["conditions"].clone();
+    let types: Vec<&str> = conditions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(types, ["NamesAccepted", "Established", ""], "{conditions}");
+    assert_eq!(conditions[2], json!({"message": "updated"}));
+
+    let r = raw(
+        addr,
+        "PATCH",
+        path,
+        &[("Content-Type", "application/json-patch+json")],
+        Some(
+            br#"[{"op": "add", "path": "/status/conditions", "value": [{"message": "patched"}]}]"#,
+        ),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let patched = r.json();
+    assert_eq!(
+        patched["status"]["conditions"][0],
+        json!({"message": "patched"})
+    );
+    assert!(
+        patched["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Established" && c["status"] == "True"),
+        "{patched}"
+    );
+}
+
+/// "health handlers should contain necessary checks": `?verbose` lists
+/// kube-apiserver's named checks on each endpoint, and each can be asked
+/// for alone.
+#[tokio::test]
+async fn health_endpoints_list_their_checks() {
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let addr = server.addr();
+    for endpoint in ["healthz", "livez", "readyz"] {
+        let r = raw(addr, "GET", &format!("/{endpoint}?verbose"), &[], None).await;
+        assert_eq!(r.status, 200);
+        let body = String::from_utf8(r.body).unwrap();
+        let lines: Vec<&str> = body.lines().collect();
+        for check in [
+            "[+]ping ok",
+            "[+]etcd ok",
+            "[+]poststarthook/start-apiextensions-controllers ok",
+            "[+]poststarthook/scheduling/bootstrap-system-priority-classes ok",
+            "[+]autoregister-completion ok",
+            "[+]poststarthook/apiservice-openapi-controller ok",
+        ] {
+            assert!(lines.contains(&check), "{endpoint}: {check} in {body}");
+        }
+        assert_eq!(
+            lines.contains(&"[+]informer-sync ok"),
+            endpoint == "readyz",
+            "{body}"
+        );
+        assert_eq!(
+            lines.last(),
+            Some(&format!("{endpoint} check passed").as_str())
+        );
+        let r = raw(addr, "GET", &format!("/{endpoint}"), &[], None).await;
+        assert_eq!(r.body, b"ok");
+    }
+    let r = raw(
+        addr,
+        "GET",
+        "/healthz/poststarthook/bootstrap-controller",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!((r.status, r.body.as_slice()), (200, b"ok".as_slice()));
+    let r = raw(addr, "GET", "/healthz/no-such-check", &[], None).await;
+    assert_eq!(r.status, 404);
+}
+
+/// Namespaces "should ensure that all services are removed when a
+/// namespace is deleted" waits for the `default` ServiceAccount of the
+/// namespace it makes, which kube-controller-manager's service-account
+/// controller writes: fakeapi writes it with every namespace (those it
+/// starts with included), again if it is deleted, but not in a namespace
+/// being deleted.
+#[tokio::test]
+async fn every_namespace_gets_its_default_service_account() {
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let addr = server.addr();
+    let sa = |ns: &'static str| async move {
+        raw(
+            addr,
+            "GET",
+            &format!("/api/v1/namespaces/{ns}/serviceaccounts/default"),
+            &[],
+            None,
+        )
+        .await
+    };
+    assert_eq!(sa("kube-system").await.status, 200);
+    let r = raw(
+        addr,
+        "POST",
+        "/api/v1/namespaces",
+        &[("Content-Type", "application/json")],
+        Some(br#"{"metadata": {"name": "nsdeletetest"}}"#),
+    )
+    .await;
+    assert_eq!(r.status, 201);
+    let first = sa("nsdeletetest").await;
+    assert_eq!(
+        first.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
+    let first = first.json();
+    assert_eq!(
+        (
+            first["kind"].as_str(),
+            first["metadata"]["namespace"].as_str()
+        ),
+        (Some("ServiceAccount"), Some("nsdeletetest"))
+    );
+
+    let r = raw(
+        addr,
+        "DELETE",
+        "/api/v1/namespaces/nsdeletetest/serviceaccounts/default",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let again = sa("nsdeletetest").await;
+    assert_eq!(again.status, 200, "written again");
+    assert_ne!(again.json()["metadata"]["uid"], first["metadata"]["uid"]);
+
+    // A namespace being deleted (a finalizer holds it) gets no new one.
+    let r = raw(
+        addr,
+        "PATCH",
+        "/api/v1/namespaces/nsdeletetest",
+        &[("Content-Type", "application/merge-patch+json")],
+        Some(br#"{"metadata": {"finalizers": ["example.com/hold"]}}"#),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let r = raw(addr, "DELETE", "/api/v1/namespaces/nsdeletetest", &[], None).await;
+    assert!(r.status == 200 || r.status == 202, "{}", r.status);
+    let r = raw(addr, "GET", "/api/v1/namespaces/nsdeletetest", &[], None).await;
+    assert!(
+        !r.json()["metadata"]["deletionTimestamp"].is_null(),
+        "terminating"
+    );
+    let r = raw(
+        addr,
+        "DELETE",
+        "/api/v1/namespaces/nsdeletetest/serviceaccounts/default",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(sa("nsdeletetest").await.status, 404, "not written again");
+}

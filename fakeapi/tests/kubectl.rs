@@ -283,3 +283,74 @@ async fn kubectl_applies_a_crd_and_its_objects() {
     );
     let _ = std::fs::remove_dir_all(&k.home);
 }
+
+/// `kubectl explain` of a custom resource reads its schema from the CRD's
+/// OpenAPI v3 document: the descriptions of its fields, and of `metadata`
+/// (ObjectMeta's, from the built-in definitions).
+#[tokio::test]
+async fn kubectl_explains_a_custom_resource() {
+    let Some(bin) = kubectl_path() else {
+        eprintln!("NOTICE: kubectl not found on PATH; skipping the kubectl test");
+        return;
+    };
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let k = Kubectl::new(bin, server.addr(), "kubectl-explain");
+    let crd = k.write(
+        "crd.yaml",
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: foos.explain.example.com
+spec:
+  group: explain.example.com
+  scope: Namespaced
+  names: {plural: foos, singular: foo, kind: Foo, listKind: FooList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        description: Foo CRD for Testing
+        type: object
+        properties:
+          spec:
+            description: Specification of Foo
+            type: object
+            properties:
+              bars:
+                description: List of Bars and their specs.
+                type: array
+                items:
+                  type: object
+                  properties:
+                    name: {description: Name of Bar., type: string}
+"#,
+    );
+    k.run(&["apply", "-f", &crd]).await;
+    let out = k.run(&["explain", "foos"]).await;
+    for want in [
+        "Foo CRD for Testing",
+        "apiVersion\t<string>",
+        "APIVersion defines",
+        "spec\t<Object>",
+        "Specification of Foo",
+    ] {
+        assert!(out.contains(want), "{want:?} not in:\n{out}");
+    }
+    let out = k.run(&["explain", "foos.metadata"]).await;
+    assert!(
+        out.contains("Standard object's metadata")
+            && out.contains("creationTimestamp\t<string>")
+            && out.contains("CreationTimestamp is a timestamp"),
+        "{out}"
+    );
+    let out = k.run(&["explain", "foos.spec.bars"]).await;
+    assert!(
+        out.contains("<[]Object>") && out.contains("Name of Bar"),
+        "{out}"
+    );
+    let err = k.fail(&["explain", "foos.spec.bars2"]).await;
+    assert!(err.contains(r#"field "bars2" does not exist"#), "{err}");
+    let _ = std::fs::remove_dir_all(&k.home);
+}

@@ -2,7 +2,8 @@
 //! test (HTTPS with a certificate from its own CA, made by rcgen) and the
 //! API calling it as kube-apiserver does. Mutation (and reinvocation),
 //! denial, failure policies, timeouts on the wall clock and on simulated
-//! time, rules, subresources, selectors, equivalent versions, and the
+//! time, rules, subresources, selectors, equivalent versions, match
+//! conditions, warnings and audit annotations of the answers, and the
 //! configurations' own validation.
 
 mod common;
@@ -706,7 +707,7 @@ async fn configurations_are_defaulted_and_bad_ones_refused_with_their_fields() {
         rule(&["GET"], "", &["pods"]),
     );
     bad.as_object_mut().unwrap().remove("sideEffects");
-    bad["matchConditions"] = json!([{"name": "x", "expression": "true"}]);
+    bad["matchConditions"] = json!([{"name": "x", "expression": "object.x"}]);
     let r = post(
         addr,
         VALIDATING,
@@ -725,7 +726,7 @@ async fn configurations_are_defaulted_and_bad_ones_refused_with_their_fields() {
         "webhooks[0].name",
         "webhooks[0].rules[0].operations[0]",
         "webhooks[0].sideEffects",
-        "webhooks[0].matchConditions",
+        "webhooks[0].matchConditions[0].expression",
         "webhooks[0].clientConfig.url",
     ] {
         assert!(fields.contains(&f), "{f} not in {fields:?}");
@@ -853,4 +854,221 @@ async fn only_a_written_apply_changes_what_its_manager_owns() {
     );
     // Every write above went through the webhook (the denial included).
     assert!(hooks.received.lock().len() >= 5);
+}
+
+/// Warning headers of a response, as sent.
+fn warnings(r: &RawResponse) -> Vec<String> {
+    r.headers
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("warning")
+                .then(|| v.trim().to_string())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn match_conditions_decide_which_webhooks_are_called() {
+    let (store, server, _client) = start(StoreConfig::default()).await;
+    let addr = server.addr();
+    let hooks = hooks_server(|path, _| match path {
+        "/label" => patch(json!([{"op": "add", "path": "/metadata/labels/changed", "value": "x"}])),
+        _ => deny(403, "checked and refused"),
+    })
+    .await;
+    expose(addr, "webhooks", "hooks", hooks.addr).await;
+    let ca = hooks.ca_bundle();
+    let cms = "/api/v1/namespaces/default/configmaps";
+
+    // A validating webhook for labelled ConfigMaps only: every condition
+    // must be true (the authorizer allows everything here).
+    let mut check = via_service(
+        "check.example.com",
+        "/check",
+        &ca,
+        rule(&["CREATE", "UPDATE"], "", &["configmaps"]),
+    );
+    check["matchConditions"] = json!([
+        {"name": "labelled", "expression": "has(object.metadata.labels) && 'check' in object.metadata.labels"},
+        {"name": "not-system", "expression": "!request.namespace.startsWith('kube-')"},
+        {"name": "allowed", "expression": "authorizer.group('').resource('configmaps').namespace(request.namespace).check('create').allowed()"},
+    ]);
+    // A mutating one for updates that change `data.x`, on `oldObject`.
+    let mut label = via_service(
+        "label.example.com",
+        "/label",
+        &ca,
+        rule(&["CREATE", "UPDATE"], "", &["configmaps"]),
+    );
+    label["matchConditions"] = json!([
+        {"name": "update", "expression": "request.operation == 'UPDATE'"},
+        {"name": "x-changed", "expression": "oldObject.data.x != object.data.x"},
+    ]);
+    register(addr, VALIDATING, "check", vec![check]).await;
+    register(addr, MUTATING, "label", vec![label]).await;
+
+    let cm = created(
+        addr,
+        cms,
+        &json!({"metadata": {"name": "plain", "labels": {"a": "b"}}, "data": {"x": "1"}}),
+    )
+    .await;
+    assert!(cm["metadata"]["labels"].get("changed").is_none());
+    assert!(hooks.received.lock().is_empty(), "no condition held");
+
+    let r = post(
+        addr,
+        cms,
+        &json!({"metadata": {"name": "checked", "labels": {"check": ""}}}),
+    )
+    .await;
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        r.json()["message"],
+        r#"admission webhook "check.example.com" denied the request: checked and refused"#
+    );
+    assert_eq!(hooks.on("/check").len(), 1);
+
+    let merge = |name: &str, body: &'static str| {
+        let path = format!("{cms}/{name}");
+        async move {
+            raw(
+                addr,
+                "PATCH",
+                &path,
+                &[("Content-Type", "application/merge-patch+json")],
+                Some(body.as_bytes()),
+            )
+            .await
+        }
+    };
+    // data.x unchanged: not called; changed: called, and its patch applied.
+    let r = merge("plain", r#"{"data":{"y":"2"}}"#).await;
+    assert_eq!(r.status, 200);
+    assert!(hooks.on("/label").is_empty());
+    let r = merge("plain", r#"{"data":{"x":"3"}}"#).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["metadata"]["labels"]["changed"], "x");
+    let sent = hooks.on("/label");
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0]["request"]["oldObject"]["data"]["x"], "1");
+    assert_eq!(hooks.on("/check").len(), 1, "still unlabelled for check");
+    let calls = store.webhook_calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+}
+
+#[tokio::test]
+async fn a_match_condition_that_errors_follows_the_failure_policy() {
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let addr = server.addr();
+    let hooks = hooks_server(|_, _| allow()).await;
+    let url = format!("https://127.0.0.1:{}/check", hooks.addr.port());
+    let ca = hooks.ca_bundle();
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let errs = json!({"name": "errs", "expression": "object.data.missing == 'x'"});
+    let falls = json!({"name": "false", "expression": "object.metadata.name == 'nobody'"});
+    let mut fail = via_url(
+        "fail.example.com",
+        &url,
+        &ca,
+        rule(&["CREATE"], "", &["configmaps"]),
+    );
+    fail["matchConditions"] = json!([errs]);
+    fail["objectSelector"] = json!({"matchLabels": {"policy": "fail"}});
+    let mut ignore = fail.clone();
+    ignore["name"] = json!("ignore.example.com");
+    ignore["failurePolicy"] = json!("Ignore");
+    ignore["objectSelector"] = json!({"matchLabels": {"policy": "ignore"}});
+    // An error and a false: a false wins, whatever the failure policy.
+    let mut mixed = fail.clone();
+    mixed["name"] = json!("mixed.example.com");
+    mixed["matchConditions"] = json!([errs, falls]);
+    mixed["objectSelector"] = json!({"matchLabels": {"policy": "mixed"}});
+    register(addr, VALIDATING, "conditions", vec![fail, ignore, mixed]).await;
+
+    let cm = |name: &str, policy: &str| json!({"metadata": {"name": name, "labels": {"policy": policy}}, "data": {"a": "b"}});
+    let r = post(addr, cms, &cm("f", "fail")).await;
+    assert_eq!(r.status, 403, "{}", String::from_utf8_lossy(&r.body));
+    let s = r.json();
+    assert_eq!(s["reason"], "Forbidden");
+    let message = s["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            r#"configmaps "f" is forbidden: expression 'object.data.missing == 'x'' resulted in error: "#
+        ),
+        "{message}"
+    );
+    assert_eq!(s["details"]["name"], "f");
+    assert_eq!(s["details"]["kind"], "configmaps");
+    assert!(hooks.received.lock().is_empty());
+
+    created(addr, cms, &cm("i", "ignore")).await;
+    created(addr, cms, &cm("m", "mixed")).await;
+    assert!(hooks.received.lock().is_empty(), "no webhook was called");
+}
+
+#[tokio::test]
+async fn warnings_of_the_answers_reach_the_client_and_audit_annotations_are_taken() {
+    let (store, server, _client) = start(StoreConfig::default()).await;
+    let addr = server.addr();
+    let hooks = hooks_server(|path, _| match path {
+        "/mutate" => Reply::Response(
+            json!({"allowed": true, "warnings": ["from the mutating one", "twice"],
+            "auditAnnotations": {"mutated": "no"}}),
+        ),
+        "/validate" => Reply::Response(
+            json!({"allowed": true, "warnings": ["twice", "with \"quotes\""],
+            "auditAnnotations": {"checked": "yes"}}),
+        ),
+        "/deny" => Reply::Response(json!({"allowed": false, "warnings": ["denied, and warned"],
+            "status": {"code": 403, "message": "no"}})),
+        _ => Reply::Response(json!({"allowed": true, "warnings": "not a list"})),
+    })
+    .await;
+    // Each webhook for the ConfigMaps labelled `to: LABEL`.
+    let hook = |name: &str, path: &str, label: &str| {
+        let url = format!("https://127.0.0.1:{}{path}", hooks.addr.port());
+        let mut h = via_url(
+            name,
+            &url,
+            &hooks.ca_bundle(),
+            rule(&["CREATE"], "", &["configmaps"]),
+        );
+        h["objectSelector"] = json!({"matchLabels": {"to": label}});
+        h
+    };
+    let m = hook("mutate.example.com", "/mutate", "all");
+    let v = hook("validate.example.com", "/validate", "all");
+    let d = hook("deny.example.com", "/deny", "deny");
+    let b = hook("bad.example.com", "/bad", "bad");
+    register(addr, MUTATING, "m", vec![m]).await;
+    register(addr, VALIDATING, "v", vec![v, d, b]).await;
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let cm = |name: &str, to: &str| json!({"metadata": {"name": name, "labels": {"to": to}}});
+
+    let r = post(addr, cms, &cm("a", "all")).await;
+    assert_eq!(r.status, 201);
+    assert_eq!(
+        warnings(&r),
+        [
+            r#"299 - "from the mutating one""#,
+            r#"299 - "twice""#,
+            r#"299 - "with \"quotes\"""#,
+        ]
+    );
+    // A refusal carries its webhook's warnings too.
+    let r = post(addr, cms, &cm("d", "deny")).await;
+    assert_eq!(r.status, 403);
+    assert_eq!(warnings(&r), [r#"299 - "denied, and warned""#]);
+    // Warnings that are no list of strings: the call failed.
+    let r = post(addr, cms, &cm("b", "bad")).await;
+    assert_eq!(r.status, 500);
+    assert_eq!(
+        r.json()["message"],
+        r#"Internal error occurred: failed calling webhook "bad.example.com": failed to call webhook: json: cannot unmarshal string into Go struct field AdmissionResponse.response.warnings of type []string"#
+    );
+    let calls = store.webhook_calls();
+    let bad = calls.iter().find(|c| c.1 == "bad.example.com").unwrap();
+    assert_eq!(bad.2.failed_closed, 1);
 }

@@ -380,19 +380,19 @@ pub(super) fn verify(reply: &Value, uid: &str, hook: &Hook) -> Result<Answer, Ca
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let status = response.get("status").filter(|s| !s.is_null()).cloned();
+    let (warnings, audit_annotations) = notes(response)?;
+    let answer = |patch: Option<Value>| Answer {
+        allowed,
+        status: status.clone(),
+        patch,
+        warnings: warnings.clone(),
+        audit_annotations: audit_annotations.clone(),
+    };
     if !allowed {
-        return Ok(Answer {
-            allowed,
-            status,
-            patch: None,
-        });
+        return Ok(answer(None));
     }
     let Some(b64) = patch_b64.filter(|_| hook.mutating) else {
-        return Ok(Answer {
-            allowed,
-            status,
-            patch: None,
-        });
+        return Ok(answer(None));
     };
     let undecodable = |why: String| {
         CallError(format!(
@@ -407,19 +407,59 @@ pub(super) fn verify(reply: &Value, uid: &str, hook: &Hook) -> Result<Answer, Ca
         return Err(undecodable("a JSON patch is a list of operations".into()));
     }
     if patch.as_array().is_some_and(Vec::is_empty) {
-        return Ok(Answer {
-            allowed,
-            status,
-            patch: None,
-        });
+        return Ok(answer(None));
     }
     let ty = patch_type.and_then(Value::as_str).unwrap_or("JSONPatch");
     if ty != "JSONPatch" {
         return Err(CallError(format!("unsupported patch type {ty:?}")));
     }
-    Ok(Answer {
-        allowed,
-        status,
-        patch: Some(patch),
-    })
+    Ok(answer(Some(patch)))
+}
+
+/// A response's `warnings` and `auditAnnotations`; a value of another
+/// type fails the call as client-go's decoding of the review fails it.
+#[allow(clippy::type_complexity)]
+fn notes(response: &Value) -> Result<(Vec<String>, Vec<(String, String)>), CallError> {
+    let mistyped = |field: &str, v: &Value, want: &str| {
+        let got = match v {
+            Value::String(_) => "string",
+            Value::Number(_) => "number",
+            Value::Bool(_) => "bool",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+            Value::Null => "null",
+        };
+        CallError(format!(
+            "failed to call webhook: json: cannot unmarshal {got} into Go struct field AdmissionResponse.response.{field} of type {want}"
+        ))
+    };
+    let mut warnings = Vec::new();
+    match response.get("warnings") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(ws)) => {
+            for w in ws {
+                match w {
+                    Value::String(w) => warnings.push(w.clone()),
+                    Value::Null => warnings.push(String::new()),
+                    other => return Err(mistyped("warnings", other, "string")),
+                }
+            }
+        }
+        Some(other) => return Err(mistyped("warnings", other, "[]string")),
+    }
+    let mut audit = Vec::new();
+    match response.get("auditAnnotations") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) => {
+            for (k, v) in m {
+                match v {
+                    Value::String(v) => audit.push((k.clone(), v.clone())),
+                    Value::Null => audit.push((k.clone(), String::new())),
+                    other => return Err(mistyped("auditAnnotations", other, "string")),
+                }
+            }
+        }
+        Some(other) => return Err(mistyped("auditAnnotations", other, "map[string]string")),
+    }
+    Ok((warnings, audit))
 }

@@ -1,7 +1,8 @@
 //! `admissionregistration.k8s.io/v1` MutatingWebhookConfiguration and
 //! ValidatingWebhookConfiguration: their defaults and validation when
 //! written (kube-apiserver 1.35's `SetDefaults_*Webhook` and
-//! `ValidateMutatingWebhookConfiguration`, with its messages), and the
+//! `ValidateMutatingWebhookConfiguration`, with its messages; their
+//! `matchConditions` by [`super::conditions`]), and the
 //! parsed [`Hook`]s the admission chain calls.
 
 use crate::error::{ApiError, FieldError, Result};
@@ -34,6 +35,8 @@ pub(crate) struct Hook {
     pub reinvoke: bool,
     /// Whether it reads AdmissionReview v1 (else v1beta1 only).
     pub review_v1: bool,
+    /// `matchConditions`, compiled.
+    pub match_conditions: Vec<super::conditions::Condition>,
 }
 
 /// Where a webhook is reached.
@@ -177,6 +180,7 @@ pub(crate) fn hooks_of(config: &Value, mutating: bool) -> Vec<Hook> {
                     .iter()
                     .find(|v| *v == "v1" || *v == "v1beta1")
                     .is_none_or(|v| v == "v1"),
+                match_conditions: super::conditions::compile_cached(h.get("matchConditions")),
             }
         })
         .collect()
@@ -199,10 +203,21 @@ pub(crate) fn admit(kind: &str, obj: &mut Value, old: Option<&Value>) -> Result<
     }
     let mut errs = Vec::new();
     let mut names = std::collections::HashSet::new();
+    // An update that changes no webhook's match conditions does not check
+    // them again (`ignoreMatchConditions`): what compiled when written
+    // stays writable.
+    let conditions_of = |o: &Value| -> Option<Vec<Value>> {
+        o.get("webhooks").and_then(Value::as_array).map(|hs| {
+            hs.iter()
+                .map(|h| h.get("matchConditions").cloned().unwrap_or(Value::Null))
+                .collect()
+        })
+    };
+    let check_conditions = old.is_none_or(|o| conditions_of(o) != conditions_of(obj));
     if let Some(hooks) = obj.get("webhooks").and_then(Value::as_array) {
         for (i, h) in hooks.iter().enumerate() {
             let at = format!("webhooks[{i}]");
-            validate_hook(h, mutating, &at, &mut errs);
+            validate_hook(h, mutating, &at, check_conditions, &mut errs);
             let versions = h.get("admissionReviewVersions");
             review_versions(
                 versions,
@@ -269,7 +284,13 @@ fn not_supported(errs: &mut Vec<FieldError>, field: String, v: &Value, allowed: 
     errs.push(FieldError::not_supported(field, v, &allowed));
 }
 
-fn validate_hook(h: &Value, mutating: bool, at: &str, errs: &mut Vec<FieldError>) {
+fn validate_hook(
+    h: &Value,
+    mutating: bool,
+    at: &str,
+    check_conditions: bool,
+    errs: &mut Vec<FieldError>,
+) {
     let name = h.get("name").and_then(Value::as_str).unwrap_or("");
     if name.is_empty() {
         errs.push(FieldError::required(format!("{at}.name"), ""));
@@ -338,17 +359,6 @@ fn validate_hook(h: &Value, mutating: bool, at: &str, errs: &mut Vec<FieldError>
             }
         }
     }
-    if h.get("matchConditions")
-        .and_then(Value::as_array)
-        .is_some_and(|c| !c.is_empty())
-    {
-        // CEL is not evaluated here: a condition that cannot be honoured is
-        // refused when written, never ignored at call time.
-        errs.push(FieldError::forbidden(
-            format!("{at}.matchConditions"),
-            "fakeapi does not evaluate CEL match conditions: remove them, or narrow the webhook with rules, namespaceSelector and objectSelector",
-        ));
-    }
     let cc = h.get("clientConfig").cloned().unwrap_or(Value::Null);
     if let Some(b) = cc.get("caBundle").and_then(Value::as_str) {
         if base64::engine::general_purpose::STANDARD.decode(b).is_err() {
@@ -372,6 +382,14 @@ fn validate_hook(h: &Value, mutating: bool, at: &str, errs: &mut Vec<FieldError>
             errs,
         ),
         (None, Some(s)) => validate_service(s, &format!("{at}.clientConfig.service"), errs),
+    }
+    if check_conditions {
+        super::conditions::validate(
+            h.get("matchConditions"),
+            &format!("{at}.matchConditions"),
+            false,
+            errs,
+        );
     }
 }
 

@@ -11,10 +11,13 @@
 //!    and their own, each called if a rule matches the request (operation,
 //!    group, version, resource/subresource, scope; with `matchPolicy:
 //!    Equivalent` another served version of the same resource, the object
-//!    sent in that version) and its `namespaceSelector` and
-//!    `objectSelector` select it; its JSON patch applied, the object
-//!    defaulted again; those with `reinvocationPolicy: IfNeeded` called once
-//!    more if a later webhook changed the object;
+//!    sent in that version), its `namespaceSelector` and `objectSelector`
+//!    select it and its `matchConditions` hold ([`conditions`]: CEL on
+//!    `object`, `oldObject`, `request` and `authorizer`; one that is false
+//!    skips the webhook, one that errors fails the request with 403 under
+//!    `failurePolicy: Fail` and skips it under `Ignore`); its JSON patch
+//!    applied, the object defaulted again; those with `reinvocationPolicy:
+//!    IfNeeded` called once more if a later webhook changed the object;
 //! 2. the server's own rules (metadata, the kind's strategy, validation);
 //! 3. the ValidatingAdmissionPolicies bound to the request ([`policy`]),
 //!    then the validating webhooks, all at once; the first refusal (in their
@@ -41,19 +44,23 @@
 //! under `Ignore` (logged, and counted in [`Store::webhook_calls`](crate::Store::webhook_calls)
 //! and `/metrics`). A denial reaches the client as the webhook's `Status`:
 //! its code (400 if below), `admission webhook "NAME" denied the request:
-//! MESSAGE`.
+//! MESSAGE`. An answer's `warnings`, allowed or not, reach the client as
+//! `Warning` headers (deduplicated and cut as kube-apiserver's recorder
+//! does, beside those of the policies: [`warn`]); its `auditAnnotations`
+//! are taken (logged at debug level: fakeapi keeps no audit log).
 //!
 //! The request that waits on a webhook is in flight for the server's
 //! activity ([`crate::Activity`]) for the whole call;
 //! [`Activity::webhook_calls_waiting`](crate::Activity::webhook_calls_waiting)
 //! counts the calls awaiting a webhook's answer.
 //!
-//! Not covered: `matchConditions` (CEL; refused when written), scale
-//! subresources, the Rust API's writes (they are the owner's, like
-//! writing to etcd directly), user information (every request is
-//! `system:admin`), audit annotations, warnings.
+//! Not covered: scale subresources, the Rust API's writes (they are the
+//! owner's, like writing to etcd directly), user information (every
+//! request is `system:admin`, and the `authorizer` of a match condition
+//! allows everything), an audit log.
 
 mod call;
+mod conditions;
 pub(crate) mod config;
 pub(crate) mod policy;
 mod resolve;
@@ -70,15 +77,74 @@ use std::collections::{BTreeMap, HashSet};
 
 tokio::task_local! {
     /// The warnings of the HTTP request being served (set by the server
-    /// around each request; sent as `Warning` headers): what a
-    /// ValidatingAdmissionPolicy bound with `Warn` says.
-    pub(crate) static WARNINGS: std::sync::Arc<Mutex<Vec<String>>>;
+    /// around each request; sent as `Warning` headers, each as the text it
+    /// derefs to): what a ValidatingAdmissionPolicy bound with `Warn` says,
+    /// and the `warnings` of webhooks' answers.
+    pub(crate) static WARNINGS: std::sync::Arc<Mutex<Vec<Warning>>>;
+}
+
+/// One warning of a response: the text added, and the text sent (the same,
+/// or its first 256 characters once the response's warnings pass 4096
+/// characters, as kube-apiserver's warning recorder cuts them). Reads as
+/// the text sent.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Warning {
+    added: String,
+    sent: String,
+    /// Whether the response's warnings were cut when it was recorded.
+    cutting: bool,
+}
+
+impl std::ops::Deref for Warning {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.sent
+    }
 }
 
 /// Adds a warning to the response of the request being served (none
 /// outside one: a write of the Rust API has no response headers).
 pub(crate) fn warn(message: String) {
-    let _ = WARNINGS.try_with(|w| w.lock().push(message));
+    let _ = WARNINGS.try_with(|w| record_warning(&mut w.lock(), message));
+}
+
+/// kube-apiserver's warning recorder (`WithWarningRecorder`): empty and
+/// repeated texts dropped; past 4096 characters in all, every warning (the
+/// earlier ones too) cut to 256, and none added once 4096 are written so.
+fn record_warning(ws: &mut Vec<Warning>, text: String) {
+    const TOTAL: usize = 4 * 1024;
+    const ITEM: usize = 256;
+    if text.is_empty() {
+        return;
+    }
+    let runes = |t: &str| t.chars().count();
+    let cut = |t: &str| -> String { t.chars().take(ITEM).collect() };
+    let cutting = ws.first().is_some_and(|w| w.cutting);
+    let written: usize = ws.iter().map(|w| runes(&w.sent)).sum();
+    if cutting && written >= TOTAL {
+        return;
+    }
+    if ws.iter().any(|w| w.added == text) {
+        return;
+    }
+    let sent = if cutting { cut(&text) } else { text.clone() };
+    if cutting || written + runes(&sent) <= TOTAL {
+        ws.push(Warning {
+            added: text,
+            sent,
+            cutting,
+        });
+        return;
+    }
+    ws.push(Warning {
+        added: text,
+        sent: String::new(),
+        cutting: true,
+    });
+    for w in ws.iter_mut() {
+        w.cutting = true;
+        w.sent = cut(&w.added);
+    }
 }
 
 /// What an admission request is for.
@@ -193,6 +259,23 @@ struct Answer {
     status: Option<Value>,
     /// A decoded JSON patch (mutating only).
     patch: Option<Value>,
+    /// `warnings`: sent to the client as `Warning` headers.
+    warnings: Vec<String>,
+    /// `auditAnnotations`: fakeapi keeps no audit log; logged at debug
+    /// level, keyed `WEBHOOK/KEY` as kube-apiserver records them.
+    audit_annotations: Vec<(String, String)>,
+}
+
+impl Answer {
+    /// What any answer carries besides its verdict, allowed or not.
+    fn publish_notes(&self, hook: &Hook) {
+        for w in &self.warnings {
+            warn(w.clone());
+        }
+        for (k, v) in &self.audit_annotations {
+            tracing::debug!(webhook = %hook.name, annotation = %format!("{}/{k}", hook.name), value = %v, "audit annotation");
+        }
+    }
 }
 
 /// The version of a request the hook is called in: the request's, or an
@@ -256,11 +339,68 @@ fn should_call(store: &Store, hook: &Hook, attr: &Attributes) -> Result<Option<I
             }
         }
     }
-    match (invocation, ns_err) {
-        (None, _) => Ok(None),
-        (Some(_), Some(e)) => Err(e),
-        (Some(i), None) => Ok(Some(i)),
+    let inv = match (invocation, ns_err) {
+        (None, _) => return Ok(None),
+        (Some(_), Some(e)) => return Err(e),
+        (Some(i), None) => i,
+    };
+    if hook.match_conditions.is_empty() {
+        return Ok(Some(inv));
     }
+    // `matchConditions`, on the objects as the webhook would get them.
+    let request = policy::request(attr, &inv.served);
+    let mut act = policy::expr::Activation::new(
+        policy::expr::value(Some(&in_version(&attr.object, &inv))),
+        policy::expr::value(Some(&in_version(&attr.old_object, &inv))),
+        policy::expr::value(Some(&request)),
+        cel::Value::Null,
+        cel::Value::Null,
+    );
+    match conditions::evaluate(&hook.match_conditions, &mut act) {
+        conditions::Outcome::Match => Ok(Some(inv)),
+        conditions::Outcome::NoMatch(_) => Ok(None),
+        conditions::Outcome::Error(e) if hook.ignore_failures => {
+            tracing::warn!(webhook = %hook.name, configuration = %hook.configuration, operation = attr.op.as_str(), resource = %attr.served.info.qualified_name(), name = %attr.name, error = %e, "failed evaluating match conditions, not calling the webhook (failurePolicy: Ignore)");
+            Ok(None)
+        }
+        conditions::Outcome::Error(e) => {
+            tracing::warn!(webhook = %hook.name, configuration = %hook.configuration, operation = attr.op.as_str(), resource = %attr.served.info.qualified_name(), name = %attr.name, error = %e, "failed evaluating match conditions, failing closed (failurePolicy: Fail)");
+            Err(forbidden(attr, &e))
+        }
+    }
+}
+
+/// `apierrors.NewForbidden` on the request's resource and name: how
+/// kube-apiserver refuses a request whose webhook's match conditions
+/// failed to evaluate under `failurePolicy: Fail`.
+fn forbidden(attr: &Attributes, err: &str) -> ApiError {
+    let info = attr.served.info;
+    let resource = if info.group.is_empty() {
+        info.plural.to_string()
+    } else {
+        format!("{}.{}", info.plural, info.group)
+    };
+    let message = if attr.name.is_empty() {
+        format!("{resource} is forbidden: {err}")
+    } else {
+        format!(
+            "{resource} {} is forbidden: {err}",
+            crate::error::go_quote(&attr.name)
+        )
+    };
+    let mut details = json!({"kind": info.plural});
+    if !attr.name.is_empty() {
+        details["name"] = json!(attr.name);
+    }
+    if !info.group.is_empty() {
+        details["group"] = json!(info.group);
+    }
+    ApiError::Status(Box::new(StatusError {
+        code: 403,
+        reason: "Forbidden".into(),
+        message,
+        details: Some(details),
+    }))
 }
 
 /// `MatchNamespaceSelector`: (matches, the error looking the namespace up).
@@ -442,6 +582,7 @@ fn apply_answer(
 ) -> Result<bool> {
     {
         {
+            answer.publish_notes(hook);
             if !answer.allowed {
                 store.webhook_stats().count(hook, |c| c.denied += 1);
                 return Err(denial(hook, answer.status));
@@ -519,6 +660,9 @@ async fn validate(store: &Store, hooks: &[Hook], attr: &Attributes) -> Result<()
     .await;
     let mut first: Option<ApiError> = None;
     for ((hook, _), r) in calls.iter().zip(results) {
+        if let Ok(a) = &r {
+            a.publish_notes(hook);
+        }
         let err = match r {
             Ok(a) if a.allowed => {
                 store.webhook_stats().count(hook, |c| c.allowed += 1);
@@ -552,6 +696,31 @@ fn hooks_for(store: &Store, attr: &Attributes) -> Option<(Vec<Hook>, Vec<Hook>)>
 pub(crate) fn any_registered(store: &Store) -> bool {
     let (m, v) = hooks(store);
     !m.is_empty() || !v.is_empty()
+}
+
+/// The admission chain over `attr`, as kube-apiserver runs it for every
+/// write: the mutating webhooks, then `server` (the server's own rules on
+/// what they made: defaults, the kind's strategy, validation; it may
+/// reshape `attr.object` and name it), then the ValidatingAdmissionPolicies
+/// and the validating webhooks on the result. Returns what `server` made.
+async fn chain<T>(
+    store: &Store,
+    policies: Option<&policy::PolicySet>,
+    hooks: Option<(Vec<Hook>, Vec<Hook>)>,
+    attr: &mut Attributes,
+    server: impl FnOnce(&mut Attributes) -> Result<T>,
+) -> Result<T> {
+    if let Some((mutating, _)) = &hooks {
+        mutate(store, mutating, attr).await?;
+    }
+    let made = server(attr)?;
+    if let Some(set) = policies {
+        policy::validate(store, set, attr)?;
+    }
+    if let Some((_, validating)) = &hooks {
+        validate(store, validating, attr).await?;
+    }
+    Ok(made)
 }
 
 fn dry_run(options: &Value) -> bool {
@@ -597,16 +766,14 @@ pub(crate) async fn create(
         let obj = attr.object.take().expect("an object");
         return store.create_in(served, ns_arg, obj, origin, attr.dry_run);
     }
-    let (mutating, validating) = hooks.unwrap_or_default();
-    mutate(store, &mutating, &mut attr).await?;
-    let obj = attr.object.take().expect("an object");
-    let prepared = store.prepare_create(served, ns_arg, obj, origin)?;
-    attr.name = prepared.key.1.clone();
-    attr.object = Some(served_view(served, &prepared.obj));
-    if let Some(set) = &policies {
-        policy::validate(store, set, &attr)?;
-    }
-    validate(store, &validating, &attr).await?;
+    let prepared = chain(store, policies.as_deref(), hooks, &mut attr, |attr| {
+        let obj = attr.object.take().expect("an object");
+        let prepared = store.prepare_create(served, ns_arg, obj, origin)?;
+        attr.name = prepared.key.1.clone();
+        attr.object = Some(served_view(served, &prepared.obj));
+        Ok(prepared)
+    })
+    .await?;
     store.commit_create(served, prepared, origin, attr.dry_run)
 }
 
@@ -737,20 +904,16 @@ pub(crate) async fn update(
             options: options.clone(),
         };
         let hooks = hooks_for(store, &attr);
-        if let Some((mutating, _)) = &hooks {
-            mutate(store, mutating, &mut attr).await?;
-        }
-        let obj = attr.object.take().expect("an object");
-        let shaped = store.shape_update(served, &key, &old, obj, subresource, origin)?;
-        if hooks.is_some() || policies.is_some() {
-            attr.object = Some(served_view(served, &shaped));
-        }
-        if let Some(set) = &policies {
-            policy::validate(store, set, &attr)?;
-        }
-        if let Some((_, validating)) = &hooks {
-            validate(store, validating, &attr).await?;
-        }
+        let admitted = hooks.is_some() || policies.is_some();
+        let shaped = chain(store, policies.as_deref(), hooks, &mut attr, |attr| {
+            let obj = attr.object.take().expect("an object");
+            let shaped = store.shape_update(served, &key, &old, obj, subresource, origin)?;
+            if admitted {
+                attr.object = Some(served_view(served, &shaped));
+            }
+            Ok(shaped)
+        })
+        .await?;
         if let Some(s) = store.commit_update_if(served, key, old, shaped, origin, dry)? {
             return Ok((s, false));
         }
@@ -785,15 +948,7 @@ pub(crate) async fn delete(
         options,
     };
     let hooks = hooks_for(store, &attr);
-    if let Some((mutating, _)) = &hooks {
-        mutate(store, mutating, &mut attr).await?;
-    }
-    if let Some(set) = &policies {
-        policy::validate(store, set, &attr)?;
-    }
-    if let Some((_, validating)) = &hooks {
-        validate(store, validating, &attr).await?;
-    }
+    chain(store, policies.as_deref(), hooks, &mut attr, |_| Ok(())).await?;
     store.delete_in(served, ns, name, opts, origin)
 }
 
@@ -842,21 +997,37 @@ pub(crate) async fn subresource_create(
         options: json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}),
     };
     let hooks = hooks_for(store, &attr);
-    if let Some((mutating, _)) = &hooks {
-        mutate(store, mutating, &mut attr).await?;
-    }
-    if let Some(set) = &policies {
-        policy::validate(store, set, &attr)?;
-    }
-    if let Some((_, validating)) = &hooks {
-        validate(store, validating, &attr).await?;
-    }
+    chain(store, policies.as_deref(), hooks, &mut attr, |_| Ok(())).await?;
     Ok(attr.object.take().expect("an object"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn warnings_are_recorded_as_kube_apiserver_records_them() {
+        let mut ws = Vec::new();
+        record_warning(&mut ws, "a".into());
+        record_warning(&mut ws, String::new());
+        record_warning(&mut ws, "a".into());
+        record_warning(&mut ws, "b".into());
+        let sent = |ws: &Vec<Warning>| ws.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        assert_eq!(sent(&ws), ["a", "b"]);
+        // Past 4096 characters: all cut to 256, the earlier ones too.
+        let long = "x".repeat(3000);
+        record_warning(&mut ws, long.clone());
+        record_warning(&mut ws, "y".repeat(2000));
+        assert_eq!(ws.len(), 4);
+        assert!(ws.iter().all(|w| w.chars().count() <= 256));
+        assert_eq!(&*ws[2], &long[..256]);
+        // Once cut, more go in cut until 4096 are written.
+        for i in 0..20 {
+            record_warning(&mut ws, format!("{i}{}", "z".repeat(300)));
+        }
+        let total: usize = ws.iter().map(|w| w.chars().count()).sum();
+        assert!((4096..4096 + 256).contains(&total), "{total}");
+    }
 
     #[test]
     fn denials_read_as_kube_apiserver_writes_them() {

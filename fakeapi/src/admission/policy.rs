@@ -52,6 +52,7 @@ pub(crate) mod expr;
 pub(crate) mod spec;
 pub(crate) mod typecheck;
 
+use super::conditions::{self, Condition, Outcome};
 use super::config::{strings, Rule};
 use super::{rule_matches, Attributes};
 use crate::error::{go_quote, ApiError, Result, StatusError};
@@ -152,7 +153,7 @@ struct Validation {
 /// A policy's expressions, compiled once.
 #[derive(Debug, Default)]
 struct Exprs {
-    conditions: Vec<(String, Program)>,
+    conditions: Vec<Condition>,
     variables: Vec<(String, Program)>,
     validations: Vec<Validation>,
     audits: Vec<(String, Program)>,
@@ -168,11 +169,16 @@ impl Exprs {
                 .cloned()
                 .unwrap_or_default()
         };
-        let mut out = Exprs::default();
-        let plain = Env::untyped(has_params);
-        for c in list("matchConditions") {
-            let p = expr::compile(text(&c, "expression").trim(), &plain, Returns::Bool)?;
-            out.conditions.push((text(&c, "name"), p.program));
+        let mut out = Exprs {
+            conditions: conditions::compile(spec.get("matchConditions"), has_params),
+            ..Exprs::default()
+        };
+        if let Some(e) = out
+            .conditions
+            .iter()
+            .find_map(|c| c.program.as_ref().as_ref().err())
+        {
+            return Err(e.clone());
         }
         let mut env = Env::untyped(has_params);
         for v in list("variables") {
@@ -413,8 +419,9 @@ fn matches(
     }
 }
 
-/// The `request` variable.
-fn request(attr: &Attributes, matched: &Served) -> Value {
+/// The `request` variable (a policy's, and a webhook's match conditions'):
+/// the request's attributes in the version `matched`.
+pub(super) fn request(attr: &Attributes, matched: &Served) -> Value {
     let i = matched.info;
     let r = attr.served.info;
     let mut req = json!({
@@ -554,21 +561,13 @@ fn evaluate(
         CelValue::Null,
     );
     // Match conditions: no namespace object, no variables.
-    let mut condition_errors = Vec::new();
-    for (_, p) in &exprs.conditions {
-        match act.run(p, true) {
-            Ran::Value(CelValue::Bool(false)) => return out,
-            Ran::Value(CelValue::Bool(true)) => {}
-            Ran::Value(_) => condition_errors.push(format!(
-                "expression '{}' resulted in error: no such overload",
-                p.source
-            )),
-            Ran::Error(e) => condition_errors.push(e),
+    match conditions::evaluate(&exprs.conditions, &mut act) {
+        Outcome::Match => {}
+        Outcome::NoMatch(_) => return out,
+        Outcome::Error(e) => {
+            out.errors.push(e);
+            return out;
         }
-    }
-    if !condition_errors.is_empty() {
-        out.errors.push(aggregate(&condition_errors));
-        return out;
     }
     act.namespace = expr::value(namespace);
     act.evaluate_variables(&exprs.variables);
@@ -634,15 +633,6 @@ fn cel_type_name(v: &CelValue) -> &'static str {
         CelValue::Duration(_) => "google.protobuf.Duration",
         CelValue::Timestamp(_) => "google.protobuf.Timestamp",
         _ => "dyn",
-    }
-}
-
-/// `utilerrors.NewAggregate(...).Error()`.
-fn aggregate(errs: &[String]) -> String {
-    if errs.len() == 1 {
-        errs[0].clone()
-    } else {
-        format!("[{}]", errs.join(", "))
     }
 }
 

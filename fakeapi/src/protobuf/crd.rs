@@ -349,8 +349,8 @@ fn status(s: pb::CustomResourceDefinitionStatus) -> Value {
                     "observedGeneration",
                     c.observed_generation.filter(|g| *g != 0),
                 );
-                if let Some(t) = c.last_transition_time {
-                    co.insert("lastTransitionTime".into(), json(t.conv()));
+                if let Some(t) = super::time(c.last_transition_time) {
+                    co.insert("lastTransitionTime".into(), json(t));
                 }
                 put_text(&mut co, "reason", c.reason);
                 put_text(&mut co, "message", c.message);

@@ -26,7 +26,9 @@
 //!   whole. Custom kinds take them from their CRD's schema, built-in kinds
 //!   from the table below (the list types of kube-apiserver's OpenAPI for
 //!   the fields real clients apply: pods, Deployments, Jobs, ConfigMaps,
-//!   Leases, Events).
+//!   Leases, Events). A custom object's applied configuration is merged
+//!   into the live one by the same types ([`merge_applied`]): its
+//!   `metadata.finalizers` is a set, as every kind's.
 //!
 //! The ownership lives in the object (what is not written changes nobody's
 //! fields: a denied, invalid or dry-run request), computed before the
@@ -580,6 +582,125 @@ fn index_items<'v>(a: &'v [Value], kind: &ListKind) -> BTreeMap<Pe, Vec<&'v Valu
         m.entry(item_pe(it, kind, i)).or_default().push(it);
     }
     m
+}
+
+/// An applied configuration merged into the live object, as
+/// structured-merge-diff merges them (before ownership removes what the
+/// manager no longer applies): objects field by field (a null removes the
+/// field), `x-kubernetes-map-type: atomic` objects replaced, lists by
+/// their kind: `map` lists item by item on their keys and `set` lists
+/// value by value (an item the configuration does not name stays, as
+/// another manager's would, and the order is structured-merge-diff's:
+/// the configuration's, each live item it does not name kept where it
+/// was), atomic lists and scalars replaced. The root's `metadata` is
+/// ObjectMeta whatever the kind, so a custom object's `finalizers` are a
+/// set and its `ownerReferences` a map by `uid`, as on a real server.
+pub(crate) fn merge_applied(target: &mut Value, config: &Value, ty: Ty<'_>) {
+    match config {
+        Value::Object(c) if !ty.atomic_map(c) => {
+            if !target.is_object() {
+                *target = Value::Object(Map::new());
+            }
+            let t = target.as_object_mut().expect("an object");
+            for (k, v) in c {
+                if v.is_null() {
+                    t.remove(k);
+                    continue;
+                }
+                let slot = t.entry(k.clone()).or_insert(Value::Null);
+                merge_applied(slot, v, ty.child(k));
+            }
+        }
+        Value::Array(rhs) => {
+            let Some(lhs) = target.as_array() else {
+                *target = config.clone();
+                return;
+            };
+            let all: Vec<Value> = lhs.iter().chain(rhs).cloned().collect();
+            let kind = ty.list_kind(&all);
+            if let ListKind::Atomic = kind {
+                *target = config.clone();
+                return;
+            }
+            *target = Value::Array(merge_list_items(lhs, rhs, &kind, ty.item()));
+        }
+        _ => *target = config.clone(),
+    }
+}
+
+/// The items of a `map` or `set` list merged, in structured-merge-diff's
+/// order (`visitListItems`): walking both lists, an item of both is merged
+/// where the configuration has it, an item only live stays where it was,
+/// an item only applied goes where the configuration puts it.
+fn merge_list_items(lhs: &[Value], rhs: &[Value], kind: &ListKind, item: Ty<'_>) -> Vec<Value> {
+    let lpes: Vec<Pe> = lhs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| item_pe(v, kind, i))
+        .collect();
+    let rpes: Vec<Pe> = rhs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| item_pe(v, kind, i))
+        .collect();
+    let mut in_lhs: BTreeMap<&Pe, usize> = BTreeMap::new();
+    for (i, pe) in lpes.iter().enumerate() {
+        in_lhs.entry(pe).or_insert(i);
+    }
+    let in_rhs: std::collections::BTreeSet<&Pe> = rpes.iter().collect();
+    // The items of both, in the configuration's order.
+    let mut shared = rpes.iter().filter(|pe| in_lhs.contains_key(pe));
+    let mut next_shared = shared.next();
+    let mut merged: std::collections::BTreeSet<&Pe> = std::collections::BTreeSet::new();
+    let merge_item = |l: Option<&Value>, r: &Value| match l {
+        Some(l) => {
+            let mut out = l.clone();
+            merge_applied(&mut out, r, item);
+            out
+        }
+        None => r.clone(),
+    };
+    let mut out = Vec::with_capacity(lhs.len().max(rhs.len()));
+    let (mut li, mut ri) = (0, 0);
+    while li < lpes.len() || ri < rpes.len() {
+        if li < lpes.len() && ri < rpes.len() {
+            let pe = &lpes[li];
+            if *pe == rpes[ri] {
+                merged.insert(pe);
+                out.push(merge_item(Some(&lhs[in_lhs[pe]]), &rhs[ri]));
+                li += 1;
+                ri += 1;
+                next_shared = shared.next();
+                continue;
+            }
+            if in_rhs.contains(pe) && next_shared.is_some_and(|n| n != pe) {
+                // Shared, but not the one due now: it goes where the
+                // configuration has it.
+                li += 1;
+                continue;
+            }
+        }
+        if li < lpes.len() {
+            let pe = &lpes[li];
+            if !in_rhs.contains(pe) {
+                out.push(lhs[li].clone());
+                li += 1;
+                continue;
+            } else if merged.contains(pe) {
+                li += 1;
+            }
+        }
+        if ri < rpes.len() {
+            let pe = &rpes[ri];
+            merged.insert(pe);
+            out.push(merge_item(in_lhs.get(pe).map(|&i| &lhs[i]), &rhs[ri]));
+            ri += 1;
+            if next_shared == Some(pe) {
+                next_shared = shared.next();
+            }
+        }
+    }
+    out
 }
 
 /// Removes from `obj` what `last` (a manager's previous applied set)
@@ -1157,6 +1278,109 @@ mod tests {
         )
         .unwrap();
         assert_eq!(v5["data"], json!({"a": "1", "c": "3"}));
+    }
+
+    /// e2e "ServerSideApply should work for CRDs": a custom object's
+    /// `metadata.finalizers` is a set, as is any list its schema marks
+    /// `x-kubernetes-list-type: set`; an apply keeps the values other
+    /// managers own, and drops only its own.
+    #[test]
+    fn a_custom_objects_sets_keep_every_managers_values() {
+        let schema = Schema::parse(
+            &json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+                "tags": {"type": "array", "x-kubernetes-list-type": "set",
+                         "items": {"type": "string"}},
+                "order": {"type": "array", "items": {"type": "string"}}}}}}),
+            "",
+        )
+        .unwrap();
+        let ty = Ty::root(Some(&schema), true);
+        let apply = |live: Option<&Value>, config: Value, who: &str| {
+            let mut merged = match live {
+                Some(l) => {
+                    let mut m = l.clone();
+                    merge_applied(&mut m, &config, ty);
+                    m
+                }
+                None => config.clone(),
+            };
+            record_apply(live, &mut merged, &config, false, false, &w(who), ty).map(|()| merged)
+        };
+        let update = |old: &Value, new: Value, who: &str| {
+            let mut new = new;
+            record_update(Some(old), &mut new, Incoming::Absent, &w(who), ty);
+            new
+        };
+        let config = json!({"metadata": {"name": "mytest", "finalizers": ["test-finalizer"]},
+                            "spec": {"tags": ["a"], "order": ["x"]}});
+        let v1 = apply(None, config.clone(), "apply_test").unwrap();
+        // Another manager adds a finalizer and a tag (a merge patch).
+        let mut v2 = v1.clone();
+        v2["metadata"]["finalizers"] = json!(["test-finalizer", "another-one"]);
+        v2["spec"]["tags"] = json!(["a", "b"]);
+        let v2 = update(&v1, v2, "kubectl");
+        // The same configuration again: both finalizers and both tags stay.
+        let v3 = apply(Some(&v2), config.clone(), "apply_test").unwrap();
+        assert_eq!(
+            v3["metadata"]["finalizers"],
+            json!(["test-finalizer", "another-one"])
+        );
+        assert_eq!(v3["spec"]["tags"], json!(["a", "b"]));
+        // The applier drops its finalizer and tag: the other manager's stay.
+        let v4 = apply(
+            Some(&v3),
+            json!({"metadata": {"name": "mytest"}, "spec": {"order": ["x"]}}),
+            "apply_test",
+        )
+        .unwrap();
+        assert_eq!(v4["metadata"]["finalizers"], json!(["another-one"]));
+        assert_eq!(v4["spec"]["tags"], json!(["b"]));
+        let owner = |v: &Value, m: &str| {
+            decode(v)
+                .into_iter()
+                .find(|e| e.manager == m)
+                .map(|e| e.set.to_fields_v1())
+        };
+        assert_eq!(
+            owner(&v4, "kubectl"),
+            Some(
+                json!({"f:metadata": {"f:finalizers": {"v:\"another-one\"": {}}},
+                        "f:spec": {"f:tags": {"v:\"b\"": {}}}})
+            )
+        );
+        // A list without a type is atomic: applied, it replaces.
+        let mut v5 = v4.clone();
+        v5["spec"]["order"] = json!(["x", "y"]);
+        let v5 = update(&v4, v5, "kubectl");
+        let e = apply(
+            Some(&v5),
+            json!({"metadata": {"name": "mytest"}, "spec": {"order": ["z"]}}),
+            "apply_test",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains(".spec.order"), "{e}");
+    }
+
+    /// structured-merge-diff's order: the configuration's, each live item
+    /// it does not name kept where it was.
+    #[test]
+    fn merged_set_items_follow_structured_merge_diffs_order() {
+        let ty = builtin().child("metadata").child("finalizers");
+        let merge = |l: Value, r: Value| {
+            let mut t = l;
+            merge_applied(&mut t, &r, ty);
+            t
+        };
+        assert_eq!(merge(json!(["a", "b"]), json!(["a"])), json!(["a", "b"]));
+        assert_eq!(merge(json!(["a"]), json!(["b"])), json!(["a", "b"]));
+        assert_eq!(
+            merge(json!(["a", "b"]), json!(["c", "a"])),
+            json!(["c", "a", "b"])
+        );
+        assert_eq!(
+            merge(json!(["a", "b", "c"]), json!(["c", "a"])),
+            json!(["b", "c", "a"])
+        );
     }
 
     #[test]

@@ -279,9 +279,11 @@ impl Store {
     /// The table and key an owner reference points at, for a dependent in
     /// namespace `ns`; None when the server does not serve that kind.
     fn resolve_owner(&self, st: &State, r: &OwnerRef<'_>, ns: &str) -> Option<Item> {
-        let (table, namespaced) = match RESOURCES.iter().enumerate().find(|(_, i)| {
-            i.kind == r.kind && i.plural != "bindings" && i.api_version() == r.api_version
-        }) {
+        let (table, namespaced) = match RESOURCES
+            .iter()
+            .enumerate()
+            .find(|(_, i)| i.stored && i.kind == r.kind && i.api_version() == r.api_version)
+        {
             Some((t, info)) => (t, info.namespaced),
             None => {
                 let cv = st.registry.by_kind(r.api_version, r.kind)?;

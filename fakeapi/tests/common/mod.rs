@@ -52,6 +52,18 @@ pub struct RawResponse {
 }
 
 impl RawResponse {
+    /// The body as JSON, read from protobuf when it is protobuf.
+    pub fn object(&self) -> Value {
+        if self
+            .headers
+            .to_ascii_lowercase()
+            .contains("content-type: application/vnd.kubernetes.protobuf")
+        {
+            return fakeapi::protobuf::decode_any(&self.body)
+                .unwrap_or_else(|e| panic!("not Kubernetes protobuf ({e}): {:?}", self.body));
+        }
+        self.json()
+    }
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))

@@ -27,9 +27,50 @@ pub struct Answer {
 
 impl Answer {
     /// The body as JSON (`None` if it is not).
+    /// A protobuf answer (`k8s\0` + `runtime.Unknown`) is decoded with
+    /// fakeapi's reader, the same for both servers (see [`from_protobuf`]).
     pub fn json(&self) -> Option<Value> {
+        if self.content_type == fakeapi::protobuf::MEDIA_TYPE {
+            return fakeapi::protobuf::decode_any(&self.body)
+                .ok()
+                .map(from_protobuf);
+        }
         serde_json::from_slice(&self.body).ok()
     }
+}
+
+/// A decoded protobuf answer as it is compared: Go's marshallers write
+/// every non-pointer field, zero or not, which the reader gives back
+/// (`"nodeName": ""`) and fakeapi, writing from JSON, leaves out; both
+/// decode in Go to the same zero value. So zero values (`""`, `0`,
+/// `false`, `{}`, null: the reader's zero `metav1.Time`, which Go writes
+/// where it is not a pointer, a condition's `lastProbeTime`, a bookmark's
+/// `creationTimestamp`) are dropped from both servers' answers. Whether a
+/// pointer field is absent or zero is what the JSON cases compare.
+pub fn from_protobuf(v: Value) -> Value {
+    fn zero(v: &Value) -> bool {
+        match v {
+            Value::String(s) => s.is_empty(),
+            Value::Number(n) => n.as_f64() == Some(0.0),
+            Value::Bool(b) => !b,
+            Value::Object(m) => m.is_empty(),
+            Value::Null => true,
+            Value::Array(_) => false,
+        }
+    }
+    fn walk(v: Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.into_iter()
+                    .map(|(k, x)| (k, walk(x)))
+                    .filter(|(_, x)| !zero(x))
+                    .collect(),
+            ),
+            Value::Array(a) => Value::Array(a.into_iter().map(walk).collect()),
+            other => other,
+        }
+    }
+    walk(v)
 }
 
 /// The events of a watch, as they arrive.
@@ -187,12 +228,17 @@ impl Target {
             .await
             .unwrap_or_else(|_| panic!("{}: watch {path} took too long", self.name))
             .unwrap_or_else(|e| panic!("{}: watch {path}: {e}", self.name));
-        {
+        let protobuf = {
             let mut l = log.lock().unwrap();
             l.status = Some(resp.status().as_u16());
             l.content_type = media_type(resp.headers());
-        }
+            l.content_type == fakeapi::protobuf::MEDIA_TYPE
+        };
         let (l2, c2) = (log.clone(), changed.clone());
+        if protobuf {
+            let task = tokio::spawn(protobuf_watch(resp, l2, c2));
+            return Watch { log, changed, task };
+        }
         let task = tokio::spawn(async move {
             let mut body = resp.into_body();
             let mut buf: Vec<u8> = Vec::new();
@@ -227,6 +273,58 @@ impl Target {
         });
         Watch { log, changed, task }
     }
+}
+
+/// A protobuf watch stream (length-prefixed `WatchEvent` frames), each
+/// event decoded as [`Answer::json`] decodes an answer; an answer that is
+/// not a stream (an error `Status`) is one event, as on a JSON watch.
+async fn protobuf_watch(
+    resp: http::Response<kube::client::Body>,
+    log: Arc<Mutex<WatchLog>>,
+    changed: Arc<Notify>,
+) {
+    let mut body = resp.into_body();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut stream = true;
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else { break };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        buf.extend_from_slice(&data);
+        if buf.starts_with(fakeapi::protobuf::MAGIC) {
+            // A Status, not a stream: read at the end.
+            stream = false;
+            continue;
+        }
+        match fakeapi::protobuf::decode_watch(&buf) {
+            Ok((events, rest)) => {
+                let rest = rest.to_vec();
+                let mut l = log.lock().unwrap();
+                l.events.extend(events.into_iter().map(from_protobuf));
+                buf = rest;
+            }
+            Err(e) => {
+                log.lock()
+                    .unwrap()
+                    .garbage
+                    .push(format!("a frame fakeapi's reader refuses: {e}"));
+                buf.clear();
+            }
+        }
+        changed.notify_waiters();
+    }
+    if !buf.is_empty() {
+        let mut l = log.lock().unwrap();
+        match fakeapi::protobuf::decode_any(&buf) {
+            Ok(v) if !stream => l.events.push(from_protobuf(v)),
+            _ => l
+                .garbage
+                .push(format!("{} bytes after the last whole frame", buf.len())),
+        }
+    }
+    log.lock().unwrap().ended = true;
+    changed.notify_waiters();
 }
 
 /// A bookmark that only says how far the server got (not the end of the

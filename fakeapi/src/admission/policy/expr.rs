@@ -29,8 +29,9 @@ pub(crate) struct Env<'s> {
     /// `params`, when the policy has a `paramKind`.
     pub(crate) params: Option<Ty<'s>>,
     pub(crate) authorizer: bool,
-    /// `variables`, those declared so far.
-    pub(crate) variables: Vec<(String, Ty<'s>)>,
+    /// `variables`, those declared so far; `None` where there are none to
+    /// declare (a match condition's environment has no `variables`).
+    pub(crate) variables: Option<Vec<(String, Ty<'s>)>>,
 }
 
 impl<'s> Env<'s> {
@@ -41,13 +42,25 @@ impl<'s> Env<'s> {
             object: Ty::Dyn,
             params: has_params.then_some(Ty::Dyn),
             authorizer: true,
-            variables: Vec::new(),
+            variables: Some(Vec::new()),
+        }
+    }
+
+    /// What a match condition is compiled against, a webhook's or a
+    /// policy's (kube-apiserver's stateless condition compiler): `object`,
+    /// `oldObject`, `request`, `namespaceObject`, `authorizer`, and
+    /// `params` for a policy with a `paramKind`; no `variables`.
+    pub(crate) fn match_conditions(has_params: bool) -> Env<'static> {
+        Env {
+            variables: None,
+            ..Env::untyped(has_params)
         }
     }
 
     pub(crate) fn declare(&mut self, name: &str, ty: Ty<'s>) {
-        self.variables.retain(|(n, _)| n != name);
-        self.variables.push((name.to_string(), ty));
+        let vars = self.variables.get_or_insert_with(Vec::new);
+        vars.retain(|(n, _)| n != name);
+        vars.push((name.to_string(), ty));
     }
 
     /// The same without `authorizer` (a message expression's).
@@ -64,8 +77,10 @@ impl<'s> Env<'s> {
             ("oldObject", self.object.clone()),
             ("request", Ty::Dyn),
             ("namespaceObject", Ty::Dyn),
-            ("variables", Ty::Fields(self.variables.clone())),
         ];
+        if let Some(vars) = &self.variables {
+            v.push(("variables", Ty::Fields(vars.clone())));
+        }
         if let Some(p) = &self.params {
             v.push(("params", p.clone()));
         }
@@ -136,6 +151,7 @@ pub(crate) fn compile<'s>(
     let reads = env
         .variables
         .iter()
+        .flatten()
         .filter(|(n, _)| reads_variable(source, n))
         .map(|(n, _)| n.clone())
         .collect();
@@ -183,6 +199,9 @@ pub(crate) struct Activation {
     /// Evaluated variables; a failed one is its error.
     pub(crate) variables: Vec<(String, Result<CelValue, String>)>,
     pub(crate) budget: u64,
+    /// Whether a run stopped for want of `budget` (not its own per-call
+    /// limit): what kube-apiserver makes an error of the whole evaluation.
+    pub(crate) out_of_budget: bool,
     context: Context<'static, 'static>,
 }
 
@@ -202,6 +221,7 @@ impl Activation {
             namespace,
             variables: Vec::new(),
             budget: runtime::REQUEST_BUDGET,
+            out_of_budget: false,
             context: admission_context(),
         }
     }
@@ -239,9 +259,10 @@ impl Activation {
                 "expression '{}' resulted in error: {e}",
                 p.source
             )),
-            Outcome::Cancelled if limit < runtime::PER_CALL_LIMIT => Ran::Error(
-                "validation failed due to running out of cost budget, no further validation rules will be run".into(),
-            ),
+            Outcome::Cancelled if limit < runtime::PER_CALL_LIMIT => {
+                self.out_of_budget = true;
+                Ran::Error(OUT_OF_BUDGET.into())
+            }
             Outcome::Cancelled => Ran::Error(format!(
                 "expression '{}' resulted in error: operation cancelled: actual cost limit exceeded",
                 p.source
@@ -263,6 +284,10 @@ impl Activation {
         }
     }
 }
+
+/// kube-apiserver's error when an evaluation's budget runs out.
+pub(crate) const OUT_OF_BUDGET: &str =
+    "validation failed due to running out of cost budget, no further validation rules will be run";
 
 /// The root context with Kubernetes' library and the authorizer's.
 fn admission_context() -> Context<'static, 'static> {

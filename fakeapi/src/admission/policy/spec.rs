@@ -152,7 +152,12 @@ fn validate_policy(obj: &Value, errs: &mut Vec<FieldError>) {
     }
     let has_params = param_kind.is_some();
     let mut env = expr::Env::untyped(has_params);
-    validate_match_conditions(spec.get("matchConditions"), has_params, errs);
+    crate::admission::conditions::validate(
+        spec.get("matchConditions"),
+        "spec.matchConditions",
+        has_params,
+        errs,
+    );
     if let Some(vars) = spec.get("variables").and_then(Value::as_array) {
         for (i, v) in vars.iter().enumerate() {
             let at = format!("spec.variables[{i}]");
@@ -312,52 +317,6 @@ fn validate_validation(v: &Value, at: &str, env: &expr::Env, errs: &mut Vec<Fiel
                 &r,
                 &["Forbidden", "Invalid", "RequestEntityTooLarge"],
             );
-        }
-    }
-}
-
-fn validate_match_conditions(m: Option<&Value>, has_params: bool, errs: &mut Vec<FieldError>) {
-    let Some(list) = m.and_then(Value::as_array) else {
-        return;
-    };
-    if list.len() > 64 {
-        errs.push(FieldError::new(
-            FieldErrorKind::TooMany,
-            "spec.matchConditions",
-            Some(list.len().to_string()),
-            "must have at most 64 items",
-        ));
-    }
-    // Match conditions see no variables.
-    let env = expr::Env::untyped(has_params);
-    let mut names = HashSet::new();
-    for (i, c) in list.iter().enumerate() {
-        let at = format!("spec.matchConditions[{i}]");
-        let e = text(c, "expression").trim();
-        if e.is_empty() {
-            errs.push(FieldError::required(format!("{at}.expression"), ""));
-        } else if let Err(detail) = expr::compile(e, &env, expr::Returns::Bool) {
-            errs.push(FieldError::invalid(
-                format!("{at}.expression"),
-                &json!(e),
-                detail,
-            ));
-        }
-        let n = text(c, "name");
-        if n.is_empty() {
-            errs.push(FieldError::required(format!("{at}.name"), ""));
-        } else {
-            for m in is_qualified_name(n) {
-                errs.push(FieldError::invalid(format!("{at}.name"), &json!(n), m));
-            }
-            if !names.insert(n.to_string()) {
-                errs.push(FieldError::new(
-                    FieldErrorKind::Duplicate,
-                    format!("{at}.name"),
-                    Some(go_quote(n)),
-                    "",
-                ));
-            }
         }
     }
 }

@@ -144,7 +144,7 @@ fn check_expression(
             object: Ty::Object(schema, true),
             params: params.map(|p| Ty::Object(p, true)),
             authorizer: true,
-            variables: Vec::new(),
+            variables: Some(Vec::new()),
         };
         for v in spec
             .get("variables")

@@ -7,7 +7,8 @@
 // that version, and until then (as in a short recording) serves the history
 // since from etcd.
 //
-// Usage: apidiff-informer (KUBECONFIG and NS from the environment). Every
+// Usage: apidiff-informer (KUBECONFIG, NS and CONTENT=json|protobuf from the
+// environment). Every
 // step waits on what the informers saw, never on a timer, and the program
 // exits once its last change is in both caches.
 package main
@@ -84,10 +85,15 @@ func main() {
 		fmt.Fprintf(os.Stderr, "apidiff-informer: %v\n", err)
 		os.Exit(2)
 	}
-	// JSON bodies: the harness's cases are JSON (client-go 1.35 would send
-	// built-in kinds as protobuf; fakeapi's protobuf is tested apart).
-	cfg.ContentType = "application/json"
-	cfg.AcceptContentTypes = "application/json"
+	// JSON bodies: the harness's cases are JSON. With CONTENT=protobuf,
+	// client-go's own defaults (protobuf for built-in kinds, bodies and
+	// answers): fakeapi's protobuf is tested with it (tests/protobuf.rs).
+	if os.Getenv("CONTENT") != "protobuf" {
+		cfg.ContentType = "application/json"
+		cfg.AcceptContentTypes = "application/json"
+	} else {
+		cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	}
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 
