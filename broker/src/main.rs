@@ -14,6 +14,9 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 
 mod reference_cli;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use batsim::compare::cases::{Case, Scheduler};
 use batsim::compare::{CaseFiles, RunOptions};
 use batsim::link::DEFAULT_ENDPOINT;

@@ -98,6 +98,30 @@ fn log_tail(out: &Path, name: &str) -> String {
     tail.into_iter().rev().collect::<Vec<_>>().join("\n")
 }
 
+/// What a failed check needs to be understood from a CI log alone: the
+/// tail of batkube's stderr (its warnings: windows that hit their bound,
+/// webhook calls that failed) and of every program's log.
+fn diagnosis(out: &Path, o: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let tail: Vec<&str> = stderr.lines().rev().take(40).collect();
+    let mut d = format!(
+        "batkube's stderr (last 40 lines):\n{}",
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    );
+    let mut logs: Vec<_> = std::fs::read_dir(out)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".log"))
+        .collect();
+    logs.sort();
+    for name in logs {
+        d += &format!("\n{name} (last 30 lines):\n{}", log_tail(out, &name));
+    }
+    d
+}
+
 fn succeeded(out: &Path, o: &Output) -> Value {
     assert!(
         o.status.success(),
@@ -950,7 +974,8 @@ fn kueue_preempts_a_running_job_and_readmits_it_with_its_own_webhook() {
         "the run names Kueue's webhooks: {stderr}"
     );
     assert!(!stderr.contains("the broker suspends"), "{stderr}");
-    assert_eq!(s["resubmissions"], 1, "{s}");
+    assert_eq!(s["jobs_rejected"], 0, "{s}\n{}", diagnosis(&out, &o));
+    assert_eq!(s["resubmissions"], 1, "{s}\n{}", diagnosis(&out, &o));
     assert_eq!(s["warnings"], json!([]), "{s}");
     let jobs = csv(&out.join("jobs.csv"));
     let row = |id: &str| {

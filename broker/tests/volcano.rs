@@ -228,6 +228,33 @@ fn seeded_volcano_runs_side_by_side_give_one_outcome() {
     }
 }
 
+/// A job that arrives after a quiet spell longer than `--give-up-after`
+/// (every other job long done) gets the scheduler's time too: Volcano
+/// binds at its next session, a second after the arrival, and the job
+/// was rejected at its own arrival (the NASA trace's last job, submitted 6 s
+/// after every other had ended, under the whole-trace run).
+#[test]
+fn a_job_arriving_after_a_quiet_spell_is_not_given_up_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().join("w.json");
+    std::fs::write(
+        &w,
+        serde_json::json!({"nb_res": 16, "jobs": [
+            {"id": "1", "subtime": 0.0, "res": 2, "profile": "p", "queue": "tenant-a"},
+            {"id": "2", "subtime": 200.0, "res": 4, "profile": "p", "queue": "tenant-a"}],
+            "profiles": {"p": {"type": "delay", "delay": 30, "cpu": "1"}}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = run_two_queues(&w, &out, &["--give-up-after", "60"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["jobs_succeeded"], 2, "{s}");
+    assert_eq!(s["jobs_rejected"], 0, "{s}");
+}
+
 /// 12 jobs on the 16 one-cpu nodes of platforms/16-node.xml, arriving in
 /// threes every 5 s: the odd ones name the queue `tenant-a` (weight 2), the
 /// even ones name none and go to `--default-queue tenant-b` (weight 1, at

@@ -287,6 +287,10 @@ pub struct Broker {
     /// Wall time of the last decision (an unshimmed scheduler's backoff
     /// runs on wall time).
     last_decision_wall: Instant,
+    /// When a pod last became pending (simulated, wall): the scheduler
+    /// gets its time from there too before pods are given up on.
+    last_pending_at: f64,
+    last_pending_wall: Instant,
     scheduler_wakeup: Option<f64>,
     /// The earliest timer of the `--controller` processes at the last
     /// quiescence: always woken for (fast-forward is about the scheduler).
@@ -402,6 +406,8 @@ impl Broker {
             no_more_static: false,
             last_decision_at: 0.0,
             last_decision_wall: Instant::now(),
+            last_pending_at: 0.0,
+            last_pending_wall: Instant::now(),
             scheduler_wakeup: None,
             controllers_wakeup: None,
             windows: 0,
@@ -499,6 +505,8 @@ impl Broker {
         match phase {
             Phase::Pending if by > 0 => {
                 self.pending.insert(i);
+                self.last_pending_at = self.clock.now();
+                self.last_pending_wall = Instant::now();
             }
             Phase::Pending => {
                 self.pending.remove(&i);

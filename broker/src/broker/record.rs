@@ -508,6 +508,11 @@ pub struct Summary {
     /// handled, futex wakes seen (what a simulation cost in system calls).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub supervisor: Option<BTreeMap<String, u64>>,
+    /// What deciding quiescence cost, summed over the programs: probes of
+    /// their threads, threads' states read, wake-ups of the wait by their
+    /// activity (absent when no program runs under a time shim).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quiescence_looks: Option<BTreeMap<String, u64>>,
     pub flags: BTreeMap<String, String>,
     pub error: Option<String>,
     /// What the run warned about (pods of a schedulerName nobody serves).

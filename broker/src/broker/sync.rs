@@ -120,10 +120,23 @@ impl ShimSide {
         ));
         parts.push(format!(
             "bytes between the API and its clients {}, packets in the kernel's backlog {}",
-            tcp_backlog(&self.activity, &mut self.diag.lock(), &self.api_ports),
+            tcp_backlog(
+                &self.activity,
+                &mut self.diag.lock(),
+                &self.api_ports,
+                &self.pids()
+            ),
             softnet().backlog
         ));
         format!("; {}", parts.join("; "))
+    }
+
+    /// The programs' processes (0 for one not attached).
+    fn pids(&self) -> Vec<u32> {
+        self.procs
+            .iter()
+            .map(|p| p.controller.attached_pid().unwrap_or(0))
+            .collect()
     }
 
     /// Simulated time (every page reads the same).
@@ -181,7 +194,12 @@ impl ShimSide {
         while t0.elapsed() < Duration::from_millis(5) {
             let cpu = main.cpu_time_ns().unwrap_or(0);
             let act = self.activity.snapshot();
-            let bytes = tcp_backlog(&self.activity, &mut self.diag.lock(), &self.api_ports);
+            let bytes = tcp_backlog(
+                &self.activity,
+                &mut self.diag.lock(),
+                &self.api_ports,
+                &self.pids(),
+            );
             if cpu != stamp.cpu_ns || act != *before || bytes != 0 {
                 first = Some((t0.elapsed(), cpu != stamp.cpu_ns, act.clone(), bytes));
                 break;
@@ -302,7 +320,12 @@ impl ShimSide {
             }
             let net_before = softnet();
             if net_before.backlog == 0
-                && tcp_backlog(&self.activity, &mut self.diag.lock(), &self.api_ports) == 0
+                && tcp_backlog(
+                    &self.activity,
+                    &mut self.diag.lock(),
+                    &self.api_ports,
+                    &self.pids(),
+                ) == 0
             {
                 let mut unchanged = true;
                 for (p, (deadline, stamp)) in self.procs.iter().zip(&looks) {
@@ -363,8 +386,9 @@ pub fn tcp_backlog(
     activity: &fakeapi::Activity,
     diag: &mut Option<SockDiag>,
     ports: &[u16],
+    programs: &[u32],
 ) -> u64 {
-    let bytes = bytes_between(activity, diag, ports, true);
+    let bytes = bytes_between(activity, diag, ports, programs, true);
     if bytes != 0 {
         return bytes;
     }
@@ -384,24 +408,91 @@ fn queued_bytes(ports: &[u16]) -> u64 {
 /// Bytes on their way between the API and the scheduler that have not
 /// reached the other end's receive queue yet: [`tcp_backlog`] less what
 /// sits in the scheduler's receive queues, ready for it to read.
-pub fn in_flight(activity: &fakeapi::Activity, diag: &mut Option<SockDiag>, ports: &[u16]) -> u64 {
-    bytes_between(activity, diag, ports, false)
+pub fn in_flight(
+    activity: &fakeapi::Activity,
+    diag: &mut Option<SockDiag>,
+    ports: &[u16],
+    programs: &[u32],
+) -> u64 {
+    bytes_between(activity, diag, ports, programs, false)
 }
 
+/// A connection whose last look found nothing on its way and nothing
+/// unread at either end, and what could have changed that since (see
+/// [`bytes_between`]).
+#[derive(Debug, Clone, Copy)]
+struct Clean {
+    /// The server's count of operations on its socket, read before that
+    /// look ([`fakeapi::Activity::server_ends`]).
+    server_ops: u64,
+    /// The program (process id) whose socket the client's end is.
+    owner: u32,
+    /// Its CPU time, read before that look.
+    owner_cpu: u64,
+}
+
+/// `programs`: the processes of the run's programs (0 for one not
+/// attached). A connection one of them owns is not looked at again (no
+/// syscall at either end) while nothing can have changed on it since a
+/// look that found it clean: both ends' queues empty, and each end had
+/// received every byte the other sent. Nothing changes it unless one end
+/// reads or writes: the server did not (its count of socket operations,
+/// raised before each, is the same as before that look), and neither did
+/// the owner (its CPU time is the same as before that look: no thread of it
+/// ran). Nothing was in a queue or on its way for the kernel to move. So a
+/// delivery looks only at the connections the instant wrote to, not at
+/// every watch of every program, and a quiescence check only at those that
+/// moved since the last one. A connection of a process outside `programs`
+/// (a user's kubectl, a program's child) is always looked at.
 fn bytes_between(
     activity: &fakeapi::Activity,
     diag: &mut Option<SockDiag>,
     ports: &[u16],
+    programs: &[u32],
     unread_by_client: bool,
 ) -> u64 {
-    let mut total = activity.unread_by_server();
+    // Read before the servers' counts and the looks: a look that finds a
+    // connection clean is recorded against them.
+    let cpu: Vec<(u32, Option<u64>)> = programs
+        .iter()
+        .filter(|&&pid| pid != 0)
+        .map(|&pid| {
+            (
+                pid,
+                timeshim::seccomp::remote::process_cpu_time_ns(pid).ok(),
+            )
+        })
+        .collect();
+    let cpu_of = |pid: u32| cpu.iter().find(|c| c.0 == pid).and_then(|c| c.1);
     if diag.is_none() {
         *diag = SockDiag::open().ok();
     }
-    let Some(d) = diag.as_ref() else {
-        return total + queued_bytes(ports);
+    let Some(d) = diag.as_mut() else {
+        return activity.unread_by_server() + queued_bytes(ports);
     };
-    for (c, server_sent, server_received) in activity.connections_with_bytes() {
+    let mut total = activity.accept_queues();
+    let ends = {
+        let clean = &d.clean;
+        activity.server_ends(|c, ops| {
+            !clean
+                .get(&(c.client, c.server))
+                .is_some_and(|k| k.server_ops == ops && cpu_of(k.owner) == Some(k.owner_cpu))
+        })
+    };
+    if d.clean.len() > ends.len() || d.owners.len() > 2 * ends.len() + 64 {
+        let open = |k: &(std::net::SocketAddr, std::net::SocketAddr)| {
+            ends.iter().any(|e| (e.conn.client, e.conn.server) == *k)
+        };
+        d.clean.retain(|k, _| open(k));
+        d.owners.retain(|k, _| open(k));
+    }
+    for e in ends {
+        let Some(server) = e.look else {
+            continue; // clean, and nothing moved it since
+        };
+        let (c, key) = (e.conn, (e.conn.client, e.conn.server));
+        total += server.unread + server.unsent;
+
         match d.info(c.client, c.server) {
             Ok(Some(i)) => {
                 if unread_by_client {
@@ -411,10 +502,39 @@ fn bytes_between(
                 // Bytes one end sent that the other has not received yet,
                 // wherever they are (a softirq delayed mid-delivery, a
                 // socket's backlog): exact, whatever the ACK timing.
-                total += server_sent.saturating_sub(i.bytes_received);
-                total += i.bytes_sent.saturating_sub(server_received);
+                total += server.sent.saturating_sub(i.bytes_received);
+                total += i.bytes_sent.saturating_sub(server.received);
+
+                let clean = server.unread == 0
+                    && server.unsent == 0
+                    && i.rqueue == 0
+                    && i.wqueue == 0
+                    && i.bytes_received == server.sent
+                    && i.bytes_sent == server.received;
+                let owner = if clean && !cpu.is_empty() {
+                    d.owner(key, i.inode, programs)
+                } else {
+                    None
+                };
+                match owner.and_then(|pid| Some((pid, cpu_of(pid)?))) {
+                    Some((owner, owner_cpu)) => {
+                        d.clean.insert(
+                            key,
+                            Clean {
+                                server_ops: e.ops,
+                                owner,
+                                owner_cpu,
+                            },
+                        );
+                    }
+                    None => {
+                        d.clean.remove(&key);
+                    }
+                }
             }
-            Ok(None) => {} // closed meanwhile
+            Ok(None) => {
+                d.clean.remove(&key); // closed meanwhile
+            }
             Err(_) => return activity.unread_by_server() + queued_bytes(ports),
         }
     }
@@ -523,7 +643,7 @@ pub fn settle_hook(
         }
         let backlog = softnet().backlog;
         let bytes = if backlog == 0 {
-            in_flight(&activity, &mut diag.lock(), &ports)
+            in_flight(&activity, &mut diag.lock(), &ports, &[])
         } else {
             u64::MAX
         };
@@ -607,6 +727,11 @@ impl Gate {
     /// from hanging the run (the gate opens, with a warning).
     pub fn deliver(self, bound: Duration) -> bool {
         let start = Instant::now();
+        let pids: Vec<u32> = self
+            .controllers
+            .iter()
+            .map(|c| c.attached_pid().unwrap_or(0))
+            .collect();
         let mut last = (u64::MAX, usize::MAX);
         let mut since = Instant::now();
         let mut looks = 0u32;
@@ -626,7 +751,12 @@ impl Gate {
             let bytes = if writing {
                 u64::MAX
             } else {
-                in_flight(&self.activity, &mut self.diag.lock(), &self.api_ports)
+                in_flight(
+                    &self.activity,
+                    &mut self.diag.lock(),
+                    &self.api_ports,
+                    &pids,
+                )
             };
             if bytes == 0 {
                 return false;
@@ -739,6 +869,8 @@ pub struct SockInfo {
     pub bytes_sent: u64,
     /// `tcpi_bytes_received`.
     pub bytes_received: u64,
+    /// The socket's inode (`idiag_inode`), as `/proc/<pid>/fd` names it.
+    pub inode: u32,
 }
 
 /// A sock_diag request for TCP sockets of `family`: the netlink header
@@ -760,14 +892,25 @@ fn request(flags: libc::c_int, family: u8, ext: u8, states: u32) -> [u8; 72] {
 /// A NETLINK_SOCK_DIAG socket for exact TCP socket lookups.
 pub struct SockDiag {
     fd: std::os::fd::OwnedFd,
-    /// When [`SockDiag::handshakes`] last found none in progress: the count
-    /// of connections started and the server's of connections established.
-    quiet: Option<(u64, u64)>,
+    /// When [`SockDiag::handshakes`] last found none in progress: whose
+    /// count of connections started (the run's or the kernel's), that
+    /// count, and the server's of connections established.
+    quiet: Option<(bool, u64, u64)>,
     /// `/proc/net/snmp`, kept open and read again at offset 0.
     snmp: Option<std::fs::File>,
     /// The run's own count of connections started, when every program of
-    /// the run is under the seccomp supervisor ([`SockDiag::counting_run`]).
-    run: Option<timeshim::Ports>,
+    /// the run counts its own ([`SockDiag::counting_run`]): the seccomp
+    /// supervisors' (`Ports`), and the shims' of the linked programs (their
+    /// clocks).
+    run: Option<(timeshim::Ports, Vec<Arc<timeshim::Controller>>)>,
+    /// Connections (client's end, server's end) found clean by their last
+    /// lookup ([`bytes_between`]).
+    clean: std::collections::HashMap<(std::net::SocketAddr, std::net::SocketAddr), Clean>,
+    /// Which program's socket a connection's client end is (`None`: no
+    /// program's), found once per connection.
+    owners: std::collections::HashMap<(std::net::SocketAddr, std::net::SocketAddr), Option<u32>>,
+    /// Lookups of one socket made so far.
+    lookups: u64,
 }
 
 /// Netlink message types of sock_diag.
@@ -800,17 +943,39 @@ impl SockDiag {
             quiet: None,
             snmp: None,
             run: None,
+            clean: Default::default(),
+            owners: Default::default(),
+            lookups: 0,
         })
     }
 
-    /// Counts connections started with the run's own count (the
-    /// supervisors', [`timeshim::Ports::connects_to`]) instead of the
-    /// kernel's: only when every program of the run is under the seccomp
-    /// supervisor and shares `ports`. Connections other processes of the
-    /// machine open (a run beside, a build) then cost no dump.
-    pub fn counting_run(mut self, ports: timeshim::Ports) -> SockDiag {
-        self.run = Some(ports);
+    /// Counts connections started with the run's own count instead of the
+    /// kernel's: only when every program of the run counts its own, each
+    /// before its `connect` reaches the kernel. Those under the seccomp
+    /// supervisor share `ports` ([`timeshim::Ports::connects_to`]); those
+    /// with a linked or preloaded shim count on their clock page
+    /// (`linked`, [`timeshim::Controller::connects_started`]; a shim that
+    /// does not count, from an older build, leaves the kernel's count in
+    /// use). Connections other processes of the machine open (a run
+    /// beside, a build) then cost no dump, and no `/proc/net/snmp` read.
+    pub fn counting_run(
+        mut self,
+        ports: timeshim::Ports,
+        linked: Vec<Arc<timeshim::Controller>>,
+    ) -> SockDiag {
+        self.run = Some((ports, linked));
         self
+    }
+
+    /// The run's own count of connections started to `ports`, if every
+    /// program counts its own.
+    fn run_connects(&self, ports: &[u16]) -> Option<u64> {
+        let (run, linked) = self.run.as_ref()?;
+        let shims = linked
+            .iter()
+            .map(|c| c.connects_started())
+            .sum::<Option<u64>>()?;
+        Some(run.connects_to(ports).wrapping_add(shims))
     }
 
     /// `Tcp: ActiveOpens` of this network namespace: connections started
@@ -855,9 +1020,11 @@ impl SockDiag {
     /// counts apart). Started: the kernel's count of this network
     /// namespace (`Tcp: ActiveOpens`), which every other process's
     /// connections move too (a run beside, a build: a dump at nearly every
-    /// look on a shared machine); or, when every program is supervised
-    /// ([`counting_run`](Self::counting_run)), the run's own count of its
-    /// programs' `connect`s to `ports`, made before the kernel starts them.
+    /// look on a shared machine); or, when every program counts its own
+    /// ([`counting_run`](Self::counting_run): supervised, or a shim that
+    /// counts), the run's own count of its programs' `connect`s (to `ports`
+    /// for the supervised ones, to any IPv4 or IPv6 address for a shim's),
+    /// made before the kernel starts them.
     /// With the run's count, a client from outside the run (a user's
     /// `kubectl`) is not counted: its connection leaves the counts apart (a
     /// dump), unless it completes at the very look at which a program's
@@ -869,12 +1036,12 @@ impl SockDiag {
         established: &dyn Fn() -> u64,
     ) -> std::io::Result<u64> {
         let done = established();
-        let opens = match &self.run {
-            Some(run) => Some(run.connects_to(ports)),
-            None => self.active_opens(),
+        let opens = match self.run_connects(ports) {
+            Some(o) => Some((true, o)),
+            None => self.active_opens().map(|o| (false, o)),
         };
-        if let (Some((o0, d0)), Some(o)) = (self.quiet, opens) {
-            if o.wrapping_sub(o0) == done.wrapping_sub(d0) {
+        if let (Some((run0, o0, d0)), Some((run, o))) = (self.quiet, opens) {
+            if run == run0 && o.wrapping_sub(o0) == done.wrapping_sub(d0) {
                 return Ok(0);
             }
         }
@@ -896,10 +1063,40 @@ impl SockDiag {
         // started before `opens` was read and established after `done`
         // would otherwise leave the counts apart the other way.
         self.quiet = match opens {
-            Some(o) if n == 0 && established() == done => Some((o, done)),
+            Some((run, o)) if n == 0 && established() == done => Some((run, o, done)),
             _ => None,
         };
         Ok(n)
+    }
+
+    /// The program among `programs` whose open files include the socket
+    /// `inode` (the client's end of `conn`), looked for once per
+    /// connection in their `/proc/<pid>/fd`.
+    fn owner(
+        &mut self,
+        conn: (std::net::SocketAddr, std::net::SocketAddr),
+        inode: u32,
+        programs: &[u32],
+    ) -> Option<u32> {
+        if let Some(o) = self.owners.get(&conn) {
+            return *o;
+        }
+        let target = format!("socket:[{inode}]");
+        let found = programs.iter().copied().filter(|&p| p != 0).find(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .map(|d| {
+                    d.flatten().any(|e| {
+                        std::fs::read_link(e.path()).is_ok_and(|l| l.as_os_str() == target.as_str())
+                    })
+                })
+                .unwrap_or(false)
+        });
+        // A connection no program is found to own yet may be one whose
+        // owner had not been attached: asked again while the list grows.
+        if found.is_some() || programs.iter().all(|&p| p != 0) {
+            self.owners.insert(conn, found);
+        }
+        found
     }
 
     /// Sends one request to the kernel.
@@ -974,7 +1171,7 @@ impl SockDiag {
     /// Unread bytes in the receive queue of the TCP socket bound to `src`
     /// and connected to `dst`; `None` if there is no such socket.
     pub fn rqueue(
-        &self,
+        &mut self,
         src: std::net::SocketAddr,
         dst: std::net::SocketAddr,
     ) -> std::io::Result<Option<u32>> {
@@ -985,7 +1182,7 @@ impl SockDiag {
     /// connected to `dst` (the INET_DIAG_INFO extension: its `tcp_info`);
     /// `None` if there is no such socket.
     pub fn info(
-        &self,
+        &mut self,
         src: std::net::SocketAddr,
         dst: std::net::SocketAddr,
     ) -> std::io::Result<Option<SockInfo>> {
@@ -1003,6 +1200,7 @@ impl SockDiag {
                 }
             }),
         };
+        self.lookups += 1;
         // idiag_ext: the tcp_info.
         let mut req = request(
             libc::NLM_F_REQUEST,
@@ -1047,6 +1245,8 @@ impl SockDiag {
             wqueue: word(at + 4),
             bytes_sent: 0,
             bytes_received: 0,
+            // ... uid, inode.
+            inode: word(at + 12),
         };
         // Attributes follow the 72-byte inet_diag_msg: (len u16, type u16, data), 4-aligned.
         let end = (u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize).min(n);
@@ -1107,7 +1307,7 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let mut client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (mut server, _) = l.accept().unwrap();
-        let d = SockDiag::open().unwrap();
+        let mut d = SockDiag::open().unwrap();
         let (c, s) = (client.local_addr().unwrap(), server.local_addr().unwrap());
         assert_eq!(d.rqueue(c, s).unwrap(), Some(0));
         server.write_all(b"hello").unwrap();
@@ -1144,7 +1344,7 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (mut server, _) = l.accept().unwrap();
-        let d = SockDiag::open().unwrap();
+        let mut d = SockDiag::open().unwrap();
         let (c, s) = (client.local_addr().unwrap(), server.local_addr().unwrap());
         drop(client);
         // The server reads the end of stream, then closes: the client's
@@ -1161,5 +1361,98 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         assert!(d.info(c, s).unwrap().is_none());
+    }
+
+    /// A program's connection found clean is not looked up again while
+    /// neither end touches it; a request the program then sends, and the
+    /// answer waiting in its socket, are seen.
+    #[test]
+    fn a_clean_connection_is_looked_up_again_only_once_an_end_moved() {
+        use std::io::BufRead;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let api = rt
+            .block_on(fakeapi::serve(
+                fakeapi::Store::new(),
+                "127.0.0.1:0".parse().unwrap(),
+            ))
+            .unwrap();
+        let port = api.addr().port();
+        // The program: asks once and reads the answer; on a line of its
+        // input asks again and leaves the answer unread.
+        let script = format!(
+            r#"
+import socket, sys
+s = socket.create_connection(("127.0.0.1", {port}))
+req = b"GET /api HTTP/1.1\r\nHost: x\r\n\r\n"
+s.sendall(req)
+got = b""
+while b"\r\n\r\n" not in got or not got.rstrip().endswith(b"}}"):
+    got += s.recv(65536)
+print("asked", flush=True)
+sys.stdin.readline()
+s.sendall(req)
+print("again", flush=True)
+sys.stdin.readline()
+"#
+        );
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", &script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 (the CI installs it)");
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "asked");
+        let activity = api.activity();
+        let ports = [port];
+        let programs = [child.id()];
+        let mut diag = None;
+        let settle = |diag: &mut Option<SockDiag>| {
+            for _ in 0..5000 {
+                if tcp_backlog(&activity, diag, &ports, &programs) == 0 {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            panic!("the program's connection never settled");
+        };
+        settle(&mut diag);
+        // Its owner is asleep and the server idle: looked at again without
+        // a lookup.
+        let before = diag.as_ref().unwrap().lookups;
+        for _ in 0..10 {
+            assert_eq!(tcp_backlog(&activity, &mut diag, &ports, &programs), 0);
+        }
+        assert_eq!(diag.as_ref().unwrap().lookups, before);
+        // Asked again: the answer stays in its socket, unread.
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin).unwrap();
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "again");
+        let mut seen = 0;
+        for _ in 0..5000 {
+            seen = tcp_backlog(&activity, &mut diag, &ports, &programs);
+            if seen > 0 && activity.snapshot().is_idle() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(seen > 0, "the unread answer is seen");
+        assert!(diag.as_ref().unwrap().lookups > before);
+        // Without its owner among the programs, every look looks it up.
+        let n = diag.as_ref().unwrap().lookups;
+        tcp_backlog(&activity, &mut diag, &ports, &[]);
+        assert_eq!(diag.as_ref().unwrap().lookups, n + 1);
+        drop(stdin);
+        child.kill().ok();
+        child.wait().unwrap();
+        rt.block_on(api.shutdown());
     }
 }

@@ -121,6 +121,7 @@ impl Timeline {
         let who: Cow<'static, str> = match (ch.origin, ch.client.as_deref()) {
             (fakeapi::Origin::GarbageCollector, _) => "garbage-collector".into(),
             (fakeapi::Origin::QuotaController, _) => "resourcequota-controller".into(),
+            (fakeapi::Origin::ServiceAccountController, _) => "serviceaccount-controller".into(),
             (fakeapi::Origin::PolicyStatusController, _) => {
                 "validatingadmissionpolicy-status-controller".into()
             }

@@ -607,7 +607,13 @@ impl Broker {
         if !self.no_more_static || !self.timers.is_empty() {
             return Ok(());
         }
-        if self.pending.is_empty() || now - self.last_decision_at < self.cfg.give_up_after {
+        // Since the last decision, and since the last pod became pending:
+        // a job that arrives after a long quiet spell gets its time too
+        // (Volcano's 1 s session had not run when the NASA trace's last
+        // job, arriving 6 s after every other had ended, was rejected at
+        // its own arrival).
+        let since = self.last_decision_at.max(self.last_pending_at);
+        if self.pending.is_empty() || now - since < self.cfg.give_up_after {
             return Ok(());
         }
         // Pods bound and not started are gangs waiting for their other
@@ -634,7 +640,10 @@ impl Broker {
                 self.cfg.policy.end,
                 timeshim::policy::WindowEnd::Exact { .. }
             );
-        if !observed && self.last_decision_wall.elapsed() < EXTERNAL_PATIENCE {
+        if !observed
+            && (self.last_decision_wall.elapsed() < EXTERNAL_PATIENCE
+                || self.last_pending_wall.elapsed() < EXTERNAL_PATIENCE)
+        {
             return Ok(());
         }
         if out.iter().any(|e| matches!(e, EventData::ExecuteJob(_))) {

@@ -74,6 +74,15 @@ pub(super) fn start_api(
     frame_per_event: bool,
     ports: Option<timeshim::Ports>,
 ) -> anyhow::Result<Api> {
+    if let Some(why) = fakeapi::protobuf::unavailable() {
+        // Once per process: `batkube run` and `serve` start one API.
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            eprintln!(
+                "batkube: this build answers clients in JSON only (no protobuf, which client-go's programs ask for first; their results are the same, only decoding costs more): {why}"
+            )
+        });
+    }
     // Workers start running, park when they find nothing to do, unpark
     // when woken: how many are awake says whether the API is still working
     // on what it was given (the settle of `--deterministic`).

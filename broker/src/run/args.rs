@@ -272,7 +272,7 @@ pub struct TranslateArgs {
     #[arg(long)]
     pub strict: bool,
     /// Pods still pending when nothing else can happen are rejected after
-    /// this many simulated seconds without a decision.
+    /// this many simulated seconds without a decision or a new pending pod.
     #[arg(long = "give-up-after", default_value_t = 600.0)]
     pub give_up_after: f64,
     /// Terminated pods kept in the API (kube-controller-manager's pod GC):

@@ -253,7 +253,29 @@ pub(super) fn short_command(c: &str) -> String {
 
 /// For a scheduler or controller that exited during the run: the exit
 /// status of the first one found gone, and the end of its log.
+///
+/// The broker learns of the exit from the program's own process (its
+/// threads gone or a zombie), while the child batkube waits on may be the
+/// seccomp launcher's reaper, which ends as the program ended a moment
+/// later: the status is waited for, up to `EXIT_STATUS_WAIT` (a program
+/// that exits under a wrapper which stays has no status to give).
 pub(super) fn exit_details(children: &Shared, out: &Path) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(d) = exited_child(children, out) {
+            return d;
+        }
+        if start.elapsed() >= EXIT_STATUS_WAIT {
+            return String::new();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// How long `exit_details` waits for the exited program's status.
+const EXIT_STATUS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn exited_child(children: &Shared, out: &Path) -> Option<String> {
     let mut guard = children.0.lock();
     let c = &mut *guard;
     let logs = std::iter::once("scheduler.log".to_string())
@@ -263,7 +285,7 @@ pub(super) fn exit_details(children: &Shared, out: &Path) -> String {
         if let Ok(Some(status)) = child.try_wait() {
             let path = out.join(&log);
             let tail = log_tail(&path, 10);
-            return format!(
+            return Some(format!(
                 " ({status}); the end of {}:\n{}",
                 path.display(),
                 if tail.is_empty() {
@@ -271,10 +293,10 @@ pub(super) fn exit_details(children: &Shared, out: &Path) -> String {
                 } else {
                     tail
                 }
-            );
+            ));
         }
     }
-    String::new()
+    None
 }
 
 /// Real Batsim's process ended before SIMULATION_ENDS.

@@ -14,6 +14,10 @@ use batkube_scheduler::{Scheduler, SchedulerConfig, TieBreak};
 use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
+/// Requests the API client sends at once, as many as the connections
+/// client-go keeps idle per host.
+const MAX_REQUESTS: usize = 25;
+
 /// A Kubernetes scheduler with the upstream default profile's semantics.
 #[derive(Debug, Parser)]
 #[command(name = "batkube-scheduler", version)]
@@ -120,7 +124,16 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .await
             .context("no kubeconfig: pass --kubeconfig, set KUBECONFIG, or run in a cluster")?,
     };
-    let client = kube::Client::try_from(client_config).context("cannot build the API client")?;
+    // At most MAX_REQUESTS requests at once (a watch's counts until its
+    // answer starts). kube's HTTP/1.1 pool keeps every connection it opened
+    // (client-go keeps at most 25 idle per host), so a cycle that patched
+    // 600 unschedulable pods at once left 600 connections open for the rest
+    // of the run; under batkube every one of them is looked at again
+    // whenever the scheduler has run, to tell whether a byte is on its way.
+    let client = kube::client::ClientBuilder::try_from(client_config)
+        .context("cannot build the API client")?
+        .with_layer(&tower::limit::ConcurrencyLimitLayer::new(MAX_REQUESTS))
+        .build();
 
     let metrics = Metrics::new();
     if let Some(addr) = args.metrics_addr {
