@@ -120,7 +120,8 @@ struct Conn {
     peer: SocketAddr,
     fd: RawFd,
     /// The server's reads, writes and shutdowns of the socket so far, each
-    /// counted before the call (see [`Activity::server_ends`]).
+    /// counted before and after the call: odd while one is under way (see
+    /// [`Activity::server_ends`]).
     ops: Arc<AtomicU64>,
 }
 
@@ -128,10 +129,23 @@ struct Conn {
 #[derive(Debug, Clone, Copy)]
 pub struct ServerEnd {
     pub conn: Connection,
-    /// The server's socket operations on it so far.
+    /// The server's socket operations on it so far, twice each: odd while
+    /// one is under way ([`ServerEnd::idle`]).
     pub ops: u64,
     /// What its socket holds, when looked at.
     pub look: Option<ServerLook>,
+}
+
+impl ServerEnd {
+    /// No operation of the server on the socket was under way when its
+    /// count was read. Only then can a look after that read stand for the
+    /// socket until the count moves: a write whose count was raised before
+    /// the read may reach the kernel after the look (found clean, then
+    /// bytes on their way with the same count, which the look before the
+    /// raise alone cannot tell).
+    pub fn idle(&self) -> bool {
+        self.ops % 2 == 0
+    }
 }
 
 /// The server's socket of one connection.
@@ -235,10 +249,11 @@ impl Activity {
 
     /// The open connections, each with the count of the server's socket
     /// operations on it so far (reads, writes, shutdowns: raised before
-    /// each call, so a count read before a look changes if any of them
-    /// went on after it), and, for those `look` asks for, what the server's
-    /// socket holds ([`ServerLook`]). A connection whose count is the same
-    /// as at an earlier look had nothing read from or written to it by the
+    /// and after each call, so a count read before a look changes if any of
+    /// them began after it, and is odd if one was under way), and, for
+    /// those `look` asks for, what the server's socket holds
+    /// ([`ServerLook`]). A connection whose count is even and the same as
+    /// at an earlier look had nothing read from or written to it by the
     /// server since.
     pub fn server_ends(&self, look: impl Fn(&Connection, u64) -> bool) -> Vec<ServerEnd> {
         let conns = self.conns.lock();

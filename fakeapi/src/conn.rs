@@ -253,8 +253,9 @@ pub(crate) struct TrackedIo {
     track: Arc<ConnTrack>,
     /// Entry in the activity's connection registry.
     id: u64,
-    /// Its count of socket operations, raised before each read, write and
-    /// shutdown ([`crate::Activity::server_ends`]).
+    /// Its count of socket operations, raised before and after each read,
+    /// write and shutdown: odd while one is under way
+    /// ([`crate::Activity::server_ends`]).
     ops: Arc<std::sync::atomic::AtomicU64>,
     /// The connection's first bytes, up to the length of the HTTP/2 preface.
     start: Vec<u8>,
@@ -290,6 +291,7 @@ impl AsyncRead for TrackedIo {
         self.track.reading(true);
         self.ops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        self.ops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let got = buf.filled().len() - before;
         if got > 0 && self.start.len() < H2_PREFACE.len() {
             let take = (H2_PREFACE.len() - self.start.len()).min(got);
@@ -319,6 +321,7 @@ impl AsyncWrite for TrackedIo {
     ) -> Poll<io::Result<usize>> {
         self.ops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.ops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
             self.track.activity.socket_op();
         }
@@ -332,6 +335,7 @@ impl AsyncWrite for TrackedIo {
     ) -> Poll<io::Result<usize>> {
         self.ops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.ops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
             self.track.activity.socket_op();
         }
@@ -353,7 +357,9 @@ impl AsyncWrite for TrackedIo {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.track.activity.socket_op();
         self.ops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        let r = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.ops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        r
     }
 }
 

@@ -437,7 +437,8 @@ struct Clean {
 /// look that found it clean: both ends' queues empty, and each end had
 /// received every byte the other sent. Nothing changes it unless one end
 /// reads or writes: the server did not (its count of socket operations,
-/// raised before each, is the same as before that look), and neither did
+/// raised before and after each, is the same as before that look, and was
+/// even then: none under way), and neither did
 /// the owner (its CPU time is the same as before that look: no thread of it
 /// ran). Nothing was in a queue or on its way for the kernel to move. So a
 /// delivery looks only at the connections the instant wrote to, not at
@@ -505,7 +506,8 @@ fn bytes_between(
                 total += server.sent.saturating_sub(i.bytes_received);
                 total += i.bytes_sent.saturating_sub(server.received);
 
-                let clean = server.unread == 0
+                let clean = e.idle()
+                    && server.unread == 0
                     && server.unsent == 0
                     && i.rqueue == 0
                     && i.wqueue == 0
