@@ -4,7 +4,9 @@ jobs of the generator's scale workload, Poisson arrivals every 0.7 s,
 exponential durations of mean 600 s, cpu 1, 2 or 4, seed 7, on
 platforms/1000-node.xml, batkube-scheduler, --sync exact) run with two or
 more builds, interleaved (A, B, A, B, ...), each run's CPU time (user +
-system of batkube and every process it started), wall time, makespan and
+system of batkube and every process it started), its system time, its peak
+resident memory (the largest of batkube's and the scheduler's, from the
+kernel's accounting of that run alone: `wait4`), wall time, makespan and
 windows, then the medians. CPU time is the steadier measure on a shared
 machine; makespan and windows must be equal across builds.
 
@@ -18,7 +20,6 @@ Outputs: experiments/results/bench_pair/runs.csv, and the table on stdout.
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -57,29 +58,38 @@ def main():
     for rep in range(a.reps):
         for name, bk, sch in builds:
             out = tempfile.mkdtemp(prefix="bench_pair-")
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            err = tempfile.TemporaryFile()
             t0 = time.monotonic()
-            p = subprocess.run([bk, "run", "--platform", str(platform), "--workload", str(workload),
-                                "--scheduler", sch, "--sync", "exact", "--out", out],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            p = subprocess.Popen([bk, "run", "--platform", str(platform), "--workload", str(workload),
+                                  "--scheduler", sch, "--sync", "exact", "--out", out],
+                                 stdout=subprocess.DEVNULL, stderr=err)
+            # This run's own accounting (it and the processes it waited for).
+            _, status, ru = os.wait4(p.pid, 0)
             wall = time.monotonic() - t0
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+            p.returncode = os.waitstatus_to_exitcode(status)
+            cpu, sys_s, rss_mb = ru.ru_utime + ru.ru_stime, ru.ru_stime, ru.ru_maxrss / 1024
             if p.returncode != 0:
-                sys.exit(f"bench_pair: {name} failed (exit {p.returncode}), outputs in {out}:\n{p.stderr[-2000:]}")
+                err.seek(0)
+                tail = err.read().decode(errors="replace")[-2000:]
+                sys.exit(f"bench_pair: {name} failed (exit {p.returncode}), outputs in {out}:\n{tail}")
             s = json.loads(open(os.path.join(out, "summary.json")).read())
             shutil.rmtree(out, ignore_errors=True)
             runs.append([name, rep, f"{cpu:.1f}", f"{wall:.1f}", s.get("makespan"), s.get("windows"),
-                         f"{os.getloadavg()[0]:.1f}"])
-            print(f"[{name}] run {rep}: CPU {cpu:.1f} s, wall {wall:.1f} s, makespan {s.get('makespan')}, "
+                         f"{os.getloadavg()[0]:.1f}", f"{sys_s:.1f}", f"{rss_mb:.0f}"])
+            print(f"[{name}] run {rep}: CPU {cpu:.1f} s (system {sys_s:.1f}), wall {wall:.1f} s, "
+                  f"peak RSS {rss_mb:.0f} MB, makespan {s.get('makespan')}, "
                   f"windows {s.get('windows')}, load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
-    c.write_csv(OUT / "runs.csv", ["build", "rep", "cpu_s", "wall_s", "makespan", "windows", "load"], runs)
-    header = ["build", "CPU s (median)", "wall s (median)", "makespan", "windows"]
+    c.write_csv(OUT / "runs.csv", ["build", "rep", "cpu_s", "wall_s", "makespan", "windows", "load", "system_s",
+                                   "peak_rss_mb"], runs)
+    header = ["build", "CPU s (median)", "system s (median)", "wall s (median)", "peak RSS MB (max)", "makespan",
+              "windows"]
     rows = []
     for name, _, _ in builds:
         mine = [r for r in runs if r[0] == name]
         rows.append([name, f"{statistics.median(float(r[2]) for r in mine):.1f}",
+                     f"{statistics.median(float(r[7]) for r in mine):.1f}",
                      f"{statistics.median(float(r[3]) for r in mine):.1f}",
+                     f"{max(float(r[8]) for r in mine):.0f}",
                      " ".join(sorted({str(r[4]) for r in mine})), " ".join(sorted({str(r[5]) for r in mine}))])
     c.print_table(header, rows)
 

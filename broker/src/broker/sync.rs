@@ -1411,6 +1411,26 @@ sys.stdin.readline()
         let mut line = String::new();
         out.read_line(&mut line).unwrap();
         assert_eq!(line.trim(), "asked");
+        // Asleep in its read of the input (its CPU time still moves on its
+        // way there, beside other tests): only then is its connection clean
+        // for good.
+        let asleep = |pid: u32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')
+                        .map(|(_, rest)| rest.trim_start().starts_with('S'))
+                })
+                .unwrap_or(false)
+        };
+        let t0 = Instant::now();
+        while !asleep(child.id()) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the program never waits for its input"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let activity = api.activity();
         let ports = [port];
         let programs = [child.id()];
