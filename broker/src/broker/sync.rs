@@ -417,6 +417,18 @@ pub fn in_flight(
     bytes_between(activity, diag, ports, programs, false)
 }
 
+/// Whether [`bytes_between`] may pass over a connection it found clean
+/// while neither end can have touched it. Off: the owner's side of that
+/// proof is its CPU time, read from its process's clock, and the kernel
+/// folds into that clock the time of a thread running on another CPU only
+/// at a tick or a switch. A thread asleep at the clean look that wakes and
+/// writes can then show the process's old CPU time, and its bytes go
+/// unlooked at. The 100,000-job case gave 199,816 windows once with the
+/// skip on (199,813 in every other run, with it or without). On again once
+/// the owner's time is read per thread (a thread's own clock includes its
+/// running time), or the owner's threads are known asleep at the look.
+const SKIP_CLEAN: bool = false;
+
 /// A connection whose last look found nothing on its way and nothing
 /// unread at either end, and what could have changed that since (see
 /// [`bytes_between`]).
@@ -445,6 +457,8 @@ struct Clean {
 /// every watch of every program, and a quiescence check only at those that
 /// moved since the last one. A connection of a process outside `programs`
 /// (a user's kubectl, a program's child) is always looked at.
+///
+/// Off for now ([`SKIP_CLEAN`]): every connection is looked up at every look.
 fn bytes_between(
     activity: &fakeapi::Activity,
     diag: &mut Option<SockDiag>,
@@ -452,6 +466,7 @@ fn bytes_between(
     programs: &[u32],
     unread_by_client: bool,
 ) -> u64 {
+    let programs: &[u32] = if SKIP_CLEAN { programs } else { &[] };
     // Read before the servers' counts and the looks: a look that finds a
     // connection clean is recorded against them.
     let cpu: Vec<(u32, Option<u64>)> = programs
@@ -1451,7 +1466,9 @@ sys.stdin.readline()
         for _ in 0..10 {
             assert_eq!(tcp_backlog(&activity, &mut diag, &ports, &programs), 0);
         }
-        assert_eq!(diag.as_ref().unwrap().lookups, before);
+        // With the skip off (SKIP_CLEAN), each look looks it up.
+        let skipped = if SKIP_CLEAN { 10 } else { 0 };
+        assert_eq!(diag.as_ref().unwrap().lookups, before + 10 - skipped);
         // Asked again: the answer stays in its socket, unread.
         let mut stdin = child.stdin.take().unwrap();
         writeln!(stdin).unwrap();
