@@ -441,3 +441,76 @@ fn man_pages_cover_every_command_and_flag() {
     }
     assert!(long_flags(&["run"]).contains(&"--platform".to_string()));
 }
+
+/// `--cpus`: a list pins the run and what it starts there, the same
+/// outputs as the OS's choice; a CPU the run may not use and a word it does
+/// not know are refused before the run, naming the flag.
+#[test]
+fn cpus_pin_the_run_and_its_programs_and_bad_lists_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let platform = common::platform(dir.path(), 4);
+    let workload = dir.path().join("w.json");
+    std::fs::write(
+        &workload,
+        r#"{"jobs":[{"id":"1","subtime":0,"res":1,"profile":"p"},{"id":"2","subtime":3,"res":1,"profile":"p"}],
+"profiles":{"p":{"type":"delay","delay":5}}}"#,
+    )
+    .unwrap();
+    // The scheduler says where it may run before it becomes batkube-scheduler.
+    let wrapper = dir.path().join("scheduler.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\ngrep Cpus_allowed_list /proc/self/status > {}/cpus.txt\nexec {} \"$@\"\n",
+            dir.path().display(),
+            common::batkube_scheduler().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let run = |cpus: &str, out: &str| {
+        batkube()
+            .arg("run")
+            .arg("--platform")
+            .arg(&platform)
+            .arg("--workload")
+            .arg(&workload)
+            .arg("--scheduler")
+            .arg(&wrapper)
+            .args(["--shim", "seccomp", "--cpus", cpus, "--out"])
+            .arg(dir.path().join(out))
+            .output()
+            .unwrap()
+    };
+    let pinned = run("0", "pinned");
+    assert!(
+        pinned.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pinned.stderr)
+    );
+    let cpus = std::fs::read_to_string(dir.path().join("cpus.txt")).unwrap();
+    assert_eq!(cpus.split_whitespace().last(), Some("0"), "{cpus}");
+    let free = run("all", "all");
+    assert!(
+        free.status.success(),
+        "{}",
+        String::from_utf8_lossy(&free.stderr)
+    );
+    let jobs = |d: &str| std::fs::read_to_string(dir.path().join(d).join("jobs.csv")).unwrap();
+    assert_eq!(jobs("pinned"), jobs("all"));
+    for (cpus, expect) in [
+        ("4095", "--cpus 4095: CPU 4095 is not one this run may use"),
+        ("some", "not a CPU number"),
+        ("3-1", "runs backwards"),
+    ] {
+        let o = run(cpus, "bad");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "--cpus {cpus} should fail");
+        assert!(stderr.contains(expect), "--cpus {cpus}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}

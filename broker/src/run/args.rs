@@ -454,6 +454,13 @@ pub struct RunArgs {
     /// not. Give --seed for programs whose randomness would differ anyway.
     #[arg(long = "compare-exact")]
     pub compare_exact: bool,
+    /// The CPUs the run (broker, API, stand-in, and the programs it
+    /// starts) runs on. `auto`: one CPU, a free one when runs go side by
+    /// side (a run is a relay of hand-offs, cheaper on one CPU than across
+    /// two); `all`: wherever the OS puts it; or a list (`0`, `2,3`, `0-3`).
+    /// Outputs do not depend on it, only speed.
+    #[arg(long = "cpus", value_name = "auto|all|LIST", default_value = "auto")]
+    pub cpus: super::cpus::Cpus,
     #[command(flatten)]
     pub clock: ClockArgs,
     #[command(flatten)]

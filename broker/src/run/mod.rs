@@ -40,6 +40,7 @@ use processes::{
 mod api;
 mod args;
 pub mod compare;
+pub mod cpus;
 mod outputs;
 mod processes;
 
@@ -59,6 +60,10 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
     // A seed names an outcome: the same seed, the same outputs.
     if args.scheduler_seed.is_some() && !args.no_deterministic {
         args.deterministic = true;
+    }
+    // Before the run starts its threads and programs: they inherit it.
+    if let Some(on) = cpus::apply(&args.cpus)? {
+        tracing::info!(cpus = ?on, "the run's CPUs (--cpus {})", args.cpus);
     }
     let children = Shared::default();
     let interrupt = Interrupt::install(children.clone());
