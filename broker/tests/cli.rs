@@ -461,7 +461,7 @@ fn cpus_pin_the_run_and_its_programs_and_bad_lists_are_refused() {
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\ngrep Cpus_allowed_list /proc/self/status > {}/cpus.txt\nexec {} \"$@\"\n",
+            "#!/bin/sh\ngrep Cpus_allowed_list /proc/self/status > {0}/cpus.txt\necho \"GOMAXPROCS=$GOMAXPROCS\" > {0}/gomaxprocs.txt\nexec {1} \"$@\"\n",
             dir.path().display(),
             common::batkube_scheduler().display()
         ),
@@ -494,6 +494,38 @@ fn cpus_pin_the_run_and_its_programs_and_bad_lists_are_refused() {
     );
     let cpus = std::fs::read_to_string(dir.path().join("cpus.txt")).unwrap();
     assert_eq!(cpus.split_whitespace().last(), Some("0"), "{cpus}");
+    // An explicit list is the user's say: no GOMAXPROCS from batkube.
+    let gomaxprocs = || std::fs::read_to_string(dir.path().join("gomaxprocs.txt")).unwrap();
+    assert_eq!(gomaxprocs().trim(), "GOMAXPROCS=");
+    // `auto` keeps one CPU, and a Go program the GOMAXPROCS it would have
+    // had (on GOMAXPROCS=1 some Go schedulers behave otherwise).
+    let auto = run("auto", "auto");
+    assert!(
+        auto.status.success(),
+        "{}",
+        String::from_utf8_lossy(&auto.stderr)
+    );
+    let allowed = std::fs::read_to_string("/proc/self/status").unwrap();
+    let allowed = allowed
+        .lines()
+        .find(|l| l.starts_with("Cpus_allowed_list"))
+        .unwrap();
+    let count: usize = allowed
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .split(',')
+        .map(|r| match r.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+            None => 1,
+        })
+        .sum();
+    let cpus = std::fs::read_to_string(dir.path().join("cpus.txt")).unwrap();
+    let kept = cpus.split_whitespace().last().unwrap();
+    assert!(kept.parse::<usize>().is_ok(), "auto keeps one CPU: {cpus}");
+    if count > 1 && std::env::var_os("GOMAXPROCS").is_none() {
+        assert_eq!(gomaxprocs().trim(), format!("GOMAXPROCS={count}"));
+    }
     let free = run("all", "all");
     assert!(
         free.status.success(),
@@ -502,6 +534,7 @@ fn cpus_pin_the_run_and_its_programs_and_bad_lists_are_refused() {
     );
     let jobs = |d: &str| std::fs::read_to_string(dir.path().join(d).join("jobs.csv")).unwrap();
     assert_eq!(jobs("pinned"), jobs("all"));
+    assert_eq!(jobs("auto"), jobs("all"));
     for (cpus, expect) in [
         ("4095", "--cpus 4095: CPU 4095 is not one this run may use"),
         ("some", "not a CPU number"),

@@ -518,6 +518,11 @@ pub(super) fn program_command(
                 .env("LOGNAME", "batkube");
         }
     }
+    if let Some(n) = super::cpus::go_maxprocs() {
+        // A Go program on the run's one CPU keeps the GOMAXPROCS of the
+        // CPUs it would have had (`cpus::go_maxprocs`).
+        cmd.env("GOMAXPROCS", n.to_string());
+    }
     cmd.arg("-c")
         .arg(exec_line(&p.command))
         .env("KUBECONFIG", &own_kubeconfig)
