@@ -20,7 +20,8 @@
 //! when every CPU is claimed, the one the run started on. `all` leaves the
 //! run where it was started (every CPU its parent allowed); a list (`0`,
 //! `2,3`, `0-3`) pins it there. Programs started by the run inherit the
-//! choice (a Go program sizes GOMAXPROCS from it).
+//! choice; under `auto` a Go program keeps the GOMAXPROCS it would have
+//! had ([`go_maxprocs`]).
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -95,16 +96,14 @@ static BEFORE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::
 /// window until its bound, on 1 CPU or 2 alike (64,703 windows and 70 s of
 /// its CPU for a 10-job case that takes 2,029 windows and 2.5 s with
 /// GOMAXPROCS=2 on one CPU). None when the run was not narrowed by `auto`
-/// (an explicit list is the user's say) or when batkube's own environment
-/// sets GOMAXPROCS (it reaches the programs as any variable does; a
-/// command's own `GOMAXPROCS=N prog` wins in either case).
-pub fn go_maxprocs() -> Option<usize> {
-    if std::env::var_os("GOMAXPROCS").is_some() {
-        return None;
-    }
+/// (an explicit list is the user's say). batkube's own GOMAXPROCS, when
+/// set, is given as it is (also under `--deterministic`, whose cleared
+/// environment would otherwise leave the program at 1); a command's own
+/// `GOMAXPROCS=N prog` wins in either case.
+pub fn go_maxprocs() -> Option<String> {
     match BEFORE.load(std::sync::atomic::Ordering::Relaxed) {
         0 | 1 => None,
-        n => Some(n),
+        n => Some(std::env::var("GOMAXPROCS").unwrap_or_else(|_| n.to_string())),
     }
 }
 

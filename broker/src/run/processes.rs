@@ -521,7 +521,7 @@ pub(super) fn program_command(
     if let Some(n) = super::cpus::go_maxprocs() {
         // A Go program on the run's one CPU keeps the GOMAXPROCS of the
         // CPUs it would have had (`cpus::go_maxprocs`).
-        cmd.env("GOMAXPROCS", n.to_string());
+        cmd.env("GOMAXPROCS", n);
     }
     cmd.arg("-c")
         .arg(exec_line(&p.command))
