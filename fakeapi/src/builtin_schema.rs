@@ -109,8 +109,9 @@ fn subschema(g: &mut SchemaGenerator, group: &str, version: &str, kind: &str) ->
         admissionregistration::v1 as adm, apps::v1 as apps, authentication::v1 as authn,
         authorization::v1 as authz, autoscaling::v1 as hpa1, autoscaling::v2 as hpa2,
         batch::v1 as batch, certificates::v1 as certs, coordination::v1 as coord, core::v1 as core,
-        discovery::v1 as disc, events::v1 as events, networking::v1 as net, node::v1 as node,
-        policy::v1 as policy, resource::v1 as res, scheduling::v1 as sched, storage::v1 as storage,
+        discovery::v1 as disc, events::v1 as events, flowcontrol::v1 as fc, networking::v1 as net,
+        node::v1 as node, policy::v1 as policy, resource::v1 as res, scheduling::v1 as sched,
+        storage::v1 as storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
     use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apireg;
@@ -193,6 +194,10 @@ fn subschema(g: &mut SchemaGenerator, group: &str, version: &str, kind: &str) ->
             sub::<adm::ValidatingAdmissionPolicyBinding>(g)
         }
         ("discovery.k8s.io", "EndpointSlice") => sub::<disc::EndpointSlice>(g),
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema") => sub::<fc::FlowSchema>(g),
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration") => {
+            sub::<fc::PriorityLevelConfiguration>(g)
+        }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             sub::<ext::CustomResourceDefinition>(g)
         }

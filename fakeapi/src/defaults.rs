@@ -216,6 +216,10 @@ pub(crate) fn default_object(group: &str, kind: &str, obj: &mut Value, create: b
         ("scheduling.k8s.io", "PriorityClass") => {
             entry(obj, "preemptionPolicy", json!("PreemptLowerPriority"));
         }
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema" | "PriorityLevelConfiguration") => {
+            crate::flowcontrol::spec::default(kind, obj);
+            status_zeros(obj, create, &[]);
+        }
         _ => {}
     }
 }
@@ -229,7 +233,10 @@ pub(crate) fn generation(group: &str, kind: &str) -> Option<bool> {
         | ("", "ReplicationController")
         | ("apps", "Deployment" | "DaemonSet" | "StatefulSet" | "ReplicaSet")
         | ("batch", "Job" | "CronJob")
-        | ("policy", "PodDisruptionBudget") => Some(true),
+        | ("policy", "PodDisruptionBudget")
+        | ("flowcontrol.apiserver.k8s.io", "FlowSchema" | "PriorityLevelConfiguration") => {
+            Some(true)
+        }
         ("", "PodTemplate")
         | ("scheduling.k8s.io", "PriorityClass")
         | ("resource.k8s.io", "DeviceClass" | "ResourceSlice") => Some(false),

@@ -24,6 +24,10 @@
 //!   the coscheduling plugin's PodGroup.
 //! - [`protobuf`]: protobuf request bodies (client-go's default) read into
 //!   the JSON the store keeps.
+//! - API priority and fairness: every answer names the FlowSchema and
+//!   priority level its request was classified as
+//!   ([`FLOW_SCHEMA_UID_HEADER`], [`PRIORITY_LEVEL_UID_HEADER`]); nothing
+//!   is queued nor rejected.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -51,6 +55,7 @@ mod crd;
 mod defaults;
 mod discovery;
 mod error;
+mod flowcontrol;
 mod health;
 mod manifest;
 pub mod negotiate;
@@ -80,6 +85,7 @@ pub use admission::WebhookCalls;
 pub use crd::COSCHEDULING_PODGROUP_CRD;
 pub use discovery::SERVER_VERSION;
 pub use error::{ApiError, FieldError, FieldErrorKind, InvalidObject, Result, StatusError};
+pub use flowcontrol::{FLOW_SCHEMA_UID_HEADER, PRIORITY_LEVEL_UID_HEADER};
 pub use manifest::{check_manifests, load_manifests, Manifest, ManifestError};
 pub use patch::PatchKind;
 pub use resources::ResourceInfo;

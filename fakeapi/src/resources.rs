@@ -678,6 +678,31 @@ pub static RESOURCES: &[ResourceInfo] = &[
         &[],
         &[],
     ),
+    // API priority and fairness (`crate::flowcontrol`): requests are
+    // classified by the FlowSchemas, never queued nor rejected. v1 is the
+    // only version kube-apiserver 1.35 serves (v1beta3 left in 1.32).
+    row(
+        "flowcontrol.apiserver.k8s.io",
+        "v1",
+        "FlowSchema",
+        "flowschemas",
+        "flowschema",
+        CLUSTER,
+        &["status"],
+        &[],
+        &[],
+    ),
+    row(
+        "flowcontrol.apiserver.k8s.io",
+        "v1",
+        "PriorityLevelConfiguration",
+        "prioritylevelconfigurations",
+        "prioritylevelconfiguration",
+        CLUSTER,
+        &["status"],
+        &[],
+        &[],
+    ),
     row(
         "apiextensions.k8s.io",
         "v1",

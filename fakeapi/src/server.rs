@@ -410,6 +410,7 @@ async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
         .filter(|ua| !ua.is_empty())
         .map(Arc::from);
     let write = write_options_of(&req);
+    let classified = classify(&ctx.store, &req);
     // What admission warns of (`Warning` headers).
     let warnings = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let (verb, resource, mut resp) = crate::store::CLIENT
@@ -426,6 +427,13 @@ async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
         if let Ok(v) = axum::http::HeaderValue::from_str(&warning_header(w)) {
             resp.headers_mut().append("warning", v);
         }
+    }
+    if let Some((fs, pl)) =
+        classified.filter(|_| resp.extensions().get::<Unauthenticated>().is_none())
+    {
+        let headers = resp.headers_mut();
+        headers.insert(crate::flowcontrol::PRIORITY_LEVEL_UID_HEADER, pl);
+        headers.insert(crate::flowcontrol::FLOW_SCHEMA_UID_HEADER, fs);
     }
     // The server's clock is the store's (simulated under batkube run), as
     // a real API server dates its responses by its own clock: hyper would
@@ -459,6 +467,42 @@ async fn handle(State(ctx): State<Arc<Ctx>>, req: Request) -> Response {
         .entry((verb, resource, code))
         .or_insert(0) += 1;
     resp
+}
+
+/// Marks an answer kube-apiserver gives before it authenticates the
+/// request (an unreadable `timeout`): priority and fairness never saw it,
+/// so it names no FlowSchema.
+#[derive(Clone, Copy)]
+struct Unauthenticated;
+
+/// The uids of the FlowSchema and priority level `req` is classified as
+/// (`crate::flowcontrol`), as header values; `None` for a long-running
+/// request that is not a watch, which kube-apiserver does not classify.
+fn classify(
+    store: &Store,
+    req: &Request,
+) -> Option<(axum::http::HeaderValue, axum::http::HeaderValue)> {
+    use crate::flowcontrol::{RequestInfo, Requester};
+    let watch = req
+        .uri()
+        .query()
+        .filter(|q| q.contains("watch"))
+        .and_then(|q| {
+            form_urlencoded::parse(q.as_bytes())
+                .find(|(k, _)| k == "watch")
+                .map(|(_, v)| v.into_owned())
+        });
+    let info = RequestInfo::new(req.method().as_str(), req.uri().path(), watch.as_deref());
+    if info.unclassified() {
+        return None;
+    }
+    let who = Requester::from_headers(req.headers());
+    let config = store.flow_config();
+    let c = config.classify(&who, &info);
+    Some((
+        axum::http::HeaderValue::from_str(c.flow_schema).ok()?,
+        axum::http::HeaderValue::from_str(c.priority_level).ok()?,
+    ))
 }
 
 /// A `Warning` header as kube-apiserver writes one: code 299, agent `-`,
@@ -622,7 +666,9 @@ async fn route(ctx: &Ctx, req: Request) -> (&'static str, String, Response) {
             let err = ApiError::BadRequest(format!(
                 "invalid timeout specified in the request URL - {e}"
             ));
-            return ("unknown", String::new(), error_response(&err));
+            let mut resp = error_response(&err);
+            resp.extensions_mut().insert(Unauthenticated);
+            return ("unknown", String::new(), resp);
         }
     }
     let r = Req {
@@ -1764,6 +1810,42 @@ fn render_metrics(ctx: &Ctx) -> String {
         "# TYPE fakeapi_resource_version gauge\nfakeapi_resource_version {}",
         ctx.store.resource_version()
     );
+    // What kube-apiserver's priority-and-fairness controller publishes of
+    // each level (the suite waits for a new level's nominal seats).
+    let config = ctx.store.flow_config();
+    let seats = config.seats();
+    for (metric, help, stability, of) in [
+        (
+            "nominal_limit_seats",
+            "Nominal number of execution seats configured for each priority level",
+            "BETA",
+            (|s: &crate::flowcontrol::Seats| s.nominal) as fn(&crate::flowcontrol::Seats) -> i64,
+        ),
+        (
+            "lower_limit_seats",
+            "Configured lower bound on number of execution seats available to each priority level",
+            "ALPHA",
+            |s| s.lower,
+        ),
+        (
+            "upper_limit_seats",
+            "Configured upper bound on number of execution seats available to each priority level",
+            "ALPHA",
+            |s| s.upper,
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP apiserver_flowcontrol_{metric} [{stability}] {help}\n# TYPE apiserver_flowcontrol_{metric} gauge"
+        );
+        for (level, s) in &seats {
+            let _ = writeln!(
+                out,
+                "apiserver_flowcontrol_{metric}{{priority_level=\"{level}\"}} {}",
+                of(s)
+            );
+        }
+    }
     let calls = ctx.store.webhook_calls();
     if !calls.is_empty() {
         out.push_str("# HELP fakeapi_webhook_calls_total Admission webhook calls, by configuration, webhook and outcome.\n# TYPE fakeapi_webhook_calls_total counter\n");

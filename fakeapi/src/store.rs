@@ -30,6 +30,7 @@ mod admit;
 mod binding;
 mod builtin_admission;
 pub(crate) mod fields;
+mod flowcontrol;
 mod gc;
 mod policies;
 mod quota;
@@ -242,6 +243,10 @@ pub enum Origin {
     /// kube-controller-manager's service-account controller writing a
     /// namespace's `default` ServiceAccount (`store/service_accounts.rs`).
     ServiceAccountController,
+    /// kube-apiserver's priority-and-fairness controllers: the bootstrap
+    /// objects written when the store is made, and each FlowSchema's
+    /// `Dangling` condition (`store/flowcontrol.rs`).
+    FlowControl,
 }
 
 impl Origin {
@@ -633,6 +638,8 @@ struct Inner {
     webhook_stats: crate::admission::Stats,
     /// The bound ValidatingAdmissionPolicies, compiled.
     policies: policies::PolicyCache,
+    /// The priority-and-fairness classifier's configuration.
+    flowcontrol: flowcontrol::FlowControlCache,
     #[cfg(test)]
     pub(crate) test_hook: parking_lot::Mutex<Option<TestHook>>,
 }
@@ -1027,6 +1034,7 @@ impl Store {
                 ids,
                 webhook_stats: Default::default(),
                 policies: Default::default(),
+                flowcontrol: Default::default(),
                 #[cfg(test)]
                 test_hook: Default::default(),
             }),
@@ -1047,6 +1055,7 @@ impl Store {
             Some("default"),
             builtin_admission::kubernetes_service(),
         );
+        store.write_flowcontrol_bootstrap();
         store
     }
 
@@ -2004,6 +2013,8 @@ impl Store {
         let policy_key = (served.custom.is_none()
             && crate::admission::policy::is_policy_resource(info.group, info.plural))
         .then(|| key.clone());
+        let flowcontrol_key = (served.custom.is_none() && info.group == crate::flowcontrol::GROUP)
+            .then(|| key.clone());
         st.subscribers.retain(|s| s.send(change.clone()).is_ok());
         if !st.subscribers.is_empty() {
             // A subscriber's thread may be blocked waiting for the API.
@@ -2079,6 +2090,9 @@ impl Store {
         });
         if let Some(key) = policy_key {
             self.policies_after_change(st, served, &key, &stored, ty, origin);
+        }
+        if let Some(key) = flowcontrol_key {
+            self.flowcontrol_after_change(st, info, &key, ty);
         }
         if let Some(key) = quota_key {
             let new = (ty != EventType::Deleted).then_some(&*value);

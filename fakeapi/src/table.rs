@@ -83,6 +83,23 @@ fn columns(info: &ResourceInfo) -> Vec<(&'static str, u8)> {
         ],
         ("", "namespaces") => vec![("Name", 0), ("Status", 0), ("Age", 0)],
         ("", "configmaps") => vec![("Name", 0), ("Data", 0), ("Age", 0)],
+        ("flowcontrol.apiserver.k8s.io", "flowschemas") => vec![
+            ("Name", 0),
+            ("PriorityLevel", 0),
+            ("MatchingPrecedence", 0),
+            ("DistinguisherMethod", 0),
+            ("Age", 0),
+            ("MissingPL", 0),
+        ],
+        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => vec![
+            ("Name", 0),
+            ("Type", 0),
+            ("NominalConcurrencyShares", 0),
+            ("Queues", 0),
+            ("HandSize", 0),
+            ("QueueLengthLimit", 0),
+            ("Age", 0),
+        ],
         ("", "events") => vec![
             ("Last Seen", 0),
             ("Type", 0),
@@ -207,6 +224,49 @@ fn cells(info: &ResourceInfo, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 json!(created),
             ]
         }
+        ("flowcontrol.apiserver.k8s.io", "flowschemas") => {
+            let dangling = o
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "Dangling"))
+                .map_or("?", |c| s(c, "/status"));
+            let method = s(o, "/spec/distinguisherMethod/type");
+            vec![
+                json!(name),
+                json!(s(o, "/spec/priorityLevelConfiguration/name")),
+                o.pointer("/spec/matchingPrecedence")
+                    .cloned()
+                    .unwrap_or(json!(0)),
+                json!(if o
+                    .pointer("/spec/distinguisherMethod")
+                    .is_some_and(|d| !d.is_null())
+                {
+                    method
+                } else {
+                    "<none>"
+                }),
+                json!(created),
+                json!(dangling),
+            ]
+        }
+        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => {
+            let none = || json!("<none>");
+            let limited = o.pointer("/spec/limited").filter(|l| !l.is_null());
+            let queuing = limited
+                .and_then(|l| l.pointer("/limitResponse/queuing"))
+                .filter(|q| !q.is_null());
+            let of =
+                |v: Option<&Value>, k: &str| v.and_then(|v| v.get(k)).cloned().unwrap_or_else(none);
+            vec![
+                json!(name),
+                json!(s(o, "/spec/type")),
+                of(limited, "nominalConcurrencyShares"),
+                of(queuing, "queues"),
+                of(queuing, "handSize"),
+                of(queuing, "queueLengthLimit"),
+                json!(created),
+            ]
+        }
         _ => vec![json!(name), json!(created)],
     }
 }
@@ -315,6 +375,19 @@ pub(crate) fn table(
     } else {
         Vec::new()
     };
+    let mut objects: Vec<&Arc<Value>> = objects.iter().collect();
+    if (info.group, info.plural) == ("flowcontrol.apiserver.k8s.io", "flowschemas") {
+        // In matching order, as kube-apiserver's printer sorts them.
+        let key = |o: &Value| {
+            (
+                o.pointer("/spec/matchingPrecedence")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0),
+                s(o, "/metadata/name").to_string(),
+            )
+        };
+        objects.sort_by_key(|o| key(o));
+    }
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| row(cells(info, o, now), o, include))

@@ -64,7 +64,7 @@ fn max_len(n: usize) -> String {
     format!("must be no more than {n} characters")
 }
 
-fn is_dns1123_label(v: &str) -> Vec<String> {
+pub(crate) fn is_dns1123_label(v: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if v.len() > 63 {
         errs.push(max_len(63));
@@ -495,6 +495,9 @@ pub(crate) fn validate(
                     invalid(&format!("{field}[{k}]"), &json!(k), msgs, &mut out);
                 }
             }
+        }
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema" | "PriorityLevelConfiguration") => {
+            crate::flowcontrol::spec::validate(kind, obj, &mut out);
         }
         ("events.k8s.io", "Event") if old.is_none() => {
             // Checked as kube-apiserver checks every Event (in its internal
