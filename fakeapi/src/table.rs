@@ -319,7 +319,8 @@ fn custom_cell(col: &Column, o: &Value, now: DateTime<Utc>) -> Value {
 }
 
 /// A Table of `objects`; `with_columns` false leaves out the column
-/// definitions (every watch event after the first).
+/// definitions (every watch event after the first): `null`, as Go writes
+/// the nil list kube-apiserver's printer leaves there.
 pub(crate) fn table(
     served: &Served,
     objects: &[Arc<Value>],
@@ -357,7 +358,7 @@ pub(crate) fn table(
                 row(cells, o, include)
             })
             .collect();
-        return assemble(cols, rows);
+        return assemble(cols, rows, with_columns);
     }
     let cols: Vec<Value> = if with_columns {
         columns(info)
@@ -392,7 +393,7 @@ pub(crate) fn table(
         .iter()
         .map(|o| row(cells(info, o, now), o, include))
         .collect();
-    assemble(cols, rows)
+    assemble(cols, rows, with_columns)
 }
 
 fn row(cells: Vec<Value>, o: &Value, include: IncludeObject) -> Value {
@@ -411,12 +412,12 @@ fn row(cells: Vec<Value>, o: &Value, include: IncludeObject) -> Value {
     row
 }
 
-fn assemble(cols: Vec<Value>, rows: Vec<Value>) -> Value {
+fn assemble(cols: Vec<Value>, rows: Vec<Value>, with_columns: bool) -> Value {
     json!({
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": {},
-        "columnDefinitions": cols,
+        "columnDefinitions": if with_columns { Value::Array(cols) } else { Value::Null },
         "rows": rows,
     })
 }

@@ -297,6 +297,17 @@ impl WatchStream {
             (Render::Metadata, WatchItem::Bookmark { rv, mark }) => {
                 bookmark_line_as("PartialObjectMetadata", "meta.k8s.io/v1", rv, mark)
             }
+            (Render::Table { first }, WatchItem::Bookmark { rv, mark }) => {
+                // kube-apiserver turns every event of a Table watch into a
+                // Table, bookmarks too: one row, whose object is the
+                // bookmark's metadata (its annotation with it, which is how
+                // a client sees the end of a streaming list's initial
+                // events; a reflector, which looks for it on the event's
+                // object, never does, and never syncs on Tables).
+                let line = bookmark_line(self.served.info, rv, mark);
+                let event: serde_json::Value = serde_json::from_slice(&line).expect("json");
+                self.table_event("BOOKMARK", Arc::new(event["object"].clone()), first)
+            }
             (_, WatchItem::Bookmark { rv, mark }) => bookmark_line(self.served.info, rv, mark),
             (Render::Metadata, WatchItem::Change(ty, e)) => {
                 event_line(ty.as_str(), &partial_json(&e.json))
@@ -317,21 +328,28 @@ impl WatchStream {
                     WatchItem::Initial(s) => ("ADDED", s.value.clone()),
                     WatchItem::Bookmark { .. } => unreachable!("handled above"),
                 };
-                self.render = Render::Table { first: false };
-                let mut t = table::table(
-                    &self.served,
-                    std::slice::from_ref(&obj),
-                    self.store.now(),
-                    first,
-                    table::IncludeObject::Metadata,
-                );
-                // The version of the object the event is about.
-                if let Some(rv) = obj.pointer("/metadata/resourceVersion") {
-                    t["metadata"]["resourceVersion"] = rv.clone();
-                }
-                event_line(ty, &serde_json::to_vec(&t).expect("json"))
+                self.table_event(ty, obj, first)
             }
         }
+    }
+
+    /// An event of a Table watch: `obj` as a Table, with the column
+    /// definitions only in the watch's first (`null` after, as
+    /// kube-apiserver's encoder leaves them out of every later event).
+    fn table_event(&mut self, ty: &str, obj: Arc<serde_json::Value>, first: bool) -> Bytes {
+        self.render = Render::Table { first: false };
+        let mut t = table::table(
+            &self.served,
+            std::slice::from_ref(&obj),
+            self.store.now(),
+            first,
+            table::IncludeObject::Metadata,
+        );
+        // The version of the object the event is about.
+        if let Some(rv) = obj.pointer("/metadata/resourceVersion") {
+            t["metadata"]["resourceVersion"] = rv.clone();
+        }
+        event_line(ty, &serde_json::to_vec(&t).expect("json"))
     }
 
     /// The next event: initial ones (and any put back) first, then changes.

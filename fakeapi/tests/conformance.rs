@@ -982,3 +982,75 @@ async fn every_namespace_gets_its_default_service_account() {
     assert_eq!(r.status, 200);
     assert_eq!(sa("nsdeletetest").await.status, 404, "not written again");
 }
+
+/// A streaming list (`sendInitialEvents`) asked as Tables, as the suite's
+/// WatchList Table tests ask it: each event a Table of its object, the
+/// column definitions in the first alone (`null` after, as kube-apiserver
+/// leaves them), and the end of the initial events a BOOKMARK that is a
+/// Table too, its one row's object the bookmark's metadata with the
+/// `k8s.io/initial-events-end` annotation (a reflector, looking for it on
+/// the event's object, never syncs).
+#[tokio::test]
+async fn a_streaming_list_of_tables_ends_with_a_table_bookmark() {
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let a = server.addr();
+    for i in 0..2 {
+        let body = format!(r#"{{"metadata":{{"name":"s{i}","labels":{{"watchlist":"true"}}}}}}"#);
+        let r = raw(
+            a,
+            "POST",
+            "/api/v1/namespaces/default/secrets",
+            &[("Content-Type", "application/json")],
+            Some(body.as_bytes()),
+        )
+        .await;
+        assert_eq!(r.status, 201);
+    }
+    let r = raw(
+        a,
+        "GET",
+        "/api/v1/namespaces/default/secrets?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&labelSelector=watchlist%3Dtrue&timeoutSeconds=1",
+        &[("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let events = r.lines();
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["ADDED", "ADDED", "BOOKMARK"]);
+    for e in &events {
+        assert_eq!(e["object"]["kind"], "Table", "{e}");
+    }
+    assert!(events[0]["object"]["columnDefinitions"].is_array());
+    for e in &events[1..] {
+        assert!(e["object"]["columnDefinitions"].is_null(), "{e}");
+    }
+    let get = raw(
+        a,
+        "GET",
+        "/api/v1/namespaces/default/secrets/s1",
+        &[("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+        None,
+    )
+    .await
+    .json();
+    // Age aside (the clock moved), as the suite compares them.
+    let mut get = get;
+    get["rows"][0]["cells"][1] = json!("");
+    let mut watched = events[1]["object"].clone();
+    watched["columnDefinitions"] = get["columnDefinitions"].clone();
+    watched["rows"][0]["cells"][1] = json!("");
+    assert_eq!(watched, get, "the event's Table is the get's");
+    let bookmark = &events[2]["object"];
+    let rows = bookmark["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["object"]["kind"], "PartialObjectMetadata");
+    assert_eq!(
+        rows[0]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    assert_eq!(
+        bookmark["metadata"]["resourceVersion"],
+        rows[0]["object"]["metadata"]["resourceVersion"]
+    );
+}
