@@ -2,7 +2,7 @@
 //! `--linked`, through the page of a program that links the shim), moving
 //! the clock to the program's next deadline whenever it is quiescent (the
 //! exact policy with no simulator):
-//! `simrun [--linked] [--start SECS] [--seed N] [--deterministic] [--max SECS] -- CMD ARGS…`.
+//! `simrun [--linked] [--start SECS] [--seed N] [--deterministic] [--spin-bound CALLS] [--max SECS] -- CMD ARGS…`.
 //!
 //! Prints, on stderr, the simulated time at the end and the supervisor's
 //! counters; exits with the program's status. Used by the tests.
@@ -30,6 +30,11 @@ fn main() {
             "--seed" => seed = args.next().and_then(|v| v.parse().ok()),
             "--linked" => linked = true,
             "--deterministic" => deterministic = true,
+            "--spin-bound" => timeshim::set_spin_bound(
+                args.next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--spin-bound CALLS"),
+            ),
             "--max" => {
                 max = args
                     .next()

@@ -61,6 +61,43 @@ pub fn deterministic_sends() -> u64 {
     seccomp::DETERMINISTIC_SENDS.load(std::sync::atomic::Ordering::SeqCst)
 }
 
+/// The busy bound of deterministic programs: how many system calls a
+/// program may make at one simulated instant without sending anything on a
+/// socket it connected and without once being quiet (every thread parked,
+/// nothing due) before its supervisor holds it until the clock moves. A
+/// program past it is spinning: work that would end only once time passes
+/// (a retry loop with no back-off, a scheduler trying the same gang again
+/// and again until a node frees), which on a frozen clock never ends. Held,
+/// it is quiet for the controller, so the clock goes on to the next event
+/// (its own timers, the simulator's), as it would while the program spun on
+/// real time; its threads go on from where they were held at the next
+/// instant. The count is of calls, which the seed orders, so where a
+/// program is held is the same on every run; how much it did before (a
+/// spinning loop's side effects, such as a client's rate-limiter debt) is
+/// the bound's, not the machine's. `0`: never held (a spinning program then
+/// keeps the window open until its wall-clock bound, and what it did by
+/// then depends on the machine). Default [`DEFAULT_SPIN_BOUND`].
+pub fn set_spin_bound(calls: u64) {
+    seccomp::SPIN_BOUND.store(calls, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The default of [`set_spin_bound`]: about 6 times the most calls a
+/// program made without a send between two quiet points at one instant in
+/// the runs measured (3,279: batkube-scheduler starting, then 3,000 pods at
+/// one instant on 1,000 nodes; 783: kube-scheduler with Coscheduling), and
+/// about 12 s of a held program's wall time on this project's 2-core machine.
+pub const DEFAULT_SPIN_BOUND: u64 = 20_000;
+
+/// How many times deterministic programs were held at the busy bound
+/// ([`set_spin_bound`]) in this process so far, and the most calls a
+/// program made at one instant between two quiet points without reaching it.
+pub fn spin_stats() -> (u64, u64) {
+    (
+        seccomp::SPINS_HELD.load(std::sync::atomic::Ordering::Relaxed),
+        seccomp::BUSIEST.load(std::sync::atomic::Ordering::Relaxed),
+    )
+}
+
 /// Tells the supervisors of deterministic programs that a [`Settle`] which
 /// said "not yet" may now hold (the API went idle, the controller reacted
 /// to a change). A supervisor whose settle failed sleeps until this is

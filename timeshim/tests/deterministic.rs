@@ -108,6 +108,39 @@ fn go_map_order_and_math_rand_follow_the_seed() {
     assert_ne!(a, simrun(&["--deterministic", "--seed", "7"], p));
 }
 
+/// A thread spinning at one instant (a system call each turn, never quiet,
+/// nothing sent on a socket) until another, asleep for 5 simulated
+/// seconds, sets a flag. On a frozen clock the loop never ends; at the busy
+/// bound the supervisor holds the program, the clock moves to the sleeper's
+/// deadline, and the loop ends there, after the same number of turns on
+/// every run (the bound counts calls, which the seed orders), CPU hogs
+/// beside it or not.
+#[test]
+fn a_program_spinning_at_one_instant_is_held_at_the_busy_bound_until_the_clock_moves() {
+    let p = support::cc_static("spin.c");
+    let p = p.to_str().unwrap();
+    let args = ["--deterministic", "--seed", "1", "--spin-bound", "3000"];
+    let first = simrun(&args, p);
+    let turns: u64 = first
+        .strip_prefix("spun ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{first}"));
+    assert!(first.ends_with("done after 5.000 s\n"), "{first}");
+    // Held at the bound (the loop's calls and the start's), then let go
+    // on at 5 s, where the sleeper and the loop share what is left.
+    assert!((2_000..=3_100).contains(&turns), "{first}");
+    let hogs = Hogs::start();
+    for _ in 0..2 {
+        assert_eq!(first, simrun(&args, p), "with CPU hogs");
+    }
+    drop(hogs);
+    // A larger bound, more turns before the hold.
+    let more = simrun(&["--deterministic", "--seed", "1", "--spin-bound", "6000"], p);
+    assert!(more.ends_with("done after 5.000 s\n"), "{more}");
+    assert_ne!(first, more);
+}
+
 /// `simrun ARGS -- CMD`, its output; a run that hangs (a call the mode
 /// does not model) fails after 300 s of wall time instead of hanging the
 /// suite.

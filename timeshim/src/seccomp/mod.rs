@@ -32,6 +32,14 @@ pub use ensemble::Ensemble;
 pub(crate) static DETERMINISTIC_SENDS: std::sync::atomic::AtomicU64 =
     std::sync::atomic::AtomicU64::new(0);
 
+/// See [`crate::set_spin_bound`].
+pub(crate) static SPIN_BOUND: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(crate::DEFAULT_SPIN_BOUND);
+/// See [`crate::spin_stats`].
+pub(crate) static SPINS_HELD: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
+pub(crate) static BUSIEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// The world outside a deterministic program may have settled (see
 /// [`crate::settle_progress`]): a futex word bumped on every such event,
 /// and how many supervisors sleep on it.

@@ -27,6 +27,11 @@
 //! something arrived. Nothing ready and nothing due: the program is
 //! quiescent, and says so exactly (`Shared::det_quiet`).
 //!
+//! A program busy at one instant past the **busy bound**
+//! (`crate::set_spin_bound`: calls since it was last quiet, last sent on a
+//! socket it connected, or saw the clock move) is spinning: its ready
+//! threads are held, it is quiet, and they go on once the clock has moved.
+//!
 //! Futexes are emulated (wait queues here, in the order waiters came), so
 //! a wake releases a waiter into the ready set rather than onto a CPU.
 //! Signals a thread sends to another are delivered when the target is
@@ -217,6 +222,16 @@ pub(super) struct Det {
     pending_ctid: Option<u64>,
     /// Threads' `CLONE_CHILD_CLEARTID` words.
     clear_tid: HashMap<u32, u64>,
+    /// Calls received since the program last sent on a socket, was quiet,
+    /// or saw the clock move.
+    busy_calls: u64,
+    /// Descriptors the program connected (process, descriptor), until
+    /// closed: a write on one is a send to the world outside.
+    sockets: std::collections::HashSet<(u32, i32)>,
+    /// The busy bound (`crate::set_spin_bound`), 0 for none.
+    spin_bound: u64,
+    /// Held at the busy bound: ready, and released when the clock moves.
+    spinning: Vec<Ready>,
     /// Threads that called `exit` with such a word: process, thread, word.
     thread_exits: Vec<(u32, u32, u64)>,
 }
@@ -241,6 +256,7 @@ impl Det {
         Det {
             rng: crate::seccomp::SeededBytes::new(seed ^ 0x6465_7465_726d_696e),
             stale: true,
+            spin_bound: crate::seccomp::SPIN_BOUND.load(Ordering::Relaxed),
             ..Det::default()
         }
     }
@@ -251,6 +267,13 @@ impl Det {
 
     fn index_of(&self, tid: u32) -> u32 {
         self.index.get(&tid).copied().unwrap_or(u32::MAX)
+    }
+
+    /// The program was quiet, or the clock moved: the busy count starts
+    /// again (the most it reached is kept for `crate::spin_stats`).
+    fn busy_ends(&mut self) {
+        crate::seccomp::BUSIEST.fetch_max(self.busy_calls, Ordering::Relaxed);
+        self.busy_calls = 0;
     }
 }
 
@@ -307,7 +330,7 @@ impl Supervisor {
     /// One notification in deterministic mode.
     pub(super) fn det_receive(&mut self, req: libc::seccomp_notif) {
         let tid = req.pid;
-        self.tgid(tid); // known, for `det_children_gone`
+        let tgid = self.tgid(tid); // known, for `det_children_gone` too
         if *TRACE {
             let d = self.det.as_ref().expect("det");
             eprintln!(
@@ -337,6 +360,21 @@ impl Supervisor {
         }
         let d = self.det();
         d.quiet = false;
+        d.busy_calls += 1;
+        // A send to the world outside is progress: the busy count is of
+        // calls since the last one (writes to files and pipes, a log, are not).
+        let fd = req.data.args[0] as i32;
+        match req.data.nr as u32 {
+            call::CONNECT => {
+                d.sockets.insert((tgid, fd));
+            }
+            call::CLOSE => {
+                d.sockets.remove(&(tgid, fd));
+            }
+            call::SENDTO | call::SENDMSG | call::SENDMMSG => d.busy_ends(),
+            call::WRITE | call::WRITEV if d.sockets.contains(&(tgid, fd)) => d.busy_ends(),
+            _ => {}
+        }
         if !d.index.contains_key(&tid) {
             let i = d.next_index;
             d.next_index += 1;
@@ -877,6 +915,29 @@ impl Supervisor {
                     }
                 }
             }
+            if d.chosen.is_none()
+                && !d.ready.is_empty()
+                && d.spin_bound > 0
+                && d.busy_calls >= d.spin_bound
+            {
+                // Busy at one instant past the bound without once being
+                // quiet: spinning on a frozen clock. Held until it moves.
+                let calls = d.busy_calls;
+                let ready = std::mem::take(&mut d.ready);
+                d.spinning.extend(ready);
+                d.busy_calls = 0;
+                crate::seccomp::SPINS_HELD.fetch_add(1, Ordering::Relaxed);
+                let now = self.now();
+                tracing::warn!(
+                    program = self.shared.pid,
+                    calls,
+                    at_ns = now,
+                    "a deterministic program was busy for {calls} system calls at one simulated \
+                     instant without ever being quiet (spinning until time passes); held until \
+                     the clock moves (the busy bound, --spin-bound)"
+                );
+            }
+            let d = self.det();
             if let Some((e, i)) = &ensemble {
                 if d.chosen.is_none() && !d.has_baton {
                     let ready = !d.ready.is_empty();
@@ -921,6 +982,7 @@ impl Supervisor {
                     }
                     let d = self.det();
                     d.quiet = true;
+                    d.busy_ends();
                     self.shared.det_quiet.store(true, Ordering::Release);
                     self.dirty = true;
                 }
@@ -1401,6 +1463,12 @@ impl Supervisor {
         );
         let d = self.det();
         if world != d.seen_world {
+            if world.1 != d.seen_world.1 {
+                // Held at the busy bound: they go on at the new instant.
+                d.busy_ends();
+                let spun = std::mem::take(&mut d.spinning);
+                d.ready.extend(spun);
+            }
             d.seen_world = world;
             d.epoch += 1;
         }
