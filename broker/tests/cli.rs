@@ -547,3 +547,28 @@ fn cpus_pin_the_run_and_its_programs_and_bad_lists_are_refused() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+/// `--spin-bound` counts the calls of programs run one thread at a time:
+/// without `--deterministic` (or `--seed`) it is refused before the run,
+/// naming the flag.
+#[test]
+fn a_spin_bound_without_the_deterministic_mode_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
+        .args(["run", "--standin", "--platform"])
+        .arg(common::platform(dir.path(), 2))
+        .arg("--workload")
+        .arg(common::shared().join("reference/batkube/workloads/200_delay170.json"))
+        .args(["--scheduler", "true"])
+        .args(["--spin-bound", "500", "--out"])
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--spin-bound 500 needs --deterministic"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("out/summary.json").exists());
+}

@@ -323,6 +323,13 @@ pub fn summary_words(s: &serde_json::Value) -> Vec<String> {
             plural(u("windows_bound_hit"), "window", "windows")
         );
     }
+    if u("spins_held") > 0 {
+        let _ = write!(
+            run,
+            "; a program spinning at one instant was held at --spin-bound {}",
+            plural(u("spins_held"), "time", "times")
+        );
+    }
     if let Some(v) = str_field(s, "batkube_version") {
         let _ = write!(run, ". batkube {v}");
     }

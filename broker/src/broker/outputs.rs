@@ -41,6 +41,16 @@ impl Broker {
         s.windows = self.windows;
         s.pods_garbage_collected = self.gc.collected();
         s.windows_bound_hit = self.windows_bound_hit;
+        let (held, busiest) = timeshim::spin_stats();
+        s.spins_held = held;
+        if busiest > 0 {
+            tracing::info!(
+                busiest_calls = busiest,
+                spins_held = held,
+                "deterministic programs: the most system calls made at one instant between two \
+                 quiet points, short of --spin-bound"
+            );
+        }
         s.partial_instants = self.partial_instants;
         s.quiescence_contradicted = self.quiescence_contradicted;
         s.elide = self.elision.config().to_string();

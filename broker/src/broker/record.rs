@@ -476,6 +476,9 @@ pub struct Summary {
     /// the soak counts a run with any as suspect).
     pub quiescence_contradicted: u64,
     pub windows_bound_hit: u64,
+    /// Times a deterministic program was held at `--spin-bound`: busy at
+    /// one instant without ever being quiet, then let go on at the next.
+    pub spins_held: u64,
     /// CPU time (user and system, seconds) each program on simulated time
     /// had used when the run ended: `scheduler`, `controller-1`, …
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]

@@ -392,6 +392,19 @@ pub struct RunArgs {
     /// change from run to run).
     #[arg(long = "no-deterministic", conflicts_with = "deterministic")]
     pub no_deterministic: bool,
+    /// Under `--deterministic`: the most system calls a program may make
+    /// at one simulated instant without once being quiet and without
+    /// sending anything on a socket it connected. Past it the
+    /// program is spinning until time passes (a retry loop with no
+    /// back-off, a gang tried again and again until a node frees), which
+    /// on a frozen clock never ends: it is held, the clock goes on to the
+    /// next event, and it goes on from there (counted in
+    /// `spins_held`). Counted in calls, which the seed orders, so the
+    /// same on every run; `0`: never held (the window then lasts until
+    /// `--window-bound`, by wall time, and what it did by then depends on
+    /// the machine). See docs/src/concepts/reproducible.md.
+    #[arg(long = "spin-bound", value_name = "CALLS", default_value_t = timeshim::DEFAULT_SPIN_BOUND)]
+    pub spin_bound: u64,
     /// Under a shim, the scheduler starts this many simulated seconds
     /// before the simulation's time 0, with the nodes already there, and
     /// runs its own timers until then (the upstream kube-scheduler polls for

@@ -98,6 +98,14 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
             }
         }
     }
+    if args.spin_bound != timeshim::DEFAULT_SPIN_BOUND && !args.deterministic {
+        bail!(
+            "--spin-bound {} needs --deterministic (or --seed): it counts the system calls of \
+             programs whose threads the supervisor runs one at a time",
+            args.spin_bound
+        );
+    }
+    timeshim::set_spin_bound(args.spin_bound);
     let policy = args.clock.policy(shim)?;
     if args.elide.any() && !matches!(policy.end, timeshim::policy::WindowEnd::Exact { .. }) {
         bail!(
