@@ -122,6 +122,7 @@ impl Timeline {
             (fakeapi::Origin::GarbageCollector, _) => "garbage-collector".into(),
             (fakeapi::Origin::QuotaController, _) => "resourcequota-controller".into(),
             (fakeapi::Origin::ServiceAccountController, _) => "serviceaccount-controller".into(),
+            (fakeapi::Origin::FlowControl, _) => "apiserver-flowcontrol".into(),
             (fakeapi::Origin::PolicyStatusController, _) => {
                 "validatingadmissionpolicy-status-controller".into()
             }
