@@ -43,6 +43,7 @@ impl Broker {
         s.windows_bound_hit = self.windows_bound_hit;
         let (held, busiest) = timeshim::spin_stats();
         s.spins_held = held;
+        s.spin_busiest_calls = busiest;
         if busiest > 0 {
             tracing::info!(
                 busiest_calls = busiest,

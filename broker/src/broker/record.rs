@@ -479,6 +479,10 @@ pub struct Summary {
     /// Times a deterministic program was held at `--spin-bound`: busy at
     /// one instant without ever being quiet, then let go on at the next.
     pub spins_held: u64,
+    /// The most system calls a deterministic program made at one instant
+    /// between two quiet points, short of `--spin-bound` (0 outside the
+    /// deterministic mode): how close the run came to the bound.
+    pub spin_busiest_calls: u64,
     /// CPU time (user and system, seconds) each program on simulated time
     /// had used when the run ended: `scheduler`, `controller-1`, …
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
