@@ -136,7 +136,10 @@ fn a_program_spinning_at_one_instant_is_held_at_the_busy_bound_until_the_clock_m
     }
     drop(hogs);
     // A larger bound, more turns before the hold.
-    let more = simrun(&["--deterministic", "--seed", "1", "--spin-bound", "6000"], p);
+    let more = simrun(
+        &["--deterministic", "--seed", "1", "--spin-bound", "6000"],
+        p,
+    );
     assert!(more.ends_with("done after 5.000 s\n"), "{more}");
     assert_ne!(first, more);
 }

@@ -36,8 +36,7 @@ pub(crate) static DETERMINISTIC_SENDS: std::sync::atomic::AtomicU64 =
 pub(crate) static SPIN_BOUND: std::sync::atomic::AtomicU64 =
     std::sync::atomic::AtomicU64::new(crate::DEFAULT_SPIN_BOUND);
 /// See [`crate::spin_stats`].
-pub(crate) static SPINS_HELD: std::sync::atomic::AtomicU64 =
-    std::sync::atomic::AtomicU64::new(0);
+pub(crate) static SPINS_HELD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 pub(crate) static BUSIEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The world outside a deterministic program may have settled (see
