@@ -34,6 +34,8 @@ pub(crate) mod spec;
 
 use serde_json::Value;
 
+use crate::admission::config::strings;
+
 pub(crate) const GROUP: &str = "flowcontrol.apiserver.k8s.io";
 pub(crate) const FLOW_SCHEMAS: &str = "flowschemas";
 pub(crate) const PRIORITY_LEVELS: &str = "prioritylevelconfigurations";
@@ -292,17 +294,6 @@ pub(crate) struct Config {
 pub(crate) struct Classification<'a> {
     pub flow_schema: &'a str,
     pub priority_level: &'a str,
-}
-
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn text<'a>(v: &'a Value, ptr: &str) -> &'a str {
