@@ -59,6 +59,24 @@ pub(crate) struct Requester {
 }
 
 impl Requester {
+    /// fakeapi's one user, as every request without impersonation is.
+    pub(crate) fn own() -> Requester {
+        Requester {
+            name: crate::reviews::USER.into(),
+            groups: crate::reviews::GROUPS
+                .iter()
+                .map(|g| g.to_string())
+                .collect(),
+        }
+    }
+
+    /// Whether the request impersonates a user (else it is [`Requester::own`]).
+    pub(crate) fn impersonates(headers: &axum::http::HeaderMap) -> bool {
+        headers
+            .get("impersonate-user")
+            .is_some_and(|u| !u.as_bytes().is_empty())
+    }
+
     /// From a request's headers: the user it impersonates, else fakeapi's
     /// one user. As kube-apiserver's impersonation filter: a service
     /// account's name gets its groups when none is asked for, and every
@@ -72,13 +90,7 @@ impl Requester {
             .and_then(value)
             .filter(|u| !u.is_empty())
         else {
-            return Requester {
-                name: crate::reviews::USER.into(),
-                groups: crate::reviews::GROUPS
-                    .iter()
-                    .map(|g| g.to_string())
-                    .collect(),
-            };
+            return Requester::own();
         };
         let asked: Vec<String> = headers
             .get_all("impersonate-group")
@@ -286,7 +298,14 @@ pub(crate) struct Seats {
 pub(crate) struct Config {
     schemas: Vec<Schema>,
     levels: Vec<Level>,
+    /// What every request of fakeapi's own user (no impersonation) is
+    /// classified as, when that does not depend on the request (the
+    /// bootstrap's `exempt` takes all of `system:masters`): the answer's
+    /// two header values, ready; `None` when it depends on the request.
+    fixed: Option<(HeaderValue, HeaderValue)>,
 }
+
+use axum::http::HeaderValue;
 
 /// What a request was classified as: the uids of its FlowSchema and
 /// priority level.
@@ -349,6 +368,21 @@ impl Level {
 }
 
 impl Rule {
+    /// Whether it matches every request of a subject it names.
+    fn universal(&self) -> bool {
+        let wild = |l: &[String]| l.len() == 1 && l[0] == "*";
+        self.resources.iter().any(|r| {
+            wild(&r.verbs)
+                && wild(&r.groups)
+                && wild(&r.resources)
+                && r.cluster
+                && wild(&r.namespaces)
+        }) && self
+            .non_resources
+            .iter()
+            .any(|r| wild(&r.verbs) && r.urls.iter().any(|u| u == "*"))
+    }
+
     fn parse(r: &Value) -> Rule {
         let items = |k: &str| {
             r.get(k)
@@ -479,6 +513,7 @@ impl Config {
     /// kube-apiserver's controller digests them.
     pub(crate) fn build(schemas: &[&Value], levels: &[&Value]) -> Config {
         let mut out = Config {
+            fixed: None,
             schemas: Vec::new(),
             levels: levels
                 .iter()
@@ -521,7 +556,43 @@ impl Config {
             kept.push(out.schema(&fs, level_of(&out, "catch-all")));
         }
         out.schemas = kept;
+        out.fixed = out.fixed_for(&Requester::own()).and_then(|c| {
+            Some((
+                HeaderValue::from_str(c.flow_schema).ok()?,
+                HeaderValue::from_str(c.priority_level).ok()?,
+            ))
+        });
         out
+    }
+
+    /// The classification of every request of `who`, when the first schema
+    /// naming it among its subjects matches all of its requests (schemas
+    /// before it match none of them); `None` when it depends on the request.
+    fn fixed_for(&self, who: &Requester) -> Option<Classification<'_>> {
+        for schema in &self.schemas {
+            let naming: Vec<&Rule> = schema
+                .rules
+                .iter()
+                .filter(|r| r.subjects.iter().any(|s| s.matches(who)))
+                .collect();
+            if naming.is_empty() {
+                continue;
+            }
+            return naming
+                .iter()
+                .any(|r| r.universal())
+                .then(|| Classification {
+                    flow_schema: &schema.uid,
+                    priority_level: &self.levels[schema.level].uid,
+                });
+        }
+        None
+    }
+
+    /// [`Config::fixed`]: the header values of every request of fakeapi's
+    /// own user, when they do not depend on the request.
+    pub(crate) fn fixed(&self) -> Option<&(HeaderValue, HeaderValue)> {
+        self.fixed.as_ref()
     }
 
     fn schema(&self, fs: &Value, level: usize) -> Schema {
@@ -769,6 +840,60 @@ mod tests {
             "distinguisherMethod": {"type": "ByUser"},
             "rules": [{"subjects": [{"kind": "User", "user": {"name": user}}],
                 "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}})
+    }
+
+    /// The classification kept for fakeapi's own user (the answer without
+    /// looking at the request) is what the full match gives for every kind
+    /// of request, and is given up when a schema before `exempt` names
+    /// that user for some requests only.
+    #[test]
+    fn the_own_users_fixed_classification_is_the_full_matchs() {
+        let c = bootstrap_config(vec![], vec![]);
+        let (fs, pl) = c.fixed().expect("exempt takes all of system:masters");
+        let requests = [
+            ("GET", "/api/v1/pods"),
+            ("POST", "/api/v1/namespaces/default/pods/p/binding"),
+            ("PATCH", "/api/v1/namespaces/default/pods/p/status"),
+            ("GET", "/apis/batch/v1/namespaces/ns/jobs/j"),
+            ("DELETE", "/api/v1/nodes/n"),
+            ("GET", "/version"),
+            ("GET", "/readyz"),
+        ];
+        for (method, path) in requests {
+            let (full_fs, full_pl) = classified(&c, &admin(), method, path);
+            assert_eq!(
+                (fs.to_str().unwrap(), pl.to_str().unwrap()),
+                (&*full_fs, &*full_pl)
+            );
+        }
+        let mut pods_only = e2e_schema("admins-pods", 0, "e2e", "system:admin");
+        pods_only["spec"]["rules"][0] = json!({
+            "subjects": [{"kind": "Group", "group": {"name": "system:masters"}}],
+            "resourceRules": [{"verbs": ["*"], "apiGroups": [""], "resources": ["pods"],
+                "clusterScope": true, "namespaces": ["*"]}]});
+        let c = bootstrap_config(vec![pods_only], vec![e2e_level("e2e")]);
+        assert!(c.fixed().is_none());
+        assert_eq!(
+            classified(&c, &admin(), "GET", "/api/v1/pods"),
+            pair("admins-pods", "e2e")
+        );
+        assert_eq!(
+            classified(&c, &admin(), "GET", "/api/v1/nodes"),
+            pair("exempt", "exempt")
+        );
+        // Naming the user for everything, first: fixed again, to that schema.
+        let c = bootstrap_config(
+            vec![{
+                let mut all = e2e_schema("admins-all", 0, "e2e", "system:admin");
+                all["spec"]["rules"][0]["resourceRules"] = json!([{"verbs": ["*"],
+                    "apiGroups": ["*"], "resources": ["*"], "clusterScope": true,
+                    "namespaces": ["*"]}]);
+                all
+            }],
+            vec![e2e_level("e2e")],
+        );
+        let (fs, _) = c.fixed().expect("a universal rule first");
+        assert_eq!(fs.to_str().unwrap(), "uid-admins-all");
     }
 
     fn e2e_level(name: &str) -> Value {
