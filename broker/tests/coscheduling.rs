@@ -152,14 +152,10 @@ fn coscheduling_scheduler_builds_with_its_crds_and_accepts_its_config() {
     assert!(err.contains("permitWaitingTimeSeconds"), "{err}");
 }
 
-/// A small parallel workload through the stand-in: 10 jobs on 1 to 4 of
-/// 6 machines, arriving in twos; every job completes, no node is
-/// overcommitted, and the pods of each gang start and end together.
-#[test]
-fn coscheduling_runs_a_parallel_workload_to_completion_on_simulated_time() {
-    let bin = common::go::go_program("kube-scheduler-coscheduling", false);
-    let dir = tempfile::tempdir().unwrap();
-    let p = common::platform(dir.path(), 6);
+/// The platform (6 one-cpu machines) and workload (10 jobs on 1 to 4 of
+/// them, arriving in twos every 5 s, 20 s each) both tests run.
+fn ten_jobs_on_six_machines(dir: &Path) -> (PathBuf, PathBuf) {
+    let p = common::platform(dir, 6);
     let res = [4, 2, 1, 3, 4, 2, 2, 1, 4, 3];
     let jobs: Vec<serde_json::Value> = res
         .iter()
@@ -169,7 +165,7 @@ fn coscheduling_runs_a_parallel_workload_to_completion_on_simulated_time() {
                 "res": r, "profile": "p"})
         })
         .collect();
-    let w = dir.path().join("w.json");
+    let w = dir.join("w.json");
     std::fs::write(
         &w,
         serde_json::json!({"nb_res": 6, "jobs": jobs,
@@ -177,6 +173,44 @@ fn coscheduling_runs_a_parallel_workload_to_completion_on_simulated_time() {
         .to_string(),
     )
     .unwrap();
+    (p, w)
+}
+
+/// `batkube run` of the coscheduling scheduler on platform `p` and workload
+/// `w` into `out`, with `extra` flags; the run must succeed; its summary.
+fn run_coscheduling(
+    bin: &Path,
+    p: &Path,
+    w: &Path,
+    out: &Path,
+    extra: &[&str],
+) -> serde_json::Value {
+    let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
+        .args(["run", "--standin", "--strict", "--platform"])
+        .arg(p)
+        .arg("--workload")
+        .arg(w)
+        .arg("--crds")
+        .arg(common::go::go_dir().join("crds/coscheduling"))
+        .arg("--scheduler")
+        .arg(scheduler_command(bin))
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+/// A small parallel workload through the stand-in: 10 jobs on 1 to 4 of
+/// 6 machines, arriving in twos; every job completes, no node is
+/// overcommitted, and the pods of each gang start and end together.
+#[test]
+fn coscheduling_runs_a_parallel_workload_to_completion_on_simulated_time() {
+    let bin = common::go::go_program("kube-scheduler-coscheduling", false);
+    let dir = tempfile::tempdir().unwrap();
+    let (p, w) = ten_jobs_on_six_machines(dir.path());
     // The plugin itself can livelock a gang under some thread interleavings
     // of the Go program (seen once in ~25 runs with six CPU hogs beside it:
     // three pods of a 4-pod gang wait at Permit while the fourth sits in
@@ -189,23 +223,7 @@ fn coscheduling_runs_a_parallel_workload_to_completion_on_simulated_time() {
     let (out, s) = loop {
         attempt += 1;
         let out = dir.path().join(format!("out-{attempt}"));
-        let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
-            .args(["run", "--standin", "--strict", "--platform"])
-            .arg(&p)
-            .arg("--workload")
-            .arg(&w)
-            .arg("--crds")
-            .arg(common::go::go_dir().join("crds/coscheduling"))
-            .arg("--scheduler")
-            .arg(scheduler_command(&bin))
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let s: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
-                .unwrap();
+        let s = run_coscheduling(&bin, &p, &w, &out, &[]);
         let pods = std::fs::read_to_string(out.join("pods.csv")).unwrap();
         let livelocked = s["jobs_rejected"] != 0
             && pods
@@ -269,43 +287,10 @@ fn coscheduling_runs_a_parallel_workload_to_completion_on_simulated_time() {
 fn a_gang_spinning_at_one_instant_under_a_seed_is_held_and_the_run_is_the_same_twice() {
     let bin = common::go::go_program("kube-scheduler-coscheduling", false);
     let dir = tempfile::tempdir().unwrap();
-    let p = common::platform(dir.path(), 6);
-    let res = [4, 2, 1, 3, 4, 2, 2, 1, 4, 3];
-    let jobs: Vec<serde_json::Value> = res
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            serde_json::json!({"id": (i + 1).to_string(), "subtime": (i / 2) as f64 * 5.0,
-                "res": r, "profile": "p"})
-        })
-        .collect();
-    let w = dir.path().join("w.json");
-    std::fs::write(
-        &w,
-        serde_json::json!({"nb_res": 6, "jobs": jobs,
-            "profiles": {"p": {"type": "delay", "delay": 20, "cpu": "1"}}})
-        .to_string(),
-    )
-    .unwrap();
+    let (p, w) = ten_jobs_on_six_machines(dir.path());
     let run = |name: &str| {
         let out = dir.path().join(name);
-        let o = Command::new(env!("CARGO_BIN_EXE_batkube"))
-            .args(["run", "--standin", "--strict", "--platform"])
-            .arg(&p)
-            .arg("--workload")
-            .arg(&w)
-            .arg("--crds")
-            .arg(common::go::go_dir().join("crds/coscheduling"))
-            .arg("--scheduler")
-            .arg(scheduler_command(&bin))
-            .args(["--shim", "seccomp", "--seed", "3", "--out"])
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let s: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
-                .unwrap();
+        let s = run_coscheduling(&bin, &p, &w, &out, &["--shim", "seccomp", "--seed", "3"]);
         let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap();
         (s, read("jobs.csv"), read("pods.csv"))
     };
