@@ -71,7 +71,9 @@ pub fn deterministic_sends() -> u64 {
 /// it is quiet for the controller, so the clock goes on to the next event
 /// (its own timers, the simulator's), as it would while the program spun on
 /// real time; its threads go on from where they were held at the next
-/// instant. The count is of calls, which the seed orders, so where a
+/// instant. Released, a program that goes on spinning is held again after
+/// a [`SPIN_REHOLD_DIVISOR`]th of the bound, until it is quiet of its own
+/// accord (every thread parked with none held). The count is of calls, which the seed orders, so where a
 /// program is held is the same on every run; how much it did before (a
 /// spinning loop's side effects, such as a client's rate-limiter debt) is
 /// the bound's, not the machine's. `0`: never held (a spinning program then
@@ -88,6 +90,15 @@ pub fn set_spin_bound(calls: u64) {
 /// Kueue's manager with kube-scheduler; 518: Volcano on 1,000 nodes), and
 /// about 12 s of a held program's wall time on this project's 2-core machine.
 pub const DEFAULT_SPIN_BOUND: u64 = 20_000;
+
+/// After a program was held at the busy bound, and until it is quiet of
+/// its own accord, it is held again after this fraction of the bound. A
+/// spinner released at every tick of its own timers (the coscheduling
+/// plugin retrying a gang that cannot fit, with the scheduling queue's
+/// 1 s flushes) otherwise paid the whole bound, about 4 s of wall time,
+/// for every millisecond of simulated time until a node freed: one run
+/// took more than 20 minutes for 20 simulated seconds.
+pub const SPIN_REHOLD_DIVISOR: u64 = 16;
 
 /// How many times deterministic programs were held at the busy bound
 /// ([`set_spin_bound`]) in this process so far, and the most calls a

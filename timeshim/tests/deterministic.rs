@@ -144,6 +144,40 @@ fn a_program_spinning_at_one_instant_is_held_at_the_busy_bound_until_the_clock_m
     assert_ne!(first, more);
 }
 
+/// A spinner released at every tick of a timer (the other thread sleeps
+/// 1 s five times) is held again after a sixteenth of the bound
+/// (`timeshim::SPIN_REHOLD_DIVISOR`) until it is quiet of its own accord:
+/// the whole bound before the first hold, then a sixteenth at each tick,
+/// the same on every run.
+#[test]
+fn a_spinner_released_at_a_timer_is_held_again_after_a_fraction_of_the_bound() {
+    let p = support::cc_static("spin.c");
+    let p = p.to_str().unwrap();
+    let args = ["--deterministic", "--seed", "1", "--spin-bound", "3200"];
+    let run = || simrun_cmd(&args, &[p, "5"]);
+    let out = run();
+    assert!(out.contains("done after 5.000 s\n"), "{out}");
+    let per_tick: Vec<u64> = out
+        .lines()
+        .find_map(|l| l.strip_prefix("per tick:"))
+        .unwrap_or_else(|| panic!("{out}"))
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(per_tick.len(), 6, "{out}");
+    assert!((2_000..=3_300).contains(&per_tick[0]), "{out}");
+    // A tick's turns are those after the timer's thread counted it, at
+    // its instant and at the next one, before it counted again: two
+    // sixteenths at most.
+    for &n in &per_tick[1..5] {
+        assert!(
+            (1..=2 * 3_200 / timeshim::SPIN_REHOLD_DIVISOR).contains(&n),
+            "{out}"
+        );
+    }
+    assert_eq!(out, run(), "a second run");
+}
+
 /// `simrun ARGS -- CMD`, its output; a run that hangs (a call the mode
 /// does not model) fails after 300 s of wall time instead of hanging the
 /// suite.

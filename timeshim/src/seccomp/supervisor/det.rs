@@ -31,6 +31,8 @@
 //! (`crate::set_spin_bound`: calls since it was last quiet, last sent on a
 //! socket it connected, or saw the clock move) is spinning: its ready
 //! threads are held, it is quiet, and they go on once the clock has moved.
+//! Until it is quiet of its own accord, it is held again after a
+//! sixteenth of the bound (`crate::SPIN_REHOLD_DIVISOR`).
 //!
 //! Futexes are emulated (wait queues here, in the order waiters came), so
 //! a wake releases a waiter into the ready set rather than onto a CPU.
@@ -232,6 +234,10 @@ pub(super) struct Det {
     spin_bound: u64,
     /// Held at the busy bound: ready, and released when the clock moves.
     spinning: Vec<Ready>,
+    /// Held at the busy bound since it was last quiet with nothing held: a
+    /// spinner, held again after a [`crate::SPIN_REHOLD_DIVISOR`]th of the
+    /// bound.
+    spun: bool,
     /// Threads that called `exit` with such a word: process, thread, word.
     thread_exits: Vec<(u32, u32, u64)>,
 }
@@ -272,8 +278,20 @@ impl Det {
     /// The program was quiet, or the clock moved: the busy count starts
     /// again (the most it reached is kept for `crate::spin_stats`).
     fn busy_ends(&mut self) {
-        crate::seccomp::BUSIEST.fetch_max(self.busy_calls, Ordering::Relaxed);
+        if !self.spun {
+            crate::seccomp::BUSIEST.fetch_max(self.busy_calls, Ordering::Relaxed);
+        }
         self.busy_calls = 0;
+    }
+
+    /// The busy bound now: the whole one, or, for a program that has spun
+    /// and not been quiet since, a [`crate::SPIN_REHOLD_DIVISOR`]th of it.
+    fn bound(&self) -> u64 {
+        if self.spun {
+            (self.spin_bound / crate::SPIN_REHOLD_DIVISOR).max(1)
+        } else {
+            self.spin_bound
+        }
     }
 }
 
@@ -918,7 +936,7 @@ impl Supervisor {
             if d.chosen.is_none()
                 && !d.ready.is_empty()
                 && d.spin_bound > 0
-                && d.busy_calls >= d.spin_bound
+                && d.busy_calls >= d.bound()
             {
                 // Busy at one instant past the bound without once being
                 // quiet: spinning on a frozen clock. Held until it moves.
@@ -926,6 +944,7 @@ impl Supervisor {
                 let ready = std::mem::take(&mut d.ready);
                 d.spinning.extend(ready);
                 d.busy_calls = 0;
+                d.spun = true;
                 crate::seccomp::SPINS_HELD.fetch_add(1, Ordering::Relaxed);
                 let now = self.now();
                 tracing::warn!(
@@ -983,6 +1002,9 @@ impl Supervisor {
                     let d = self.det();
                     d.quiet = true;
                     d.busy_ends();
+                    if d.spinning.is_empty() {
+                        d.spun = false; // quiet of its own accord
+                    }
                     self.shared.det_quiet.store(true, Ordering::Release);
                     self.dirty = true;
                 }
