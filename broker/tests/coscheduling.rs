@@ -273,7 +273,7 @@ fn coscheduling_runs_a_parallel_workload_to_completion_on_simulated_time() {
     }
 }
 
-/// Under `--seed 3` the same workload makes the plugin spin at one
+/// Under most seeds the same workload makes the plugin spin at one
 /// instant: a 4-pod gang that cannot fit yet is tried again and again (its
 /// pods wait at Permit, the last one rejects them, all are activated again
 /// at once) until a running job ends. The supervisor holds the scheduler at
@@ -283,25 +283,41 @@ fn coscheduling_runs_a_parallel_workload_to_completion_on_simulated_time() {
 /// pods.csv. Before the bound, the window stayed open until
 /// `--window-bound` (60 s of wall time) and the outcome followed the
 /// machine (9 or 10 jobs done).
+///
+/// Which seeds spin is not fixed: a seed fixes a run for the same inputs,
+/// and the scheduler's command line is one (CI's checkout path gave seed 3
+/// a run without a spin, 409.1 s long, where /work/main's spun once). Of
+/// seeds 1 to 9, 8 spun at both paths measured; the first that spins here
+/// is the one run twice. The seeds are in the order of the cheapest spins
+/// first (held once, about 12 s); 1 and 4 are held again at the plugin's
+/// every timer tick for 20 simulated seconds (40 s of wall time).
 #[test]
 fn a_gang_spinning_at_one_instant_under_a_seed_is_held_and_the_run_is_the_same_twice() {
     let bin = common::go::go_program("kube-scheduler-coscheduling", false);
     let dir = tempfile::tempdir().unwrap();
     let (p, w) = ten_jobs_on_six_machines(dir.path());
-    let run = |name: &str| {
+    let run = |name: &str, seed: u64| {
         let out = dir.path().join(name);
-        let s = run_coscheduling(&bin, &p, &w, &out, &["--shim", "seccomp", "--seed", "3"]);
+        let seed = seed.to_string();
+        let s = run_coscheduling(&bin, &p, &w, &out, &["--shim", "seccomp", "--seed", &seed]);
         let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap();
+        assert_eq!(s["jobs_succeeded"], 10, "seed {seed}: {s}");
+        assert_eq!(s["windows_bound_hit"], 0, "seed {seed}: {s}");
         (s, read("jobs.csv"), read("pods.csv"))
     };
-    let (s, jobs, pods) = run("first");
-    assert_eq!(s["jobs_succeeded"], 10, "{s}");
-    assert_eq!(s["windows_bound_hit"], 0, "{s}");
-    assert!(s["spins_held"].as_u64().unwrap() >= 1, "{s}");
+    let mut tried = vec![];
+    let (seed, (s, jobs, pods)) = [3, 2, 8, 5, 6, 9, 1, 4]
+        .into_iter()
+        .find_map(|seed| {
+            let r = run(&format!("seed-{seed}"), seed);
+            tried.push((seed, r.0["makespan"].clone()));
+            (r.0["spins_held"].as_u64().unwrap() >= 1).then_some((seed, r))
+        })
+        .unwrap_or_else(|| panic!("no seed made the plugin spin (seed, makespan): {tried:?}"));
     let hogs = common::Hogs::start(3);
-    let (s2, jobs2, pods2) = run("again");
+    let (s2, jobs2, pods2) = run("again", seed);
     drop(hogs);
-    assert_eq!(jobs, jobs2, "jobs.csv differs beside CPU hogs");
-    assert_eq!(pods, pods2, "pods.csv differs beside CPU hogs");
+    assert_eq!(jobs, jobs2, "seed {seed}: jobs.csv differs beside CPU hogs");
+    assert_eq!(pods, pods2, "seed {seed}: pods.csv differs beside CPU hogs");
     assert_eq!(s["spins_held"], s2["spins_held"]);
 }
