@@ -73,8 +73,8 @@ pub fn deterministic_sends() -> u64 {
 /// real time; its threads go on from where they were held at the next
 /// instant. Released, a program that goes on spinning is held again after
 /// a [`SPIN_REHOLD_DIVISOR`]th of the bound, until it is quiet of its own
-/// accord (every thread parked with none held). The count is of calls, which the seed orders, so where a
-/// program is held is the same on every run; how much it did before (a
+/// accord (every thread parked with none held). The count is of calls,
+/// which the seed orders, so where a program is held is the same on every run; how much it did before (a
 /// spinning loop's side effects, such as a client's rate-limiter debt) is
 /// the bound's, not the machine's. `0`: never held (a spinning program then
 /// keeps the window open until its wall-clock bound, and what it did by

@@ -276,7 +276,8 @@ impl Det {
     }
 
     /// The program was quiet, or the clock moved: the busy count starts
-    /// again (the most it reached is kept for `crate::spin_stats`).
+    /// again (the most it reached, unless it has spun, is kept for
+    /// `crate::spin_stats`).
     fn busy_ends(&mut self) {
         if !self.spun {
             crate::seccomp::BUSIEST.fetch_max(self.busy_calls, Ordering::Relaxed);
@@ -944,17 +945,20 @@ impl Supervisor {
                 let ready = std::mem::take(&mut d.ready);
                 d.spinning.extend(ready);
                 d.busy_calls = 0;
-                d.spun = true;
+                let again = std::mem::replace(&mut d.spun, true);
                 crate::seccomp::SPINS_HELD.fetch_add(1, Ordering::Relaxed);
                 let now = self.now();
-                tracing::warn!(
-                    program = self.shared.pid,
-                    calls,
-                    at_ns = now,
-                    "a deterministic program was busy for {calls} system calls at one simulated \
-                     instant without ever being quiet (spinning until time passes); held until \
-                     the clock moves (the busy bound, --spin-bound)"
-                );
+                // Once per spin: the holds after it are counted, not told.
+                if !again {
+                    tracing::warn!(
+                        program = self.shared.pid,
+                        calls,
+                        at_ns = now,
+                        "a deterministic program was busy for {calls} system calls at one \
+                         simulated instant without ever being quiet (spinning until time \
+                         passes); held until the clock moves (the busy bound, --spin-bound)"
+                    );
+                }
             }
             let d = self.det();
             if let Some((e, i)) = &ensemble {
