@@ -1054,3 +1054,59 @@ async fn a_streaming_list_of_tables_ends_with_a_table_bookmark() {
         rows[0]["object"]["metadata"]["resourceVersion"]
     );
 }
+
+async fn get_json(a: std::net::SocketAddr, path: &str) -> RawResponse {
+    raw(a, "GET", path, &[], None).await
+}
+
+/// client-go's typed List compares equal to the objects it created (the
+/// WatchList test "should NOT be requested by client-go's List method"):
+/// a built-in kind's list items carry no `apiVersion` and `kind`, as
+/// kube-apiserver writes them (a typed Go client keeps what an item says,
+/// and clears it from an object read alone), while a custom resource's
+/// list, unstructured, keeps them.
+#[tokio::test]
+async fn a_built_in_lists_items_carry_no_kind() {
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let a = server.addr();
+    let r = raw(
+        a,
+        "POST",
+        "/api/v1/namespaces/default/secrets",
+        &[("Content-Type", "application/json")],
+        Some(br#"{"kind":"Secret","apiVersion":"v1","metadata":{"name":"secret-1","labels":{"watchlist":"true"}},"data":{"a":"Yg=="}}"#),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let mut created = r.json();
+    let r = get_json(a, "/api/v1/namespaces/default/secrets?labelSelector=watchlist%3Dtrue").await;
+    assert_eq!(r.status, 200);
+    let list = r.json();
+    assert_eq!(list["kind"], "SecretList");
+    assert_eq!(list["apiVersion"], "v1");
+    let item = &list["items"][0];
+    assert!(item.get("kind").is_none() && item.get("apiVersion").is_none(), "{item}");
+    let o = created.as_object_mut().unwrap();
+    o.remove("kind");
+    o.remove("apiVersion");
+    assert_eq!(item, &created);
+    // Paged too; a get keeps them.
+    let r = get_json(a, "/api/v1/namespaces/default/secrets?limit=1").await.json();
+    assert!(r["items"][0].get("kind").is_none());
+    let r = get_json(a, "/api/v1/namespaces/default/secrets/secret-1").await.json();
+    assert_eq!(r["kind"], "Secret");
+    // A custom resource's items keep them.
+    install_noxus(a).await;
+    let r = raw(
+        a,
+        "POST",
+        "/apis/fv.example.com/v1/noxus",
+        &[("Content-Type", "application/json")],
+        Some(br#"{"apiVersion":"fv.example.com/v1","kind":"Noxu","metadata":{"name":"n"}}"#),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let r = get_json(a, "/apis/fv.example.com/v1/noxus").await.json();
+    assert_eq!(r["items"][0]["kind"], "Noxu");
+    assert_eq!(r["items"][0]["apiVersion"], "fv.example.com/v1");
+}
