@@ -1593,6 +1593,18 @@ fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
             }
         },
     };
+    // A list at exactly a version (`Exact`, or a paged list at a version
+    // without a match, as kube-apiserver's storage reads it) cannot be
+    // served once that version is compacted away.
+    let at = r.q("resourceVersion").and_then(|v| v.parse::<u64>().ok());
+    let exact = match r.q("resourceVersionMatch").unwrap_or("") {
+        "Exact" => at,
+        "" if limit.is_some() => at.filter(|&v| v > 0),
+        _ => None,
+    };
+    if let Some(v) = exact.filter(|_| r.q("continue").unwrap_or("").is_empty()) {
+        ctx.store.check_list_at(v)?;
+    }
     let (form, media) = r.answer(Verb::List, &t.served)?;
     let page = ctx.store.list_in(&t.served, &sel, limit, r.q("continue"))?;
     let mut metadata = json!({"resourceVersion": page.rv.to_string()});
