@@ -234,19 +234,23 @@ mod tests {
     #[test]
     fn list_items_lose_their_type_meta_only() {
         assert_eq!(
-            item(r#"{"kind":"Secret","apiVersion":"v1","metadata":{"name":"a","labels":{"kind":"x"}},"data":{}}"#),
+            item(
+                r#"{"kind":"Secret","apiVersion":"v1","metadata":{"name":"a","labels":{"kind":"x"}},"data":{}}"#
+            ),
             r#"{"metadata":{"name":"a","labels":{"kind":"x"}},"data":{}}"#
         );
         assert_eq!(
-            item(r#"{"metadata":{"name":"a,\"}{"},"apiVersion":"v1","type":"Opaque","kind":"Secret"}"#),
+            item(
+                r#"{"metadata":{"name":"a,\"}{"},"apiVersion":"v1","type":"Opaque","kind":"Secret"}"#
+            ),
             r#"{"metadata":{"name":"a,\"}{"},"type":"Opaque"}"#
         );
-        assert_eq!(
-            item(r#"{"apiVersion":"v1","kind":"Secret"}"#),
-            "{}"
-        );
+        assert_eq!(item(r#"{"apiVersion":"v1","kind":"Secret"}"#), "{}");
         // One of the two, or neither.
-        assert_eq!(item(r#"{"kind":"Secret","a":[1,{"b":2}]}"#), r#"{"a":[1,{"b":2}]}"#);
+        assert_eq!(
+            item(r#"{"kind":"Secret","a":[1,{"b":2}]}"#),
+            r#"{"a":[1,{"b":2}]}"#
+        );
         assert_eq!(item(r#"{"a":1}"#), r#"{"a":1}"#);
         assert_eq!(item("{}"), "{}");
         assert_eq!(item(r#"{"a":"#), r#"{"a":"#);
@@ -254,7 +258,10 @@ mod tests {
         // The result is the object less the two members.
         let obj = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"x": ["kind"]}});
         let got: Value = serde_json::from_str(&item(&obj.to_string())).unwrap();
-        assert_eq!(got, json!({"metadata": {"name": "p"}, "spec": {"x": ["kind"]}}));
+        assert_eq!(
+            got,
+            json!({"metadata": {"name": "p"}, "spec": {"x": ["kind"]}})
+        );
     }
 
     #[test]

@@ -3520,7 +3520,10 @@ mod tests {
                 assert_eq!(page.items[0].value["metadata"]["name"], "p1");
                 assert_eq!(page.rv, rv + 2);
             }
-            other => panic!("expected an inconsistent continue, got {:?}", other.map(|p| p.rv)),
+            other => panic!(
+                "expected an inconsistent continue, got {:?}",
+                other.map(|p| p.rv)
+            ),
         }
     }
 }

@@ -1113,7 +1113,10 @@ async fn a_continue_token_expires_when_its_version_is_compacted() {
     }
     let list = "/api/v1/namespaces/default/podtemplates?limit=1";
     let first = get_json(a, list).await.json();
-    let first_rv = first["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let first_rv = first["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let token = first["metadata"]["continue"].as_str().unwrap().to_string();
     let with_token = format!("{list}&continue={token}");
     // A change after the first page, which a watch from its version sees.
@@ -1131,7 +1134,11 @@ async fn a_continue_token_expires_when_its_version_is_compacted() {
         .unwrap()
         .parse()
         .unwrap();
-    assert_eq!(now, first_rv.parse::<u64>().unwrap() + 2, "the change and the round's own version");
+    assert_eq!(
+        now,
+        first_rv.parse::<u64>().unwrap() + 2,
+        "the change and the round's own version"
+    );
     // Just before the second round, still there.
     set_clock(599);
     assert_eq!(get_json(a, &with_token).await.status, 200);
@@ -1154,7 +1161,10 @@ async fn a_continue_token_expires_when_its_version_is_compacted() {
     let page = get_json(a, &format!("{list}&continue={inconsistent}")).await;
     assert_eq!(page.status, 200, "{}", String::from_utf8_lossy(&page.body));
     let page = page.json();
-    let rv = page["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let rv = page["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_ne!(rv, first_rv);
     assert_eq!(page["items"][0]["metadata"]["name"], "template-0001");
     assert_eq!(page["metadata"]["remainingItemCount"], 3);
@@ -1168,7 +1178,12 @@ async fn a_continue_token_expires_when_its_version_is_compacted() {
     }
     assert_eq!(
         names,
-        ["template-0001", "template-0002", "template-0003", "template-0004"]
+        [
+            "template-0001",
+            "template-0002",
+            "template-0003",
+            "template-0004"
+        ]
     );
     // A list at exactly the compacted version: 410, as etcd answers.
     let r = get_json(
@@ -1198,7 +1213,11 @@ async fn a_continue_token_expires_when_its_version_is_compacted() {
         .await
         .unwrap()
         .boxed();
-    match tokio::time::timeout(PATIENCE, events.try_next()).await.unwrap().unwrap() {
+    match tokio::time::timeout(PATIENCE, events.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+    {
         Some(kube::api::WatchEvent::Added(t)) => {
             assert_eq!(t.metadata.name.as_deref(), Some("template-0004"))
         }
@@ -1257,21 +1276,32 @@ async fn a_built_in_lists_items_carry_no_kind() {
     .await;
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
     let mut created = r.json();
-    let r = get_json(a, "/api/v1/namespaces/default/secrets?labelSelector=watchlist%3Dtrue").await;
+    let r = get_json(
+        a,
+        "/api/v1/namespaces/default/secrets?labelSelector=watchlist%3Dtrue",
+    )
+    .await;
     assert_eq!(r.status, 200);
     let list = r.json();
     assert_eq!(list["kind"], "SecretList");
     assert_eq!(list["apiVersion"], "v1");
     let item = &list["items"][0];
-    assert!(item.get("kind").is_none() && item.get("apiVersion").is_none(), "{item}");
+    assert!(
+        item.get("kind").is_none() && item.get("apiVersion").is_none(),
+        "{item}"
+    );
     let o = created.as_object_mut().unwrap();
     o.remove("kind");
     o.remove("apiVersion");
     assert_eq!(item, &created);
     // Paged too; a get keeps them.
-    let r = get_json(a, "/api/v1/namespaces/default/secrets?limit=1").await.json();
+    let r = get_json(a, "/api/v1/namespaces/default/secrets?limit=1")
+        .await
+        .json();
     assert!(r["items"][0].get("kind").is_none());
-    let r = get_json(a, "/api/v1/namespaces/default/secrets/secret-1").await.json();
+    let r = get_json(a, "/api/v1/namespaces/default/secrets/secret-1")
+        .await
+        .json();
     assert_eq!(r["kind"], "Secret");
     // A custom resource's items keep them.
     install_noxus(a).await;

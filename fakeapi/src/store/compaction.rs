@@ -124,7 +124,8 @@ mod tests {
         c.catch_up(&mut rv, 1);
         assert_eq!(rv, 11);
         assert!(!c.is_compacted(1));
-        rv += 5; // writes 12..=16
+        // Writes take 12..=16.
+        rv += 5;
         // Second round: takes 17, compacts to 11.
         c.catch_up(&mut rv, 2);
         assert_eq!(rv, 17);
