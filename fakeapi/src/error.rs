@@ -27,6 +27,12 @@ pub enum ApiError {
     },
     #[error("{0}")]
     Gone(String),
+    /// 410 `Expired` to a list continued at a compacted version, with the
+    /// continue token (the Status's `metadata.continue`) that goes on from
+    /// the same key at the latest version, in etcd3's store's words
+    /// (`handleCompactedErrorForPaging`).
+    #[error("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")]
+    InconsistentContinue(String),
     /// 403, as an admission plugin refuses: `pods "p" is forbidden: <why>`.
     #[error("{resource} {} is forbidden: {message}", go_quote(.name))]
     Forbidden {
@@ -87,7 +93,7 @@ impl ApiError {
             ApiError::BadRequest(_) => 400,
             ApiError::NotFound { .. } | ApiError::NotFoundPath(_) => 404,
             ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => 409,
-            ApiError::Gone(_) => 410,
+            ApiError::Gone(_) | ApiError::InconsistentContinue(_) => 410,
             ApiError::Forbidden { .. } => 403,
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::NotAcceptable(_) => 406,
@@ -105,7 +111,7 @@ impl ApiError {
             ApiError::NotFound { .. } | ApiError::NotFoundPath(_) => "NotFound",
             ApiError::AlreadyExists { .. } => "AlreadyExists",
             ApiError::Conflict { .. } => "Conflict",
-            ApiError::Gone(_) => "Expired",
+            ApiError::Gone(_) | ApiError::InconsistentContinue(_) => "Expired",
             ApiError::Forbidden { .. } => "Forbidden",
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
             ApiError::NotAcceptable(_) => "NotAcceptable",
@@ -199,6 +205,9 @@ impl ApiError {
             ApiError::Plain { .. } => status["details"] = json!({}),
             ApiError::Internal(m) => {
                 status["details"] = json!({"causes": [{"message": m}]});
+            }
+            ApiError::InconsistentContinue(token) => {
+                status["metadata"] = json!({"continue": token});
             }
             ApiError::Status(s) => {
                 if s.reason.is_empty() {

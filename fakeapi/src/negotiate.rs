@@ -155,9 +155,114 @@ pub(crate) fn partial_json(json: &[u8]) -> Bytes {
     Bytes::from(serde_json::to_vec(&partial_of(metadata)).expect("json"))
 }
 
+/// Appends a stored object's JSON to `out` as an item of a built-in
+/// kind's list: without its top-level `apiVersion` and `kind`, which
+/// kube-apiserver leaves out of such lists' items (a typed Go client keeps
+/// what it reads there, so an item would otherwise differ from the same
+/// object read alone, whose kind its decoder clears). The members are cut
+/// out of the bytes, not re-serialized: the scan stops once both are found,
+/// near the start of every object a client wrote. Anything else than a
+/// JSON object is appended whole.
+pub(crate) fn push_list_item(json: &[u8], out: &mut Vec<u8>) {
+    const TYPE_META: [&[u8]; 2] = [b"\"apiVersion\":", b"\"kind\":"];
+    let begin = out.len();
+    if json.first() != Some(&b'{') {
+        out.extend_from_slice(json);
+        return;
+    }
+    out.push(b'{');
+    let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+    let (mut start, mut found, mut wrote) = (1, 0, false);
+    for (i, &b) in json.iter().enumerate() {
+        if in_str {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'{' | b'[' => depth += 1,
+            b',' | b'}' if depth == 1 => {
+                // A top-level member ends here.
+                let member = &json[start..i];
+                if found < 2 && TYPE_META.iter().any(|k| member.starts_with(k)) {
+                    found += 1;
+                } else if !member.is_empty() {
+                    if wrote {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(member);
+                    wrote = true;
+                }
+                start = i + 1;
+                if b == b'}' {
+                    out.push(b'}');
+                    return;
+                }
+                if found == 2 {
+                    // The rest, whole, closing brace included.
+                    if wrote {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(&json[start..]);
+                    return;
+                }
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    // Not a whole object: as it is.
+    out.truncate(begin);
+    out.extend_from_slice(json);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn item(json: &str) -> String {
+        let mut out = Vec::new();
+        push_list_item(json.as_bytes(), &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn list_items_lose_their_type_meta_only() {
+        assert_eq!(
+            item(
+                r#"{"kind":"Secret","apiVersion":"v1","metadata":{"name":"a","labels":{"kind":"x"}},"data":{}}"#
+            ),
+            r#"{"metadata":{"name":"a","labels":{"kind":"x"}},"data":{}}"#
+        );
+        assert_eq!(
+            item(
+                r#"{"metadata":{"name":"a,\"}{"},"apiVersion":"v1","type":"Opaque","kind":"Secret"}"#
+            ),
+            r#"{"metadata":{"name":"a,\"}{"},"type":"Opaque"}"#
+        );
+        assert_eq!(item(r#"{"apiVersion":"v1","kind":"Secret"}"#), "{}");
+        // One of the two, or neither.
+        assert_eq!(
+            item(r#"{"kind":"Secret","a":[1,{"b":2}]}"#),
+            r#"{"a":[1,{"b":2}]}"#
+        );
+        assert_eq!(item(r#"{"a":1}"#), r#"{"a":1}"#);
+        assert_eq!(item("{}"), "{}");
+        assert_eq!(item(r#"{"a":"#), r#"{"a":"#);
+        assert_eq!(item("[1]"), "[1]");
+        // The result is the object less the two members.
+        let obj = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"x": ["kind"]}});
+        let got: Value = serde_json::from_str(&item(&obj.to_string())).unwrap();
+        assert_eq!(
+            got,
+            json!({"metadata": {"name": "p"}, "spec": {"x": ["kind"]}})
+        );
+    }
 
     #[test]
     fn first_servable_clause_wins() {

@@ -1593,6 +1593,18 @@ fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
             }
         },
     };
+    // A list at exactly a version (`Exact`, or a paged list at a version
+    // without a match, as kube-apiserver's storage reads it) cannot be
+    // served once that version is compacted away.
+    let at = r.q("resourceVersion").and_then(|v| v.parse::<u64>().ok());
+    let exact = match r.q("resourceVersionMatch").unwrap_or("") {
+        "Exact" => at,
+        "" if limit.is_some() => at.filter(|&v| v > 0),
+        _ => None,
+    };
+    if let Some(v) = exact.filter(|_| r.q("continue").unwrap_or("").is_empty()) {
+        ctx.store.check_list_at(v)?;
+    }
     let (form, media) = r.answer(Verb::List, &t.served)?;
     let page = ctx.store.list_in(&t.served, &sel, limit, r.q("continue"))?;
     let mut metadata = json!({"resourceVersion": page.rv.to_string()});
@@ -1652,6 +1664,9 @@ fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
         Form::Metadata => page.items.iter().map(|s| partial_json(&s.json)).collect(),
         _ => page.items.iter().map(|s| s.json.clone()).collect(),
     };
+    // A built-in kind's items go without their kind, as kube-apiserver's
+    // (a custom resource's list is unstructured: its items keep it).
+    let typed = form == Form::Object && t.served.custom.is_none();
     let total: usize = items.iter().map(|s| s.len() + 1).sum();
     let mut out = Vec::with_capacity(head.len() + total + 16);
     out.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
@@ -1660,7 +1675,11 @@ fn list(ctx: &Ctx, r: &Req, t: &Target) -> Result<Response, ApiError> {
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(s);
+        if typed {
+            crate::negotiate::push_list_item(s, &mut out);
+        } else {
+            out.extend_from_slice(s);
+        }
     }
     out.extend_from_slice(b"]}");
     Ok(json_response(200, out))
@@ -1771,7 +1790,17 @@ async fn delete_collection(
         )
         .await
         {
-            Ok(_) => deleted.push((*s.value).clone()),
+            Ok(_) => {
+                let mut item = (*s.value).clone();
+                // As a list's items: a built-in kind's without its kind.
+                if t.served.custom.is_none() {
+                    if let Some(o) = item.as_object_mut() {
+                        o.remove("apiVersion");
+                        o.remove("kind");
+                    }
+                }
+                deleted.push(item)
+            }
             Err(ApiError::NotFound { .. }) => {}
             Err(e) => return Err(e),
         }

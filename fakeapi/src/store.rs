@@ -29,6 +29,7 @@ use crate::timers::WatchTimers;
 mod admit;
 mod binding;
 mod builtin_admission;
+mod compaction;
 pub(crate) mod fields;
 mod flowcontrol;
 mod gc;
@@ -114,8 +115,17 @@ pub struct StoreConfig {
     /// Source of timestamps; defaults to `Utc::now`.
     pub clock: Clock,
     /// Events kept per resource so a watch can resume from an older
-    /// resourceVersion; older versions get 410 Gone.
+    /// resourceVersion; older versions get 410 Gone (kube-apiserver's
+    /// watch cache; compaction does not bound a watch).
     pub watch_history: usize,
+    /// How often the store compacts its past, as kube-apiserver has etcd
+    /// compacted (`--etcd-compaction-interval`, default 5 minutes): a
+    /// version compacted away (one to two intervals after the next was
+    /// written) can no longer be listed at or continued from (410
+    /// Expired; a continue token gets one that continues inconsistently).
+    /// On the watch timers' clock (`store/compaction.rs`). `None`: never,
+    /// and continue tokens never expire.
+    pub compaction_interval: Option<Duration>,
     /// How long an Event (`events`, `events.k8s.io`) lives after its last
     /// write, by the store's clock, as the API server's `--event-ttl`
     /// (default 1 h): a scheduler writes one per pod it binds, and without a
@@ -184,6 +194,7 @@ impl Default for StoreConfig {
         StoreConfig {
             clock: Arc::new(Utc::now),
             watch_history: 100_000,
+            compaction_interval: Some(Duration::from_secs(300)),
             event_ttl: Some(Duration::from_secs(3600)),
             watch_buffer: 100_000,
             bookmark_interval: Duration::from_secs(60),
@@ -208,6 +219,7 @@ impl std::fmt::Debug for StoreConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StoreConfig")
             .field("watch_history", &self.watch_history)
+            .field("compaction_interval", &self.compaction_interval)
             .field("event_ttl", &self.event_ttl)
             .field("watch_buffer", &self.watch_buffer)
             .field("bookmark_interval", &self.bookmark_interval)
@@ -512,7 +524,14 @@ impl Table {
 }
 
 struct State {
+    /// The latest resourceVersion handed out: a change's, or a
+    /// compaction round's.
     rv: u64,
+    /// The resourceVersion of the last change (what subscribers have been
+    /// sent up to).
+    changed_rv: u64,
+    /// The compaction rounds done (`store/compaction.rs`).
+    compaction: compaction::Compaction,
     /// Events by expiry (their last write plus the TTL): (expiry, table,
     /// key, resourceVersion of that write; a later write queues again).
     event_expiry: VecDeque<(DateTime<Utc>, usize, (String, String), u64)>,
@@ -598,6 +617,14 @@ impl State {
         }
     }
 
+    /// Does the compaction rounds due by now (`due`, from
+    /// [`Store::compaction_due`]).
+    fn compact(&mut self, due: u64) {
+        let mut rv = self.rv;
+        self.compaction.catch_up(&mut rv, due);
+        self.rv = rv;
+    }
+
     /// The table of `served`, if its resource is still served.
     fn live(&self, served: &Served) -> Result<usize> {
         if self.tables[served.table].live {
@@ -640,6 +667,8 @@ struct Inner {
     policies: policies::PolicyCache,
     /// The priority-and-fairness classifier's configuration.
     flowcontrol: flowcontrol::FlowControlCache,
+    /// Where the compaction rounds' clock stood when the store was made.
+    compaction_origin: compaction::Origin,
     #[cfg(test)]
     pub(crate) test_hook: parking_lot::Mutex<Option<TestHook>>,
 }
@@ -667,8 +696,11 @@ impl Drop for HoldGuard {
         let h = &self.store.inner.hold;
         // The last release ends the batch: under the store's lock, so that
         // no change lands between the end markers and the release.
+        let due = self.store.compaction_due();
         let mut st = self.store.inner.state.write();
         if h.depth.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            // The end markers carry the version now, rounds due included.
+            st.compact(due);
             if std::mem::take(&mut st.instant_open) {
                 let n = st.instant;
                 st.end_instant(n);
@@ -1011,6 +1043,8 @@ impl Store {
     pub fn with_config(config: StoreConfig) -> Self {
         let state = State {
             rv: 0,
+            changed_rv: 0,
+            compaction: Default::default(),
             event_expiry: VecDeque::new(),
             watch_ids: 0,
             tables: RESOURCES.iter().map(|_| Table::new(0)).collect(),
@@ -1022,6 +1056,7 @@ impl Store {
             instant_open: false,
         };
         let namespaces = config.namespaces.clone();
+        let compaction_origin = compaction::Origin::new(&config.watch_timers, (config.clock)());
         let ids = config
             .id_seed
             .map(|s| parking_lot::Mutex::new(s ^ 0x7569_6473_6565_6421));
@@ -1035,6 +1070,7 @@ impl Store {
                 webhook_stats: Default::default(),
                 policies: Default::default(),
                 flowcontrol: Default::default(),
+                compaction_origin,
                 #[cfg(test)]
                 test_hook: Default::default(),
             }),
@@ -1139,9 +1175,39 @@ impl Store {
         self.inner.activity.clone()
     }
 
-    /// The latest resourceVersion handed out.
+    /// The latest resourceVersion handed out (a list now would say it):
+    /// a change's, or a compaction round's (`store/compaction.rs`).
     pub fn resource_version(&self) -> u64 {
+        self.compact_due();
         self.inner.state.read().rv
+    }
+
+    /// The resourceVersion of the last change, the one [`Store::subscribe`]
+    /// has sent last: what a subscriber has to have seen to be up to date
+    /// (a compaction round takes a version and changes nothing).
+    pub fn last_change_version(&self) -> u64 {
+        self.inner.state.read().changed_rv
+    }
+
+    /// How many compaction rounds are due by now (all done so far, none
+    /// without [`StoreConfig::compaction_interval`]).
+    fn compaction_due(&self) -> u64 {
+        match self.inner.config.compaction_interval {
+            None => 0,
+            Some(interval) => compaction::Compaction::due(
+                interval,
+                self.inner.compaction_origin.elapsed(|| self.now()),
+            ),
+        }
+    }
+
+    /// Does the compaction rounds due by now, if any: before a read that
+    /// answers with the current version or depends on what is compacted.
+    fn compact_due(&self) {
+        let due = self.compaction_due();
+        if self.inner.state.read().compaction.behind(due) {
+            self.inner.state.write().compact(due);
+        }
     }
 
     /// Every change from now on, in resourceVersion order, with its origin.
@@ -1553,16 +1619,19 @@ impl Store {
         continue_token: Option<&str>,
     ) -> Result<ListPage> {
         let info = served.info;
+        // A token is `RV/NAMESPACE/NAME`, the last object of the page
+        // before; RV -1 continues at the latest version (the token a
+        // compacted one's 410 gives, as kube-apiserver's etcd3 store).
         let (start, list_rv) = match continue_token.filter(|c| !c.is_empty()) {
             None => (Bound::Unbounded, None),
             Some(tok) => {
                 let mut parts = tok.splitn(3, '/');
-                let rv = parts.next().and_then(|r| r.parse::<u64>().ok());
+                let rv = parts.next().and_then(|r| r.parse::<i64>().ok());
                 let (ns, name) = (parts.next(), parts.next());
                 match (rv, ns, name) {
-                    (Some(rv), Some(ns), Some(name)) => (
+                    (Some(rv), Some(ns), Some(name)) if rv != 0 => (
                         Bound::Excluded((ns.to_string(), name.to_string())),
-                        Some(rv),
+                        u64::try_from(rv).ok(),
                     ),
                     _ => {
                         return Err(ApiError::BadRequest(format!(
@@ -1572,13 +1641,12 @@ impl Store {
                 }
             }
         };
+        self.compact_due();
         let st = self.inner.state.read();
         let table = &st.tables[st.live(served)?];
-        if let Some(rv) = list_rv {
-            if rv < table.evicted_rv {
-                return Err(ApiError::Gone(
-                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.".into(),
-                ));
+        if let (Some(rv), Bound::Excluded((ns, name))) = (list_rv, &start) {
+            if st.compaction.is_compacted(rv) {
+                return Err(ApiError::InconsistentContinue(format!("-1/{ns}/{name}")));
             }
         }
         let mut items = Vec::new();
@@ -1636,6 +1704,19 @@ impl Store {
             continue_token,
             remaining,
         })
+    }
+
+    /// A list at exactly version `rv` (`resourceVersionMatch=Exact`): 410
+    /// Expired once it is compacted away, as etcd answers kube-apiserver.
+    /// (Otherwise the list is of the objects as they are now.)
+    pub(crate) fn check_list_at(&self, rv: u64) -> Result<()> {
+        self.compact_due();
+        if self.inner.state.read().compaction.is_compacted(rv) {
+            return Err(ApiError::Gone(
+                "The resourceVersion for the provided list is too old.".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// 16 identifier bytes: random, or the seeded stream's next.
@@ -1961,11 +2042,15 @@ impl Store {
         // The begin marker goes to a watch just before its first change of
         // the instant: a watch that sees none of it gets only the end.
         let open_instant = st.instant_open.then_some(st.instant);
+        // The compaction rounds due come first: theirs are the versions
+        // before this change's.
+        st.compact(self.compaction_due());
         let begin_rv = st.rv;
         let info = served.storage_info();
         let idx = served.table;
         st.rv += 1;
         let rv = st.rv;
+        st.changed_rv = rv;
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
         let json = Bytes::from(serde_json::to_vec(&obj).expect("a Value always serializes"));
         let value = Arc::new(obj);
@@ -2922,7 +3007,9 @@ impl Store {
         let overflow = Arc::new(AtomicBool::new(false));
         let mut initial = VecDeque::new();
         let mut gone = None;
+        let due = self.compaction_due();
         let mut st = self.inner.state.write();
+        st.compact(due);
         let idx = st.live(served)?;
         let current_rv = st.rv;
         let (instant, instant_open) = (st.instant, st.instant_open);
@@ -3039,6 +3126,7 @@ impl Store {
     /// The current resourceVersion if `rx` holds nothing (so a bookmark at
     /// that version cannot overtake a queued event).
     pub(crate) fn bookmark_rv(&self, rx: &mpsc::Receiver<Queued>) -> Option<u64> {
+        self.compact_due();
         let st = self.inner.state.read();
         rx.is_empty().then_some(st.rv)
     }
@@ -3398,5 +3486,44 @@ mod tests {
             }
         }
         assert_eq!(seen, 25);
+    }
+
+    /// Under wall-clock watch timers (`batkube serve`, whose store clock is
+    /// Batsim's and stands still without it) compaction rounds go by
+    /// tokio's clock; a change is not a subscriber's change.
+    #[tokio::test(start_paused = true)]
+    async fn compaction_rounds_go_by_the_wall_clock_under_wall_timers() {
+        let s = Store::with_config(StoreConfig {
+            // A store clock that never moves.
+            clock: Arc::new(|| DateTime::<Utc>::UNIX_EPOCH),
+            compaction_interval: Some(Duration::from_secs(300)),
+            ..Default::default()
+        });
+        for i in 0..3 {
+            s.create("pods", None, json!({"metadata": {"name": format!("p{i}")}}))
+                .unwrap();
+        }
+        let info = &s.resolve("pods").unwrap();
+        let sel = Selection::default();
+        let page = s.list_in(info, &sel, Some(1), None).unwrap();
+        let tok = page.continue_token.unwrap();
+        let rv = s.resource_version();
+        assert_eq!(s.last_change_version(), rv);
+        tokio::time::advance(Duration::from_secs(300)).await;
+        assert!(s.list_in(info, &sel, Some(1), Some(&tok)).is_ok());
+        assert_eq!(s.resource_version(), rv + 1);
+        assert_eq!(s.last_change_version(), rv, "a round is no change");
+        tokio::time::advance(Duration::from_secs(300)).await;
+        match s.list_in(info, &sel, Some(1), Some(&tok)) {
+            Err(ApiError::InconsistentContinue(t)) => {
+                let page = s.list_in(info, &sel, Some(1), Some(&t)).unwrap();
+                assert_eq!(page.items[0].value["metadata"]["name"], "p1");
+                assert_eq!(page.rv, rv + 2);
+            }
+            other => panic!(
+                "expected an inconsistent continue, got {:?}",
+                other.map(|p| p.rv)
+            ),
+        }
     }
 }

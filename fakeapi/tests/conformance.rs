@@ -1054,3 +1054,267 @@ async fn a_streaming_list_of_tables_ends_with_a_table_bookmark() {
         rows[0]["object"]["metadata"]["resourceVersion"]
     );
 }
+
+/// A store on a simulated clock the test moves (`WatchTimers::Simulated`,
+/// as `batkube run` has it), compacting every 5 minutes.
+fn compacting_on_simulated_time() -> (StoreConfig, impl Fn(i64)) {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use std::sync::Arc;
+    // 2026-01-01T00:00:00Z.
+    const T0_NS: i64 = 1_767_225_600_000_000_000;
+    let now = Arc::new(AtomicI64::new(T0_NS));
+    let n = now.clone();
+    let config = StoreConfig {
+        clock: Arc::new(move || chrono::DateTime::from_timestamp_nanos(n.load(Ordering::SeqCst))),
+        watch_timers: fakeapi::WatchTimers::Simulated(Default::default()),
+        compaction_interval: Some(std::time::Duration::from_secs(300)),
+        ..Default::default()
+    };
+    (config, move |secs: i64| {
+        now.store(T0_NS + secs * 1_000_000_000, Ordering::SeqCst)
+    })
+}
+
+async fn create_template(a: std::net::SocketAddr, name: &str) {
+    let body = format!(
+        r#"{{"metadata":{{"name":"{name}"}},"template":{{"spec":{{"containers":[{{"name":"test","image":"test2"}}]}}}}}}"#
+    );
+    let r = raw(
+        a,
+        "POST",
+        "/api/v1/namespaces/default/podtemplates",
+        &[("Content-Type", "application/json")],
+        Some(body.as_bytes()),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+}
+
+async fn get_json(a: std::net::SocketAddr, path: &str) -> RawResponse {
+    raw(a, "GET", path, &[], None).await
+}
+
+/// The chunking test "should support continue listing from the last key if
+/// the original version has been compacted away": the store compacts as
+/// kube-apiserver has etcd compacted (every 5 minutes, each round taking a
+/// version and compacting to the one the round before took), so a continue
+/// token lives one to two rounds; then it is a 410 `Expired` whose Status
+/// carries a token that continues from the same key at the latest version,
+/// the rest of the list paged at that version. A list at exactly a
+/// compacted version is a 410 too; a watch from one is not (kube-apiserver
+/// serves it from its watch cache, which compaction does not touch).
+#[tokio::test]
+async fn a_continue_token_expires_when_its_version_is_compacted() {
+    let (config, set_clock) = compacting_on_simulated_time();
+    let (_store, server, client) = start(config).await;
+    let a = server.addr();
+    for i in 0..4 {
+        create_template(a, &format!("template-{i:04}")).await;
+    }
+    let list = "/api/v1/namespaces/default/podtemplates?limit=1";
+    let first = get_json(a, list).await.json();
+    let first_rv = first["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let token = first["metadata"]["continue"].as_str().unwrap().to_string();
+    let with_token = format!("{list}&continue={token}");
+    // A change after the first page, which a watch from its version sees.
+    create_template(a, "template-0004").await;
+    // The first round (5 min) takes a version and compacts nothing: the
+    // token still serves.
+    set_clock(300);
+    let r = get_json(a, &with_token).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["metadata"]["resourceVersion"], first_rv.as_str());
+    let now: u64 = get_json(a, "/api/v1/namespaces/default/podtemplates")
+        .await
+        .json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        now,
+        first_rv.parse::<u64>().unwrap() + 2,
+        "the change and the round's own version"
+    );
+    // Just before the second round, still there.
+    set_clock(599);
+    assert_eq!(get_json(a, &with_token).await.status, 200);
+    // The second round compacts to the first's version: the token is gone.
+    set_clock(600);
+    let r = get_json(a, &with_token).await;
+    assert_eq!(r.status, 410, "{}", String::from_utf8_lossy(&r.body));
+    let status = r.json();
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "Expired");
+    assert_eq!(status["code"], 410);
+    assert_eq!(
+        status["message"],
+        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."
+    );
+    let inconsistent = status["metadata"]["continue"].as_str().unwrap().to_string();
+    assert!(!inconsistent.is_empty());
+    // It goes on from the same key, at the latest version, and the pages
+    // after it keep that version.
+    let page = get_json(a, &format!("{list}&continue={inconsistent}")).await;
+    assert_eq!(page.status, 200, "{}", String::from_utf8_lossy(&page.body));
+    let page = page.json();
+    let rv = page["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(rv, first_rv);
+    assert_eq!(page["items"][0]["metadata"]["name"], "template-0001");
+    assert_eq!(page["metadata"]["remainingItemCount"], 3);
+    let mut names = vec![page["items"][0]["metadata"]["name"].clone()];
+    let mut next = page["metadata"]["continue"].as_str().unwrap().to_string();
+    while !next.is_empty() {
+        let p = get_json(a, &format!("{list}&continue={next}")).await.json();
+        assert_eq!(p["metadata"]["resourceVersion"], rv.as_str());
+        names.push(p["items"][0]["metadata"]["name"].clone());
+        next = p["metadata"]["continue"].as_str().unwrap_or("").to_string();
+    }
+    assert_eq!(
+        names,
+        [
+            "template-0001",
+            "template-0002",
+            "template-0003",
+            "template-0004"
+        ]
+    );
+    // A list at exactly the compacted version: 410, as etcd answers.
+    let r = get_json(
+        a,
+        &format!("/api/v1/namespaces/default/podtemplates?resourceVersion={first_rv}&resourceVersionMatch=Exact"),
+    )
+    .await;
+    assert_eq!(r.status, 410);
+    assert_eq!(r.json()["reason"], "Expired");
+    assert_eq!(
+        r.json()["message"],
+        "The resourceVersion for the provided list is too old."
+    );
+    // At one not compacted, served.
+    let r = get_json(
+        a,
+        &format!("/api/v1/namespaces/default/podtemplates?resourceVersion={rv}&resourceVersionMatch=Exact"),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    // A watch from the compacted version is served from the history.
+    use futures_util::{StreamExt, TryStreamExt};
+    let templates: kube::Api<k8s_openapi::api::core::v1::PodTemplate> =
+        kube::Api::namespaced(client, "default");
+    let mut events = templates
+        .watch(&kube::api::WatchParams::default(), &first_rv)
+        .await
+        .unwrap()
+        .boxed();
+    match tokio::time::timeout(PATIENCE, events.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+    {
+        Some(kube::api::WatchEvent::Added(t)) => {
+            assert_eq!(t.metadata.name.as_deref(), Some("template-0004"))
+        }
+        other => panic!("expected template-0004 ADDED, got {other:?}"),
+    }
+}
+
+/// Without compaction (`compaction_interval: None`) a token never expires,
+/// however far the clock goes, and the history's bound does not expire it
+/// either (it bounds watches, as kube-apiserver's watch cache).
+#[tokio::test]
+async fn without_compaction_a_continue_token_lasts() {
+    let (config, set_clock) = compacting_on_simulated_time();
+    let (store, server, _client) = start(StoreConfig {
+        compaction_interval: None,
+        watch_history: 2,
+        ..config
+    })
+    .await;
+    let a = server.addr();
+    for i in 0..4 {
+        create_template(a, &format!("template-{i:04}")).await;
+    }
+    let list = "/api/v1/namespaces/default/podtemplates?limit=1";
+    let token = get_json(a, list).await.json()["metadata"]["continue"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let rv = store.resource_version();
+    for i in 4..10 {
+        create_template(a, &format!("template-{i:04}")).await;
+    }
+    set_clock(86_400);
+    let r = get_json(a, &format!("{list}&continue={token}")).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(store.resource_version(), rv + 6, "no round took a version");
+}
+
+/// client-go's typed List compares equal to the objects it created (the
+/// WatchList test "should NOT be requested by client-go's List method"):
+/// a built-in kind's list items carry no `apiVersion` and `kind`, as
+/// kube-apiserver writes them (a typed Go client keeps what an item says,
+/// and clears it from an object read alone), while a custom resource's
+/// list, unstructured, keeps them.
+#[tokio::test]
+async fn a_built_in_lists_items_carry_no_kind() {
+    let (_store, server, _client) = start(StoreConfig::default()).await;
+    let a = server.addr();
+    let r = raw(
+        a,
+        "POST",
+        "/api/v1/namespaces/default/secrets",
+        &[("Content-Type", "application/json")],
+        Some(br#"{"kind":"Secret","apiVersion":"v1","metadata":{"name":"secret-1","labels":{"watchlist":"true"}},"data":{"a":"Yg=="}}"#),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let mut created = r.json();
+    let r = get_json(
+        a,
+        "/api/v1/namespaces/default/secrets?labelSelector=watchlist%3Dtrue",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let list = r.json();
+    assert_eq!(list["kind"], "SecretList");
+    assert_eq!(list["apiVersion"], "v1");
+    let item = &list["items"][0];
+    assert!(
+        item.get("kind").is_none() && item.get("apiVersion").is_none(),
+        "{item}"
+    );
+    let o = created.as_object_mut().unwrap();
+    o.remove("kind");
+    o.remove("apiVersion");
+    assert_eq!(item, &created);
+    // Paged too; a get keeps them.
+    let r = get_json(a, "/api/v1/namespaces/default/secrets?limit=1")
+        .await
+        .json();
+    assert!(r["items"][0].get("kind").is_none());
+    let r = get_json(a, "/api/v1/namespaces/default/secrets/secret-1")
+        .await
+        .json();
+    assert_eq!(r["kind"], "Secret");
+    // A custom resource's items keep them.
+    install_noxus(a).await;
+    let r = raw(
+        a,
+        "POST",
+        "/apis/fv.example.com/v1/noxus",
+        &[("Content-Type", "application/json")],
+        Some(br#"{"apiVersion":"fv.example.com/v1","kind":"Noxu","metadata":{"name":"n"}}"#),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let r = get_json(a, "/apis/fv.example.com/v1/noxus").await.json();
+    assert_eq!(r["items"][0]["kind"], "Noxu");
+    assert_eq!(r["items"][0]["apiVersion"], "fv.example.com/v1");
+}

@@ -370,7 +370,9 @@ impl Broker {
         let life = lifecycle::Lifecycle::new(cfg.lifecycle.clone());
         let gc = PodGc::new(cfg.terminated_pod_gc_threshold);
         let elision = Elision::new(cfg.elide);
-        let processed = Arc::new(std::sync::atomic::AtomicU64::new(store.resource_version()));
+        let processed = Arc::new(std::sync::atomic::AtomicU64::new(
+            store.last_change_version(),
+        ));
         let mut b = Broker {
             store,
             changes,

@@ -599,7 +599,7 @@ pub fn settle_hook(
         move || SettledLook {
             sends: timeshim::deterministic_sends(),
             socket_ops: activity.socket_ops(),
-            version: store.resource_version(),
+            version: store.last_change_version(),
             activity: activity.snapshot(),
         }
     };

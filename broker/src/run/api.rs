@@ -73,6 +73,7 @@ pub(super) fn start_api(
     id_seed: Option<u64>,
     frame_per_event: bool,
     ports: Option<timeshim::Ports>,
+    compaction_interval: Option<std::time::Duration>,
 ) -> anyhow::Result<Api> {
     if let Some(why) = fakeapi::protobuf::unavailable() {
         // Once per process: `batkube run` and `serve` start one API.
@@ -111,6 +112,8 @@ pub(super) fn start_api(
         // cache). The default (100k) kept every pod version of an 18k-job
         // trace in memory: 1.2 GB.
         watch_history: 10_000,
+        // On the watch timers' clock: simulated under `run`.
+        compaction_interval,
         watch_timers: timers,
         id_seed,
         frame_per_event,

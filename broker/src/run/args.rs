@@ -310,6 +310,21 @@ pub struct TranslateArgs {
     /// `--gang coscheduling` is installed without it.
     #[arg(long = "crds", value_name = "PATH")]
     pub crds: Vec<PathBuf>,
+    /// How often the API compacts its past, as kube-apiserver has etcd
+    /// compacted (its own `--etcd-compaction-interval`): a list continued
+    /// from, or listed at exactly, a resourceVersion one to two intervals
+    /// old gets 410 Expired (a continue token with a token to go on from,
+    /// inconsistently); watches are not bounded by it. On simulated time
+    /// under `run`, real time under `serve`; 0: never.
+    #[arg(long = "etcd-compaction-interval", value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub compaction_interval: Duration,
+}
+
+impl TranslateArgs {
+    /// `--etcd-compaction-interval` for the store (0: none).
+    pub fn compaction(&self) -> Option<Duration> {
+        Some(self.compaction_interval).filter(|d| !d.is_zero())
+    }
 }
 
 /// `batkube run`.

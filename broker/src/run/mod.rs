@@ -171,6 +171,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
         // on how far a watch's queue had filled when it wrote.
         args.deterministic,
         args.deterministic.then(|| ports.clone()),
+        args.translate.compaction(),
     )?;
     // Declared after the API and the controller: dropped (children stopped)
     // before them, on every path.
@@ -688,6 +689,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<record::Summary> {
         None,
         false,
         None,
+        args.translate.compaction(),
     )?;
     let mut link = BatsimLink::bind(&args.socket)?;
     if let Some(path) = &args.record_protocol {
