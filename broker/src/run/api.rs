@@ -86,12 +86,16 @@ pub(super) fn start_api(
     }
     // Workers start running, park when they find nothing to do, unpark
     // when woken: how many are awake says whether the API is still working
-    // on what it was given (the settle of `--deterministic`).
-    const WORKERS: usize = 2;
-    let awake = Arc::new(std::sync::atomic::AtomicI64::new(WORKERS as i64));
+    // on what it was given (the settle of `--deterministic`). One per CPU
+    // the run may use, two at most: on one CPU (`--cpus auto`) a second
+    // worker only adds hand-offs, each request's task woken on one worker
+    // and stolen by the other (20,000 jobs: 30.9 s against 35.5 s of wall,
+    // medians of three, the same outputs).
+    let workers = super::cpus::usable().clamp(1, 2);
+    let awake = Arc::new(std::sync::atomic::AtomicI64::new(workers as i64));
     let (park, unpark) = (awake.clone(), awake.clone());
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(WORKERS)
+        .worker_threads(workers)
         .on_thread_park(move || {
             if park.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
                 // The API has done all it can: a deterministic program's

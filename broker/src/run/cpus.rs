@@ -107,6 +107,11 @@ pub fn go_maxprocs() -> Option<String> {
     }
 }
 
+/// How many CPUs this process may run on now (after [`apply`]: the run's).
+pub fn usable() -> usize {
+    allowed().map_or(1, |a| a.len().max(1))
+}
+
 /// The CPUs this process may run on.
 fn allowed() -> anyhow::Result<Vec<usize>> {
     // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity fills it.
