@@ -147,8 +147,22 @@ fn spawn_event_writer(client: Client) -> mpsc::UnboundedSender<EventToWrite> {
                 type_: Some(e.type_.into()),
                 ..CoreEvent::default()
             };
-            let api: Api<CoreEvent> = Api::namespaced(client.clone(), &ns);
-            if let Err(err) = api.create(&PostParams::default(), &ev).await {
+            // `Api::create`'s request; the answer (the event back) is read
+            // but not parsed: nothing uses it.
+            let body = match serde_json::to_vec(&ev) {
+                Ok(b) => b,
+                Err(err) => {
+                    tracing::debug!(%err, "writing event failed");
+                    continue;
+                }
+            };
+            let path = format!("/api/v1/namespaces/{ns}/events");
+            let sent = send_unparsed(
+                &client,
+                kube::core::Request::new(path).create(&PostParams::default(), body),
+            )
+            .await;
+            if let Err(err) = sent {
                 tracing::debug!(%err, "writing event failed");
             }
         }
