@@ -110,19 +110,7 @@ async fn pod_templates_are_served_and_paged() {
     let (_store, server, _client) = start(StoreConfig::default()).await;
     let a = server.addr();
     for i in 0..3 {
-        let body = format!(
-            r#"{{"metadata":{{"name":"template-{i:04}"}},"template":{{"spec":{{"containers":[{{"name":"test","image":"test2"}}]}}}}}}"#
-        );
-        let r = raw(
-            a,
-            "POST",
-            "/api/v1/namespaces/default/podtemplates",
-            &[("Content-Type", "application/json")],
-            Some(body.as_bytes()),
-        )
-        .await;
-        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
-        let t = r.json();
+        let t = create_template(a, &format!("template-{i:04}")).await.json();
         assert_eq!(t["kind"], "PodTemplate");
         assert_eq!(t["template"]["spec"]["restartPolicy"], "Always");
         assert_eq!(t["template"]["spec"]["dnsPolicy"], "ClusterFirst");
@@ -1075,7 +1063,8 @@ fn compacting_on_simulated_time() -> (StoreConfig, impl Fn(i64)) {
     })
 }
 
-async fn create_template(a: std::net::SocketAddr, name: &str) {
+/// Creates a PodTemplate as the chunking tests do; the answer, a 201.
+async fn create_template(a: std::net::SocketAddr, name: &str) -> RawResponse {
     let body = format!(
         r#"{{"metadata":{{"name":"{name}"}},"template":{{"spec":{{"containers":[{{"name":"test","image":"test2"}}]}}}}}}"#
     );
@@ -1088,6 +1077,7 @@ async fn create_template(a: std::net::SocketAddr, name: &str) {
     )
     .await;
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    r
 }
 
 async fn get_json(a: std::net::SocketAddr, path: &str) -> RawResponse {
