@@ -18,7 +18,10 @@ digest), then the counts, how many distinct jobs.csv the completed runs gave
 (1 is the goal: runs are identical), and wall-time quantiles. The outputs of
 each run stay in --out/run-NNN; --out/soak.csv has one row per run and
 --out/soak.json the totals. Exit status: 0 when every run completed with
-the same jobs.csv, 1 otherwise.
+the same jobs.csv, 1 otherwise. With --fail-fast it stops at the first run
+that is not completed or whose jobs.csv differs, and prints the end of that
+run's log: what CI uses, so that a stall costs one --stall-after, not one per
+run, and its output says where the run was.
 """
 
 import argparse
@@ -118,6 +121,9 @@ def main():
     ap.add_argument("--scheduler", help="scheduler command (default: the project's batkube-scheduler)")
     ap.add_argument("--stall-after", type=float, default=600.0,
                     help="wall seconds after which a run counts as stalled and is killed (default 600)")
+    ap.add_argument("--fail-fast", action="store_true",
+                    help="stop at the first run that does not complete, or whose jobs.csv differs "
+                         "from the first run's, and print the end of its batkube.log")
     ap.add_argument("extra", nargs="*", help="more `batkube run` flags, after --")
     args = ap.parse_args()
     if args.runs < 1:
@@ -142,6 +148,14 @@ def main():
         tail = f" ({r['why']})" if r["why"] else ""
         print(f"[{i}/{args.runs}] {r['outcome']:9} {r['wall_s']:8.1f} s  makespan {r['makespan']}  "
               f"jobs.csv {r['jobs_csv'] or '-'}{tail}", flush=True)
+        differs = r["outcome"] == "completed" and r["jobs_csv"] != rows[0]["jobs_csv"]
+        if args.fail_fast and (r["outcome"] != "completed" or differs):
+            log = out / f"run-{i:03d}" / "batkube.log"
+            lines = log.read_text(errors="replace").splitlines()
+            print(f"--fail-fast: stopping after run {i}; the last lines of {log}:", flush=True)
+            for line in lines[-40:]:
+                print(f"    {line}", flush=True)
+            break
 
     fields = ["run", "outcome", "wall_s", "makespan", "mean_wait", "max_wait", "warnings", "jobs_csv", "why"]
     with open(out / "soak.csv", "w", newline="") as f:
@@ -154,6 +168,7 @@ def main():
     q = quantiles(walls)
     totals = {
         "runs": args.runs,
+        "runs_done": len(rows),
         **counts,
         "distinct_jobs_csv": len(digests),
         "wall_s": {"min": q[0], "median": q[1], "p90": q[2], "max": q[3]},
