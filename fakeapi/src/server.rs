@@ -1401,7 +1401,9 @@ fn delete_options(r: &Req) -> Result<DeleteOptions, ApiError> {
         dry_run: dry_run(r, "DeleteOptions")?,
         ..Default::default()
     };
-    if !r.body.is_empty() {
+    // As kube-apiserver's handler: the body's options when there is a body,
+    // else the query's.
+    let (policy, orphan) = if !r.body.is_empty() {
         let body = r.body_json()?;
         opts.grace_period_seconds = body.get("gracePeriodSeconds").and_then(Value::as_i64);
         opts.precondition_uid = body
@@ -1412,35 +1414,47 @@ fn delete_options(r: &Req) -> Result<DeleteOptions, ApiError> {
             .pointer("/preconditions/resourceVersion")
             .and_then(Value::as_str)
             .map(str::to_string);
-        if let Some(p) = body.get("propagationPolicy").and_then(Value::as_str) {
-            opts.propagation = Some(Propagation::parse(p)?);
+        (
+            body.get("propagationPolicy")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            body.get("orphanDependents").and_then(Value::as_bool),
+        )
+    } else {
+        if let Some(g) = r.q("gracePeriodSeconds") {
+            opts.grace_period_seconds = Some(g.parse().map_err(|_| {
+                ApiError::BadRequest(format!("gracePeriodSeconds must be an integer, got {g:?}"))
+            })?);
         }
-        match body.get("orphanDependents").and_then(Value::as_bool) {
-            Some(true) if opts.propagation.is_some_and(|p| p != Propagation::Orphan) => {
-                let policy = body.get("propagationPolicy").cloned().unwrap_or(json!(""));
-                return Err(ApiError::invalid(
-                    "meta.k8s.io",
-                    "DeleteOptions",
-                    "",
-                    vec![FieldError::invalid(
-                        "propagationPolicy",
-                        &policy,
-                        "orphanDependents and deletionPropagation cannot be both set",
-                    )],
-                ));
+        // Go's strconv.ParseBool, as the query's conversion reads it.
+        let orphan = match r.q("orphanDependents") {
+            None => None,
+            Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Some(true),
+            Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Some(false),
+            Some(o) => {
+                return Err(ApiError::BadRequest(format!(
+                    "strconv.ParseBool: parsing {o:?}: invalid syntax"
+                )))
             }
-            Some(true) => opts.propagation = Some(Propagation::Orphan),
-            _ => {}
+        };
+        (r.q("propagationPolicy").map(str::to_string), orphan)
+    };
+    if let Some(p) = &policy {
+        if orphan.is_some() {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "DeleteOptions",
+                "",
+                vec![FieldError::invalid(
+                    "propagationPolicy",
+                    &json!(p),
+                    "orphanDependents and deletionPropagation cannot be both set",
+                )],
+            ));
         }
-    }
-    if let Some(p) = r.q("propagationPolicy") {
         opts.propagation = Some(Propagation::parse(p)?);
     }
-    if let Some(g) = r.q("gracePeriodSeconds") {
-        opts.grace_period_seconds = Some(g.parse().map_err(|_| {
-            ApiError::BadRequest(format!("gracePeriodSeconds must be an integer, got {g:?}"))
-        })?);
-    }
+    opts.orphan_dependents = orphan;
     Ok(opts)
 }
 

@@ -739,8 +739,14 @@ pub struct DeleteOptions {
     pub grace_period_seconds: Option<i64>,
     pub precondition_uid: Option<String>,
     pub precondition_resource_version: Option<String>,
-    /// `propagationPolicy` (Background when unset).
+    /// `propagationPolicy`; unset, the kind's default (see
+    /// [`gc`](self::gc): orphaning for v1 ReplicationControllers and Jobs,
+    /// the background for the rest) unless a collector's finalizer on the
+    /// object names one.
     pub propagation: Option<Propagation>,
+    /// `orphanDependents`, deprecated but served: set, it decides over
+    /// everything else (never together with `propagation`).
+    pub orphan_dependents: Option<bool>,
     /// `dryRun=All`: answer as if, change nothing.
     pub dry_run: bool,
 }
@@ -2802,18 +2808,19 @@ impl Store {
             .flatten();
         let m = meta_mut(&mut obj);
         let already = m.contains_key("deletionTimestamp");
-        // The collector's finalizer for the policy, as the API server adds it.
-        let gc_finalizer = match opts.propagation.unwrap_or_default() {
-            Propagation::Background => None,
-            Propagation::Foreground => Some(gc::FOREGROUND),
-            Propagation::Orphan => Some(gc::ORPHAN),
-        };
-        if let Some(f) = gc_finalizer {
-            let list = m.entry("finalizers").or_insert_with(|| json!([]));
-            if let Some(l) = list.as_array_mut() {
-                if !l.iter().any(|x| x.as_str() == Some(f)) {
-                    l.push(json!(f));
-                }
+        // The collector's finalizers for the policy, as the API server sets
+        // them.
+        let current: &[Value] = m
+            .get("finalizers")
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice);
+        let default = gc::DefaultPolicy::of(info.group, info.plural, served.custom.is_some());
+        let finalizers = gc::deletion_finalizers(current, opts, default);
+        if finalizers.as_slice() != current {
+            if finalizers.is_empty() {
+                m.remove("finalizers");
+            } else {
+                m.insert("finalizers".into(), Value::Array(finalizers));
             }
         }
         let has_finalizers = m

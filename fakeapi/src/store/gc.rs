@@ -30,6 +30,12 @@
 //! - `propagationPolicy: Foreground` keeps the owner, marked with the
 //!   `foregroundDeletion` finalizer, until none of its dependents that
 //!   block it exists any more.
+//! - a deletion that names no policy takes the kind's default, as
+//!   kube-apiserver's strategies give it: orphaning for v1
+//!   ReplicationControllers and batch/v1 Jobs (kept for compatibility,
+//!   though other versions delete), none at all for Events, deleting the
+//!   dependents for every other kind; a garbage-collection finalizer already
+//!   on the object stands for the policy then ([`deletion_finalizers`]);
 //! - a circle of foreground deletions (a dependent whose owner waits for it
 //!   and that has a dependent waiting too) is broken as the collector breaks
 //!   it: the dependent's references stop blocking (`blockOwnerDeletion:
@@ -48,6 +54,74 @@ pub enum Propagation {
     Foreground,
     /// Its dependents stay, without their reference to it.
     Orphan,
+}
+
+/// What a kind's deletions do to its dependents when the request names no
+/// policy: kube-apiserver's `DefaultGarbageCollectionPolicy` of its
+/// strategy, for the one version fakeapi serves of each kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DefaultPolicy {
+    /// The dependents are deleted (in the background).
+    Delete,
+    /// They are orphaned: v1 ReplicationControllers and batch/v1 Jobs, for
+    /// compatibility (their other versions delete).
+    Orphan,
+    /// No garbage-collection finalizer at all (Events).
+    Unsupported,
+}
+
+impl DefaultPolicy {
+    pub(crate) fn of(group: &str, plural: &str, custom: bool) -> Self {
+        match (group, plural) {
+            _ if custom => DefaultPolicy::Delete,
+            ("", "replicationcontrollers") | ("batch", "jobs") => DefaultPolicy::Orphan,
+            ("", "events") | ("events.k8s.io", "events") => DefaultPolicy::Unsupported,
+            _ => DefaultPolicy::Delete,
+        }
+    }
+}
+
+/// The finalizers a deletion leaves on the object, as kube-apiserver's
+/// `deletionFinalizersForGarbageCollection`: the collector's two are taken
+/// off, then `orphan` put back when the dependents are to be orphaned and
+/// `foregroundDeletion` when they are to go first. The request's policy
+/// (`orphanDependents`, else `propagationPolicy`) decides; without one a
+/// collector's finalizer already there stands, and without that the kind's
+/// default.
+pub(crate) fn deletion_finalizers(
+    finalizers: &[Value],
+    opts: &DeleteOptions,
+    default: DefaultPolicy,
+) -> Vec<Value> {
+    let (orphan, foreground) = if default == DefaultPolicy::Unsupported {
+        (false, false)
+    } else if let Some(o) = opts.orphan_dependents {
+        (o, false)
+    } else if let Some(p) = opts.propagation {
+        (p == Propagation::Orphan, p == Propagation::Foreground)
+    } else {
+        // The first of the two in the list wins, as upstream walks it.
+        match finalizers
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|f| *f == ORPHAN || *f == FOREGROUND)
+        {
+            Some(f) => (f == ORPHAN, f == FOREGROUND),
+            None => (default == DefaultPolicy::Orphan, false),
+        }
+    };
+    let mut out: Vec<Value> = finalizers
+        .iter()
+        .filter(|f| !matches!(f.as_str(), Some(ORPHAN) | Some(FOREGROUND)))
+        .cloned()
+        .collect();
+    if orphan {
+        out.push(json!(ORPHAN));
+    }
+    if foreground {
+        out.push(json!(FOREGROUND));
+    }
+    out
 }
 
 impl Propagation {
@@ -756,5 +830,145 @@ mod tests {
         let e = Propagation::parse("Sideways").unwrap_err();
         assert_eq!(e.code(), 422);
         assert!(e.to_string().contains("Unsupported value: \"Sideways\""));
+    }
+
+    /// A v1 ReplicationController with a pod of its own, as its controller
+    /// makes them.
+    fn rc_with_pod(s: &Store, name: &str) {
+        let rc = s
+            .create(
+                "replicationcontrollers",
+                Some("default"),
+                json!({"metadata": {"name": name},
+                       "spec": {"replicas": 1, "selector": {"app": name},
+                                "template": {"metadata": {"labels": {"app": name}},
+                                             "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+            )
+            .unwrap();
+        let uid = rc["metadata"]["uid"].as_str().unwrap();
+        s.create(
+            "pods",
+            Some("default"),
+            json!({"metadata": {"name": format!("{name}-pod"), "labels": {"app": name},
+                                "ownerReferences": [{"apiVersion": "v1", "kind": "ReplicationController",
+                                                     "name": name, "uid": uid, "controller": true,
+                                                     "blockOwnerDeletion": true}]},
+                   "spec": {"containers": [{"name": "c", "image": "i"}]}}),
+        )
+        .unwrap();
+    }
+
+    fn pod_owners(s: &Store, name: &str) -> Option<Value> {
+        s.get("pods", Some("default"), &format!("{name}-pod"))
+            .ok()
+            .map(|p| p["metadata"]["ownerReferences"].clone())
+    }
+
+    #[test]
+    fn a_v1_replication_controller_deleted_without_a_policy_orphans_as_kube_apiserver() {
+        // kube-apiserver's rcStrategy and jobStrategy default to
+        // OrphanDependents for v1 (the e2e test "should orphan pods created
+        // by rc if deleteOptions.OrphanDependents is nil").
+        let s = Store::new();
+        rc_with_pod(&s, "plain");
+        s.delete("replicationcontrollers", Some("default"), "plain")
+            .unwrap();
+        assert!(s
+            .get("replicationcontrollers", Some("default"), "plain")
+            .is_err());
+        assert_eq!(
+            pod_owners(&s, "plain"),
+            Some(Value::Null),
+            "the pod stays, orphaned"
+        );
+
+        // orphanDependents: false, or a policy, decides over the default.
+        for (name, opts) in [
+            (
+                "not-orphaned",
+                DeleteOptions {
+                    orphan_dependents: Some(false),
+                    ..Default::default()
+                },
+            ),
+            (
+                "background",
+                DeleteOptions {
+                    propagation: Some(Propagation::Background),
+                    ..Default::default()
+                },
+            ),
+        ] {
+            rc_with_pod(&s, name);
+            s.delete_with("replicationcontrollers", Some("default"), name, &opts)
+                .unwrap();
+            assert_eq!(
+                pod_owners(&s, name),
+                None,
+                "{name}: the pod goes with its owner"
+            );
+        }
+
+        // The default of any other kind deletes (a ConfigMap's dependent).
+        let a = cm(&s, "owner");
+        owned(&s, "dependent", &[("owner", &a, false)], &[]);
+        s.delete("configmaps", Some("default"), "owner").unwrap();
+        assert!(exists(&s, "dependent").is_none());
+    }
+
+    #[test]
+    fn the_collectors_finalizers_follow_the_request_then_the_object_then_the_kind() {
+        let f = |v: &[&str]| v.iter().map(|x| json!(x)).collect::<Vec<_>>();
+        let none = DeleteOptions::default();
+        let with = |p| DeleteOptions {
+            propagation: Some(p),
+            ..Default::default()
+        };
+        let orphan = |o| DeleteOptions {
+            orphan_dependents: Some(o),
+            ..Default::default()
+        };
+        use DefaultPolicy::*;
+        assert_eq!(DefaultPolicy::of("batch", "jobs", false), Orphan);
+        assert_eq!(
+            DefaultPolicy::of("batch", "jobs", true),
+            Delete,
+            "a custom kind's default"
+        );
+        assert_eq!(
+            DefaultPolicy::of("events.k8s.io", "events", false),
+            Unsupported
+        );
+        // The kind's default when nothing else says.
+        assert_eq!(deletion_finalizers(&[], &none, Delete), f(&[]));
+        assert_eq!(deletion_finalizers(&[], &none, Orphan), f(&[ORPHAN]));
+        // A collector's finalizer on the object stands for the policy.
+        assert_eq!(
+            deletion_finalizers(&f(&["x", FOREGROUND]), &none, Orphan),
+            f(&["x", FOREGROUND])
+        );
+        assert_eq!(
+            deletion_finalizers(&f(&[ORPHAN, FOREGROUND]), &none, Delete),
+            f(&[ORPHAN])
+        );
+        // The request decides over both, and takes the other one off.
+        assert_eq!(
+            deletion_finalizers(&f(&[ORPHAN, "x"]), &with(Propagation::Foreground), Orphan),
+            f(&["x", FOREGROUND])
+        );
+        assert_eq!(
+            deletion_finalizers(&f(&[FOREGROUND]), &with(Propagation::Background), Delete),
+            f(&[])
+        );
+        assert_eq!(
+            deletion_finalizers(&f(&[FOREGROUND]), &orphan(true), Delete),
+            f(&[ORPHAN])
+        );
+        assert_eq!(deletion_finalizers(&[], &orphan(false), Orphan), f(&[]));
+        // Events take none.
+        assert_eq!(
+            deletion_finalizers(&f(&[ORPHAN]), &with(Propagation::Orphan), Unsupported),
+            f(&[])
+        );
     }
 }
