@@ -20,6 +20,14 @@
 #                  batkube`, then target/release/batkube)
 #   --no-build     use target/go/e2e.test (and kube-apiserver, etcd,
 #                  kube-controller-manager) as they are
+#   --controllers L  with --server batkube: run the upstream
+#                  kube-controller-manager beside `batkube serve` with the
+#                  controllers L (a comma-separated list, kube-controller-
+#                  manager's names), as the reference runs it beside
+#                  kube-apiserver; `workloads` names the ones that make
+#                  dependents (replication, replica sets, deployments, jobs,
+#                  cron jobs), which fakeapi does not run. Default: none,
+#                  batkube serve alone
 #
 # The selection: every test named [sig-api-machinery], less those that need
 # a running container (a pod that reaches Running: no kubelet here) or a
@@ -43,6 +51,7 @@ procs=8
 focus=""
 batkube=""
 build=1
+controllers=""
 
 # Tests left out: they need a container running in a pod (no kubelet runs
 # here): a webhook server (AdmissionWebhook, CustomResourceConversionWebhook,
@@ -56,7 +65,7 @@ SKIP+='|set the deletionTimestamp and deletionGracePeriodSeconds of the pod'
 
 while [[ $# -gt 0 ]]; do
 	case "$1" in
-	--server | --out | --procs | --focus | --batkube)
+	--server | --out | --procs | --focus | --batkube | --controllers)
 		[[ $# -ge 2 ]] || {
 			echo "run.sh: $1 needs a value" >&2
 			exit 2
@@ -67,6 +76,7 @@ while [[ $# -gt 0 ]]; do
 		--procs) procs=$2 ;;
 		--focus) focus=$2 ;;
 		--batkube) batkube=$2 ;;
+		--controllers) controllers=$2 ;;
 		esac
 		shift 2
 		;;
@@ -91,6 +101,21 @@ batkube | kube-apiserver) ;;
 	exit 2
 	;;
 esac
+if [[ -n $controllers ]]; then
+	[[ $server == batkube ]] || {
+		echo "run.sh: --controllers is for --server batkube (kube-apiserver runs every controller)" >&2
+		exit 2
+	}
+	# The controllers that make the dependents the garbage-collector tests
+	# delete or orphan: fakeapi has its own garbage collector, namespace
+	# and service-account controllers, and none of these.
+	[[ $controllers == workloads ]] &&
+		controllers=replicationcontroller-controller,replicaset-controller,deployment-controller,job-controller,cronjob-controller
+	[[ $controllers =~ ^[a-z-]+(,[a-z-]+)*$ ]] || {
+		echo "run.sh: --controllers wants kube-controller-manager's controller names separated by commas, not $controllers" >&2
+		exit 2
+	}
+fi
 [[ $procs =~ ^[1-9][0-9]*$ ]] || {
 	echo "run.sh: --procs wants a positive number, not $procs" >&2
 	exit 2
@@ -110,6 +135,7 @@ bin=$root/target/go
 if [[ $build == 1 ]]; then
 	progs=(e2e.test)
 	[[ $server == kube-apiserver ]] && progs+=(kube-apiserver etcd kube-controller-manager)
+	[[ -n $controllers ]] && progs+=(kube-controller-manager)
 	bash "$root/schedulers/build-go.sh" "$bin" "${progs[@]}"
 	if [[ $server == batkube && -z $batkube ]]; then
 		(cd "$root" && cargo build --release -p batkube)
@@ -171,6 +197,17 @@ batkube)
 	pids+=($!)
 	wait_for "$out/serve/kubeconfig.yaml" "${pids[0]}" "$out/serve.log"
 	kubeconfig=$out/serve/kubeconfig.yaml
+	if [[ -n $controllers ]]; then
+		[[ -x $bin/kube-controller-manager ]] || {
+			echo "run.sh: $bin/kube-controller-manager not found: build it with \`bash schedulers/build-go.sh kube-controller-manager\`" >&2
+			exit 1
+		}
+		# JSON, as every client of batkube serve in the suite (see below).
+		"$bin/kube-controller-manager" --kubeconfig "$kubeconfig" --leader-elect=false --secure-port=0 \
+			--kube-api-content-type=application/json --controllers "$controllers" \
+			>"$out/kube-controller-manager.log" 2>&1 &
+		pids+=($!)
+	fi
 	;;
 kube-apiserver)
 	bash "$root/apiserver/run.sh" --bin "$bin" "$out/apiserver" >"$out/apiserver.log" 2>&1 &
