@@ -32,7 +32,7 @@ mod builtin_admission;
 mod compaction;
 pub(crate) mod fields;
 mod flowcontrol;
-mod gc;
+pub(crate) mod gc;
 mod policies;
 mod quota;
 mod service_accounts;
@@ -2814,7 +2814,7 @@ impl Store {
             .get("finalizers")
             .and_then(Value::as_array)
             .map_or(&[], Vec::as_slice);
-        let default = gc::DefaultPolicy::of(info.group, info.plural, served.custom.is_some());
+        let default = crate::strategy::gc_default(info.group, info.plural, served.custom.is_some());
         let finalizers = gc::deletion_finalizers(current, opts, default);
         if finalizers.as_slice() != current {
             if finalizers.is_empty() {

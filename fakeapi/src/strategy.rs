@@ -1,7 +1,8 @@
 //! What the real server's registry does to built-in kinds beyond the
 //! metadata rules every kind shares: defaults (applied when a body is
-//! decoded, and again after a mutating webhook patched it), and each kind's
-//! strategy on create and update (generated fields, validation).
+//! decoded, and again after a mutating webhook patched it), each kind's
+//! strategy on create and update (generated fields, validation), and what
+//! its deletions do to dependents by default ([`gc_default`]).
 //!
 //! `batch/v1` Job, as kube-apiserver 1.35 does it (`SetDefaults_Job`,
 //! `pkg/registry/batch/job/strategy.go`, `ValidateJob`/`ValidateJobUpdate`
@@ -33,7 +34,23 @@
 use crate::error::{ApiError, FieldError, Result};
 use crate::resources::ResourceInfo;
 use crate::selector::LabelSelector;
+use crate::store::gc::DefaultPolicy;
 use serde_json::{json, Map, Value};
+
+/// What a deletion that names no policy does to the kind's dependents:
+/// the `DefaultGarbageCollectionPolicy` of kube-apiserver's strategy, for
+/// the one version fakeapi serves of each kind. v1 ReplicationControllers
+/// and batch/v1 Jobs orphan, for compatibility (their other versions
+/// delete); Events take no collector finalizer; every other kind, custom
+/// ones included, deletes.
+pub(crate) fn gc_default(group: &str, plural: &str, custom: bool) -> DefaultPolicy {
+    match (group, plural) {
+        _ if custom => DefaultPolicy::Delete,
+        ("", "replicationcontrollers") | ("batch", "jobs") => DefaultPolicy::Orphan,
+        ("", "events") | ("events.k8s.io", "events") => DefaultPolicy::Unsupported,
+        _ => DefaultPolicy::Delete,
+    }
+}
 
 /// Defaults of a decoded body (create or update), before admission.
 pub(crate) fn defaults(info: &ResourceInfo, obj: &mut Value) {

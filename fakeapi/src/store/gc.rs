@@ -58,7 +58,7 @@ pub enum Propagation {
 
 /// What a kind's deletions do to its dependents when the request names no
 /// policy: kube-apiserver's `DefaultGarbageCollectionPolicy` of its
-/// strategy, for the one version fakeapi serves of each kind.
+/// strategy ([`crate::strategy::gc_default`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum DefaultPolicy {
     /// The dependents are deleted (in the background).
@@ -68,17 +68,6 @@ pub(crate) enum DefaultPolicy {
     Orphan,
     /// No garbage-collection finalizer at all (Events).
     Unsupported,
-}
-
-impl DefaultPolicy {
-    pub(crate) fn of(group: &str, plural: &str, custom: bool) -> Self {
-        match (group, plural) {
-            _ if custom => DefaultPolicy::Delete,
-            ("", "replicationcontrollers") | ("batch", "jobs") => DefaultPolicy::Orphan,
-            ("", "events") | ("events.k8s.io", "events") => DefaultPolicy::Unsupported,
-            _ => DefaultPolicy::Delete,
-        }
-    }
 }
 
 /// The finalizers a deletion leaves on the object, as kube-apiserver's
@@ -929,14 +918,14 @@ mod tests {
             ..Default::default()
         };
         use DefaultPolicy::*;
-        assert_eq!(DefaultPolicy::of("batch", "jobs", false), Orphan);
+        assert_eq!(crate::strategy::gc_default("batch", "jobs", false), Orphan);
         assert_eq!(
-            DefaultPolicy::of("batch", "jobs", true),
+            crate::strategy::gc_default("batch", "jobs", true),
             Delete,
             "a custom kind's default"
         );
         assert_eq!(
-            DefaultPolicy::of("events.k8s.io", "events", false),
+            crate::strategy::gc_default("events.k8s.io", "events", false),
             Unsupported
         );
         // The kind's default when nothing else says.
