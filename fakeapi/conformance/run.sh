@@ -20,14 +20,17 @@
 #                  batkube`, then target/release/batkube)
 #   --no-build     use target/go/e2e.test (and kube-apiserver, etcd,
 #                  kube-controller-manager) as they are
-#   --controllers L  with --server batkube: run the upstream
-#                  kube-controller-manager beside `batkube serve` with the
-#                  controllers L (a comma-separated list, kube-controller-
+#   --controllers L  with --server batkube: the upstream
+#                  kube-controller-manager runs beside `batkube serve` with
+#                  the controllers L (a comma-separated list, kube-controller-
 #                  manager's names), as the reference runs it beside
 #                  kube-apiserver; `workloads` names the ones that make
 #                  dependents (replication, replica sets, deployments, jobs,
-#                  cron jobs), which fakeapi does not run. Default: none,
-#                  batkube serve alone
+#                  cron jobs). Default: workloads and the PersistentVolume
+#                  binder, the controllers of a real control plane that
+#                  fakeapi does not run itself (it has its own garbage
+#                  collector, namespace and service-account controllers);
+#                  `none`: batkube serve alone
 #
 # The selection: every test named [sig-api-machinery], less those that need
 # a running container (a pod that reaches Running: no kubelet here) or a
@@ -51,7 +54,8 @@ procs=8
 focus=""
 batkube=""
 build=1
-controllers=""
+controllers=workloads,persistentvolume-binder-controller
+controllers_given=0
 
 # Tests left out: they need a container running in a pod (no kubelet runs
 # here): a webhook server (AdmissionWebhook, CustomResourceConversionWebhook,
@@ -76,7 +80,10 @@ while [[ $# -gt 0 ]]; do
 		--procs) procs=$2 ;;
 		--focus) focus=$2 ;;
 		--batkube) batkube=$2 ;;
-		--controllers) controllers=$2 ;;
+		--controllers)
+			controllers=$2
+			controllers_given=1
+			;;
 		esac
 		shift 2
 		;;
@@ -101,16 +108,20 @@ batkube | kube-apiserver) ;;
 	exit 2
 	;;
 esac
+if [[ $controllers_given == 1 && $server != batkube ]]; then
+	echo "run.sh: --controllers is for --server batkube (kube-apiserver runs every controller)" >&2
+	exit 2
+fi
+[[ $controllers == none || $server != batkube ]] && controllers=""
 if [[ -n $controllers ]]; then
-	[[ $server == batkube ]] || {
-		echo "run.sh: --controllers is for --server batkube (kube-apiserver runs every controller)" >&2
-		exit 2
-	}
 	# The controllers that make the dependents the garbage-collector tests
 	# delete or orphan: fakeapi has its own garbage collector, namespace
 	# and service-account controllers, and none of these.
-	[[ $controllers == workloads ]] &&
-		controllers=replicationcontroller-controller,replicaset-controller,deployment-controller,job-controller,cronjob-controller
+	# `workloads` may stand among other names.
+	controllers=,$controllers,
+	controllers=${controllers//,workloads,/,replicationcontroller-controller,replicaset-controller,deployment-controller,job-controller,cronjob-controller,}
+	controllers=${controllers#,}
+	controllers=${controllers%,}
 	[[ $controllers =~ ^[a-z-]+(,[a-z-]+)*$ ]] || {
 		echo "run.sh: --controllers wants kube-controller-manager's controller names separated by commas, not $controllers" >&2
 		exit 2
