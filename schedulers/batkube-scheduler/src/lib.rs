@@ -11,6 +11,7 @@
 pub mod affinity;
 pub mod cache;
 pub mod config;
+pub mod events;
 pub mod explain;
 pub mod framework;
 pub mod gang;

@@ -20,9 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{
-    Binding, Event as CoreEvent, EventSource, Node, ObjectReference, Pod,
-};
+use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
@@ -32,6 +30,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use crate::events;
 use crate::explain::{self, Attempt};
 use crate::gang;
 use crate::metrics::{AttemptResult, Metrics};
@@ -91,10 +90,13 @@ struct BindResult {
     result: Result<(), String>,
 }
 
-/// A core/v1 event to write (upstream writes core/v1 when events.k8s.io is absent).
+/// An event to record ([`crate::events`]).
 struct EventToWrite {
     pod: Arc<Pod>,
+    /// The pod it is related to (a preemption's preemptor).
+    related: Option<Arc<Pod>>,
     reason: &'static str,
+    action: &'static str,
     type_: &'static str,
     message: String,
     component: String,
@@ -104,70 +106,79 @@ fn now_time() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
 }
 
-/// Writes events one after another, off the scheduling loop.
+/// The machine's name, for an event's reporting instance.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// Records events one after another, off the scheduling loop, as
+/// upstream's event broadcaster does: repeats fold into a series.
 fn spawn_event_writer(client: Client) -> mpsc::UnboundedSender<EventToWrite> {
     let (tx, mut rx) = mpsc::unbounded_channel::<EventToWrite>();
     tokio::spawn(async move {
-        let mut seq: u64 = 0;
+        let mut recorder = events::Recorder::new(&host_name());
         while let Some(e) = rx.recv().await {
-            seq += 1;
-            let ns = e
-                .pod
-                .metadata
-                .namespace
-                .clone()
-                .unwrap_or_else(|| "default".into());
-            let name = e.pod.metadata.name.clone().unwrap_or_default();
-            let t = now_time();
-            let nanos = t.0.as_nanosecond() as u64;
-            let ev = CoreEvent {
-                metadata: ObjectMeta {
-                    name: Some(format!("{name}.{:x}", nanos.wrapping_add(seq))),
-                    namespace: Some(ns.clone()),
-                    ..ObjectMeta::default()
-                },
-                involved_object: ObjectReference {
-                    kind: Some("Pod".into()),
-                    namespace: Some(ns.clone()),
-                    name: Some(name),
-                    uid: e.pod.metadata.uid.clone(),
-                    api_version: Some("v1".into()),
-                    resource_version: e.pod.metadata.resource_version.clone(),
-                    ..ObjectReference::default()
-                },
-                reason: Some(e.reason.into()),
-                message: Some(e.message),
-                source: Some(EventSource {
-                    component: Some(e.component),
-                    host: None,
-                }),
-                first_timestamp: Some(t.clone()),
-                last_timestamp: Some(t),
-                count: Some(1),
-                type_: Some(e.type_.into()),
-                ..CoreEvent::default()
+            let e = events::NewEvent {
+                regarding: events::pod_reference(&e.pod),
+                related: e.related.as_deref().map(events::pod_reference),
+                type_: e.type_,
+                reason: e.reason,
+                action: e.action,
+                note: e.message,
+                controller: e.component,
             };
-            // `Api::create`'s request; the answer (the event back) is read
-            // but not parsed: nothing uses it.
-            let body = match serde_json::to_vec(&ev) {
-                Ok(b) => b,
-                Err(err) => {
+            for w in recorder.record(e, k8s_openapi::jiff::Timestamp::now()) {
+                if let Err(err) = write_event(&client, w).await {
                     tracing::debug!(%err, "writing event failed");
-                    continue;
                 }
-            };
-            let path = format!("/api/v1/namespaces/{ns}/events");
-            let sent = send_unparsed(
-                &client,
-                kube::core::Request::new(path).create(&PostParams::default(), body),
-            )
-            .await;
-            if let Err(err) = sent {
-                tracing::debug!(%err, "writing event failed");
             }
         }
     });
     tx
+}
+
+/// One request of the event recorder. The answers (the events back) are
+/// read but not parsed: nothing uses them.
+async fn write_event(client: &Client, w: events::Write) -> Result<(), kube::Error> {
+    let create = |namespace: &str, event: &serde_json::Value| {
+        let body = serde_json::to_vec(event).map_err(kube::Error::SerdeError)?;
+        kube::core::Request::new(format!(
+            "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+        ))
+        .create(&PostParams::default(), body)
+        .map_err(kube::Error::BuildRequest)
+    };
+    match w {
+        events::Write::Create { namespace, event } => {
+            client.request_text(create(&namespace, &event)?).await?;
+        }
+        events::Write::Patch {
+            namespace,
+            name,
+            patch,
+            event,
+        } => {
+            let req = kube::core::Request::new(format!(
+                "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+            ))
+            .patch(&name, &PatchParams::default(), &Patch::Strategic(patch))
+            .map_err(kube::Error::BuildRequest)?;
+            match client.request_text(req).await {
+                // Gone (its time to live ran out): created again, as upstream.
+                Err(kube::Error::Api(e)) if e.code == 404 => {
+                    client.request_text(create(&namespace, &event)?).await?;
+                }
+                r => {
+                    r?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 struct Runner {
@@ -453,7 +464,9 @@ impl Runner {
                     }
                     let _ = self.events.send(EventToWrite {
                         pod: qp.info.pod.clone(),
+                        related: None,
                         reason: "Scheduled",
+                        action: "Binding",
                         type_: "Normal",
                         message: format!("Successfully assigned {} to {}", qp.info.key, r.node),
                         component: qp.info.scheduler_name().to_string(),
@@ -667,7 +680,9 @@ impl Runner {
         }
         let _ = self.events.send(EventToWrite {
             pod: info.pod.clone(),
+            related: None,
             reason: "FailedScheduling",
+            action: "Scheduling",
             type_: "Warning",
             message: message.to_string(),
             component: info.scheduler_name().to_string(),
@@ -681,7 +696,9 @@ impl Runner {
         for v in victims {
             let _ = self.events.send(EventToWrite {
                 pod: v.pod.clone(),
+                related: Some(preemptor.pod.clone()),
                 reason: "Preempted",
+                action: "Preempting",
                 type_: "Normal",
                 message: format!("Preempted by pod {uid} on node {node}"),
                 component: component.clone(),

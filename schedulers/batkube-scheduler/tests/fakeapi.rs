@@ -376,9 +376,13 @@ async fn unschedulable_pod_reports_and_retries_on_node_add() {
             }
         }
         if c.resource.plural == "events" && c.object["reason"] == "FailedScheduling" {
+            // As the upstream kube-scheduler writes it (events.k8s.io/v1).
+            assert_eq!(c.resource.group, "events.k8s.io");
             assert_eq!(c.object["type"], "Warning");
-            assert_eq!(c.object["message"], want);
-            assert_eq!(c.object["involvedObject"]["name"], "big");
+            assert_eq!(c.object["action"], "Scheduling");
+            assert_eq!(c.object["note"], want);
+            assert_eq!(c.object["regarding"]["name"], "big");
+            assert_eq!(c.object["reportingController"], "default-scheduler");
             saw_event = true;
         }
     }
@@ -389,9 +393,10 @@ async fn unschedulable_pod_reports_and_retries_on_node_add() {
         let c = h.next_change().await;
         if c.resource.plural == "events" && c.object["reason"] == "Scheduled" {
             assert_eq!(
-                c.object["message"],
+                c.object["note"],
                 "Successfully assigned default/big to node-big"
             );
+            assert_eq!(c.object["action"], "Binding");
             break;
         }
     }
