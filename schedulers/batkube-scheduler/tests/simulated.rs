@@ -224,19 +224,12 @@ async fn backoff_grows_on_simulated_time() {
             .advance_to(deadline.map_or(step, |d| d.max(now).min(step)))
             .unwrap();
     }
-    store.create_pod(pod("big", "2", None)).unwrap();
     let port = server.addr().port();
+    // Read before the pod exists: its first attempt may come at once.
     let mut seen = unschedulable_attempts(metrics).await;
+    store.create_pod(pod("big", "2", None)).unwrap();
     let mut last = next_failure(&clock, &activity, port, metrics, &mut seen).await;
-    // The first failure is an Event; the repeats below fold into its series.
-    let mut failed_events = 0;
-    while let Ok(c) = changes.try_recv() {
-        if c.resource.plural == "events" && c.object["reason"] == "FailedScheduling" {
-            assert_eq!(c.object["regarding"]["name"], "big");
-            failed_events += 1;
-        }
-    }
-    assert_eq!(failed_events, 1);
+    let first = seen;
     let mut waits = Vec::new();
     for i in 0..5 {
         // A bound pod finishes: a relevant event, the pod goes to backoff.
@@ -261,4 +254,23 @@ async fn backoff_grows_on_simulated_time() {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(waits, vec![1, 2, 4, 8, 10]);
+    // The repeats folded into a series: fewer Events made than attempts
+    // (a new one each time the pod's resource version moved: its first
+    // condition patch), the series' count written on the second.
+    let (mut created, mut counted) = (0, 0);
+    while let Ok(c) = changes.try_recv() {
+        if c.resource.plural == "events" && c.object["reason"] == "FailedScheduling" {
+            assert_eq!(c.object["regarding"]["name"], "big");
+            match c.kind {
+                fakeapi::EventType::Added => created += 1,
+                _ => counted = counted.max(c.object["series"]["count"].as_u64().unwrap_or(0)),
+            }
+        }
+    }
+    assert!(
+        seen - first >= 5 && created >= 1,
+        "{seen} {first} {created}"
+    );
+    assert!(created < seen, "{created} Events for {seen} attempts");
+    assert!(counted >= 2, "a series was written");
 }
