@@ -35,6 +35,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
 
@@ -274,13 +275,8 @@ fn elapsed(from: Timestamp, to: Timestamp) -> Duration {
 }
 
 /// `metav1.MicroTime` in JSON: RFC 3339 with six fractional digits.
-pub fn micro_time(t: Timestamp) -> String {
-    let whole = Timestamp::from_second(t.as_second()).expect("a timestamp's own second");
-    format!(
-        "{}.{:06}Z",
-        whole.strftime("%Y-%m-%dT%H:%M:%S"),
-        t.subsec_microsecond()
-    )
+fn micro_time(t: Timestamp) -> Value {
+    json!(MicroTime(t))
 }
 
 /// The API's limit on a note (`NoteLengthLimit`, 1 kB); upstream's
