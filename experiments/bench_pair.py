@@ -11,6 +11,14 @@ windows, then the medians. CPU time is the steadier measure on a shared
 machine; makespan and windows must be equal across builds.
 
     python3 experiments/bench_pair.py [--jobs 100000] [--reps 2] BUILD BUILD...
+    python3 experiments/bench_pair.py --case burst-job [--reps 5] BUILD BUILD...
+
+`--case burst-job` is the other end: few events, many timer ticks. The
+burst workload (200 one-machine jobs at time 0 on 16 nodes) with each job
+a batch/v1 Job and kube-controller-manager's job controller beside the
+scheduler (configured as in submit_as_cost.py), whose work queues tick
+every 0.5 s: about 5,700 windows, nearly all of them a controller's timer
+and nothing else.
 
 A BUILD is a directory holding `batkube` and `batkube-scheduler` (a
 release build's target/release, or a copy of its two binaries).
@@ -42,18 +50,24 @@ def binaries(build):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--case", choices=["scale", "burst-job"], default="scale")
     ap.add_argument("--jobs", type=int, default=100_000)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("builds", nargs="+")
     a = ap.parse_args()
     builds = [(b, *binaries(b)) for b in a.builds]
     OUT.mkdir(parents=True, exist_ok=True)
-    workload = OUT / f"scale-{a.jobs}.json"
-    if not workload.is_file():
+    extra = []
+    if a.case == "burst-job":
+        from submit_as_cost import KCM, kcm
+        workload, platform = c.WORKLOADS / "200_delay170.json", c.PLATFORMS / "16-node.xml"
+        extra = ["--submit-as", "job", "--controller", kcm(KCM)]
+    else:
+        workload, platform = OUT / f"scale-{a.jobs}.json", c.PLATFORMS / "1000-node.xml"
+    if a.case == "scale" and not workload.is_file():
         subprocess.run([builds[0][1], "workload", "generate", "-n", str(a.jobs), "--arrival", "poisson:0.7",
                         "--duration", "exp:600", "--cpu", "choice:1,2,4", "--seed", "7", "-o", str(workload)],
                        check=True)
-    platform = c.PLATFORMS / "1000-node.xml"
     runs = []
     for rep in range(a.reps):
         for name, bk, sch in builds:
@@ -61,7 +75,7 @@ def main():
             err = tempfile.TemporaryFile()
             t0 = time.monotonic()
             p = subprocess.Popen([bk, "run", "--platform", str(platform), "--workload", str(workload),
-                                  "--scheduler", sch, "--sync", "exact", "--out", out],
+                                  "--scheduler", sch, "--sync", "exact", "--out", out, *extra],
                                  stdout=subprocess.DEVNULL, stderr=err)
             # This run's own accounting (it and the processes it waited for).
             _, status, ru = os.wait4(p.pid, 0)

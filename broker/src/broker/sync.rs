@@ -65,6 +65,11 @@ pub struct ShimSide {
     pub api_ports: Vec<u16>,
     /// Opened at first use.
     pub diag: Arc<parking_lot::Mutex<Option<SockDiag>>>,
+    /// The server's count of socket operations
+    /// ([`fakeapi::Activity::socket_ops`]) read before the checks of the
+    /// last quiescence [`wait`](Self::wait) found, if no gate was closed
+    /// since (see [`Gate::deliver`]).
+    pub proven: parking_lot::Mutex<Option<u64>>,
 }
 
 impl ShimSide {
@@ -84,6 +89,7 @@ impl ShimSide {
             activity,
             api_ports: vec![api_port],
             diag: Default::default(),
+            proven: Default::default(),
         }
     }
 
@@ -120,12 +126,7 @@ impl ShimSide {
         ));
         parts.push(format!(
             "bytes between the API and its clients {}, packets in the kernel's backlog {}",
-            tcp_backlog(
-                &self.activity,
-                &mut self.diag.lock(),
-                &self.api_ports,
-                &self.pids()
-            ),
+            tcp_backlog(&self.activity, &mut self.diag.lock(), &self.api_ports, &[]),
             softnet().backlog
         ));
         format!("; {}", parts.join("; "))
@@ -194,12 +195,7 @@ impl ShimSide {
         while t0.elapsed() < Duration::from_millis(5) {
             let cpu = main.cpu_time_ns().unwrap_or(0);
             let act = self.activity.snapshot();
-            let bytes = tcp_backlog(
-                &self.activity,
-                &mut self.diag.lock(),
-                &self.api_ports,
-                &self.pids(),
-            );
+            let bytes = tcp_backlog(&self.activity, &mut self.diag.lock(), &self.api_ports, &[]);
             if cpu != stamp.cpu_ns || act != *before || bytes != 0 {
                 first = Some((t0.elapsed(), cpu != stamp.cpu_ns, act.clone(), bytes));
                 break;
@@ -319,13 +315,19 @@ impl ShimSide {
                 continue;
             }
             let net_before = softnet();
+            // Each program quiescent with the stamp its last probe must
+            // find again: its connections found clean since its threads
+            // last ran are not looked up again.
+            let quiet: Vec<(u32, timeshim::Stamp)> = self
+                .pids()
+                .into_iter()
+                .zip(&looks)
+                .filter(|(pid, _)| *pid != 0)
+                .map(|(pid, l)| (pid, l.1))
+                .collect();
+            let ops_before = self.activity.socket_ops();
             if net_before.backlog == 0
-                && tcp_backlog(
-                    &self.activity,
-                    &mut self.diag.lock(),
-                    &self.api_ports,
-                    &self.pids(),
-                ) == 0
+                && tcp_backlog(&self.activity, &mut self.diag.lock(), &self.api_ports, &quiet) == 0
             {
                 let mut unchanged = true;
                 for (p, (deadline, stamp)) in self.procs.iter().zip(&looks) {
@@ -342,6 +344,7 @@ impl ShimSide {
                     if *VERIFY_QUIET {
                         self.verify_quiet(looks[0].1, &before);
                     }
+                    *self.proven.lock() = Some(ops_before);
                     let earliest = |scheduler: bool| {
                         self.procs
                             .iter()
@@ -382,13 +385,16 @@ impl ShimSide {
 /// load the kernel may hold one of them between its queues for as long
 /// as the CPU delivering it is preempted; the scheduler then bound its
 /// pod only after the broker had let the clock move on.
+///
+/// `quiet`: the programs found quiescent for this look, with their stamps
+/// (see [`bytes_between`]; empty: every connection is looked up).
 pub fn tcp_backlog(
     activity: &fakeapi::Activity,
     diag: &mut Option<SockDiag>,
     ports: &[u16],
-    programs: &[u32],
+    quiet: &[(u32, timeshim::Stamp)],
 ) -> u64 {
-    let bytes = bytes_between(activity, diag, ports, programs, true);
+    let bytes = bytes_between(activity, diag, ports, quiet, true);
     if bytes != 0 {
         return bytes;
     }
@@ -408,26 +414,10 @@ fn queued_bytes(ports: &[u16]) -> u64 {
 /// Bytes on their way between the API and the scheduler that have not
 /// reached the other end's receive queue yet: [`tcp_backlog`] less what
 /// sits in the scheduler's receive queues, ready for it to read.
-pub fn in_flight(
-    activity: &fakeapi::Activity,
-    diag: &mut Option<SockDiag>,
-    ports: &[u16],
-    programs: &[u32],
-) -> u64 {
-    bytes_between(activity, diag, ports, programs, false)
+/// Every connection is looked up: the programs may be running.
+pub fn in_flight(activity: &fakeapi::Activity, diag: &mut Option<SockDiag>, ports: &[u16]) -> u64 {
+    bytes_between(activity, diag, ports, &[], false)
 }
-
-/// Whether [`bytes_between`] may pass over a connection it found clean
-/// while neither end can have touched it. Off: the owner's side of that
-/// proof is its CPU time, read from its process's clock, and the kernel
-/// folds into that clock the time of a thread running on another CPU only
-/// at a tick or a switch. A thread asleep at the clean look that wakes and
-/// writes can then show the process's old CPU time, and its bytes go
-/// unlooked at. The 100,000-job case gave 199,816 windows once with the
-/// skip on (199,813 in every other run, with it or without). On again once
-/// the owner's time is read per thread (a thread's own clock includes its
-/// running time), or the owner's threads are known asleep at the look.
-const SKIP_CLEAN: bool = false;
 
 /// A connection whose last look found nothing on its way and nothing
 /// unread at either end, and what could have changed that since (see
@@ -439,47 +429,45 @@ struct Clean {
     server_ops: u64,
     /// The program (process id) whose socket the client's end is.
     owner: u32,
-    /// Its CPU time, read before that look.
-    owner_cpu: u64,
+    /// The stamp of the owner's quiet interval that look was made in.
+    owner_stamp: timeshim::Stamp,
 }
 
-/// `programs`: the processes of the run's programs (0 for one not
-/// attached). A connection one of them owns is not looked at again (no
-/// syscall at either end) while nothing can have changed on it since a
-/// look that found it clean: both ends' queues empty, and each end had
-/// received every byte the other sent. Nothing changes it unless one end
-/// reads or writes: the server did not (its count of socket operations,
-/// raised before and after each, is the same as before that look, and was
-/// even then: none under way), and neither did
-/// the owner (its CPU time is the same as before that look: no thread of it
-/// ran). Nothing was in a queue or on its way for the kernel to move. So a
-/// delivery looks only at the connections the instant wrote to, not at
-/// every watch of every program, and a quiescence check only at those that
-/// moved since the last one. A connection of a process outside `programs`
-/// (a user's kubectl, a program's child) is always looked at.
+/// `quiet`: programs (process ids) found quiescent for this look, each with
+/// the [`timeshim::Stamp`] of a quiescent probe taken before it, that a
+/// probe after it must find again for the caller's decision to hold (as
+/// [`ShimSide::wait`] does). A connection one of them owns is not looked at
+/// again (no syscall at either end) while nothing can have changed on it
+/// since a look that found it clean: both ends' queues empty, and each end
+/// had received every byte the other sent. Nothing changes it unless one
+/// end reads or writes: the server did not (its count of socket
+/// operations, raised before and after each, is the same as before that
+/// look, and was even then: none under way), and neither did the owner
+/// (quiescent both then and now, with the same stamp: no thread of it ran
+/// in between, [`timeshim::Probe::stamp`]). Nothing was in a queue or on
+/// its way for the kernel to move. So a quiescence check looks only at the
+/// connections of the programs that ran since the last one: when a
+/// controller's timer fires, not at the scheduler's watches.
 ///
-/// Off for now ([`SKIP_CLEAN`]): every connection is looked up at every look.
+/// (The owner's CPU time read on its own, outside a quiescent probe, would
+/// not do: the kernel adds a running thread's time to its process's clock
+/// only at a tick or a switch, so a thread that woke since and is still
+/// running shows the old time. A quiescent probe saw every thread asleep,
+/// each switched out with its time added.)
+///
+/// A connection of a process outside `quiet` (a user's kubectl, a program's
+/// child, a program that is not quiescent) is always looked at. A socket is
+/// taken for its owner's alone: a child sharing it (forked without exec;
+/// Go's and Rust's sockets are close-on-exec) would be a hole.
 fn bytes_between(
     activity: &fakeapi::Activity,
     diag: &mut Option<SockDiag>,
     ports: &[u16],
-    programs: &[u32],
+    quiet: &[(u32, timeshim::Stamp)],
     unread_by_client: bool,
 ) -> u64 {
-    let programs: &[u32] = if SKIP_CLEAN { programs } else { &[] };
-    // Read before the servers' counts and the looks: a look that finds a
-    // connection clean is recorded against them.
-    let cpu: Vec<(u32, Option<u64>)> = programs
-        .iter()
-        .filter(|&&pid| pid != 0)
-        .map(|&pid| {
-            (
-                pid,
-                timeshim::seccomp::remote::process_cpu_time_ns(pid).ok(),
-            )
-        })
-        .collect();
-    let cpu_of = |pid: u32| cpu.iter().find(|c| c.0 == pid).and_then(|c| c.1);
+    let stamp_of = |pid: u32| quiet.iter().find(|q| q.0 == pid).map(|q| q.1);
+    let programs: Vec<u32> = quiet.iter().map(|q| q.0).collect();
     if diag.is_none() {
         *diag = SockDiag::open().ok();
     }
@@ -492,7 +480,7 @@ fn bytes_between(
         activity.server_ends(|c, ops| {
             !clean
                 .get(&(c.client, c.server))
-                .is_some_and(|k| k.server_ops == ops && cpu_of(k.owner) == Some(k.owner_cpu))
+                .is_some_and(|k| k.server_ops == ops && stamp_of(k.owner) == Some(k.owner_stamp))
         })
     };
     if d.clean.len() > ends.len() || d.owners.len() > 2 * ends.len() + 64 {
@@ -528,19 +516,19 @@ fn bytes_between(
                     && i.wqueue == 0
                     && i.bytes_received == server.sent
                     && i.bytes_sent == server.received;
-                let owner = if clean && !cpu.is_empty() {
-                    d.owner(key, i.inode, programs)
+                let owner = if clean && !programs.is_empty() {
+                    d.owner(key, i.inode, &programs)
                 } else {
                     None
                 };
-                match owner.and_then(|pid| Some((pid, cpu_of(pid)?))) {
-                    Some((owner, owner_cpu)) => {
+                match owner.and_then(|pid| Some((pid, stamp_of(pid)?))) {
+                    Some((owner, owner_stamp)) => {
                         d.clean.insert(
                             key,
                             Clean {
                                 server_ops: e.ops,
                                 owner,
-                                owner_cpu,
+                                owner_stamp,
                             },
                         );
                     }
@@ -660,7 +648,7 @@ pub fn settle_hook(
         }
         let backlog = softnet().backlog;
         let bytes = if backlog == 0 {
-            in_flight(&activity, &mut diag.lock(), &ports, &[])
+            in_flight(&activity, &mut diag.lock(), &ports)
         } else {
             u64::MAX
         };
@@ -708,7 +696,10 @@ impl ShimSide {
         for p in &self.procs {
             p.controller.close_gate();
         }
+        // Taken by this gate: once it opens, the programs may run.
+        let proven = self.proven.lock().take();
         Gate {
+            proven: proven.filter(|&ops| ops == self.activity.socket_ops()),
             controllers: self.procs.iter().map(|p| p.controller.clone()).collect(),
             activity: self.activity.clone(),
             diag: self.diag.clone(),
@@ -722,6 +713,12 @@ impl ShimSide {
 /// first bytes of a frame or one watch's events before another's, however
 /// loaded the machine (the cause of results that changed under load).
 pub struct Gate {
+    /// The server's count of socket operations when the programs were last
+    /// found quiescent, if they cannot have run since and the server has
+    /// put nothing on a connection since: then nothing was on its way
+    /// between the API and a program then (the look found nothing), and
+    /// nothing is now unless the server has written since.
+    proven: Option<u64>,
     controllers: Vec<Arc<Controller>>,
     activity: Arc<fakeapi::Activity>,
     diag: Arc<parking_lot::Mutex<Option<SockDiag>>>,
@@ -744,11 +741,6 @@ impl Gate {
     /// from hanging the run (the gate opens, with a warning).
     pub fn deliver(self, bound: Duration) -> bool {
         let start = Instant::now();
-        let pids: Vec<u32> = self
-            .controllers
-            .iter()
-            .map(|c| c.attached_pid().unwrap_or(0))
-            .collect();
         let mut last = (u64::MAX, usize::MAX);
         let mut since = Instant::now();
         let mut looks = 0u32;
@@ -765,15 +757,15 @@ impl Gate {
             // this gate: it ends once the gate is open, in the window.
             let waiting = self.activity.webhook_calls_waiting();
             let writing = s.watch_events_pending != 0 || s.requests_in_flight > waiting;
+            // An instant that wrote nothing (a timer's, a completion whose
+            // status no watch is sent): nothing is on its way, no lookup.
+            if !writing && self.proven.is_some_and(|ops| ops == self.activity.socket_ops()) {
+                return false;
+            }
             let bytes = if writing {
                 u64::MAX
             } else {
-                in_flight(
-                    &self.activity,
-                    &mut self.diag.lock(),
-                    &self.api_ports,
-                    &pids,
-                )
+                in_flight(&self.activity, &mut self.diag.lock(), &self.api_ports)
             };
             if bytes == 0 {
                 return false;
@@ -1448,11 +1440,17 @@ sys.stdin.readline()
         }
         let activity = api.activity();
         let ports = [port];
-        let programs = [child.id()];
+        // What a quiescent probe of it would stamp: its CPU time (it sleeps,
+        // so no thread of it is running) and no wait events (no shim).
+        let pid = child.id();
+        let stamp = || timeshim::Stamp {
+            cpu_ns: timeshim::seccomp::remote::process_cpu_time_ns(pid).unwrap(),
+            events: 0,
+        };
         let mut diag = None;
         let settle = |diag: &mut Option<SockDiag>| {
             for _ in 0..5000 {
-                if tcp_backlog(&activity, diag, &ports, &programs) == 0 {
+                if tcp_backlog(&activity, diag, &ports, &[(pid, stamp())]) == 0 {
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(1));
@@ -1460,16 +1458,27 @@ sys.stdin.readline()
             panic!("the program's connection never settled");
         };
         settle(&mut diag);
-        // Its owner is asleep and the server idle: looked at again without
-        // a lookup.
+        // Its owner is asleep with the same stamp and the server idle:
+        // looked at again without a lookup.
         let before = diag.as_ref().unwrap().lookups;
+        let quiet = [(pid, stamp())];
         for _ in 0..10 {
-            assert_eq!(tcp_backlog(&activity, &mut diag, &ports, &programs), 0);
+            assert_eq!(tcp_backlog(&activity, &mut diag, &ports, &quiet), 0);
         }
-        // With the skip off (SKIP_CLEAN), each look looks it up.
-        let skipped = if SKIP_CLEAN { 10 } else { 0 };
-        assert_eq!(diag.as_ref().unwrap().lookups, before + 10 - skipped);
-        // Asked again: the answer stays in its socket, unread.
+        assert_eq!(diag.as_ref().unwrap().lookups, before);
+        // A look whose proof carries another stamp (the owner ran since)
+        // looks it up.
+        let moved = [(
+            pid,
+            timeshim::Stamp {
+                cpu_ns: quiet[0].1.cpu_ns + 1,
+                events: 0,
+            },
+        )];
+        assert_eq!(tcp_backlog(&activity, &mut diag, &ports, &moved), 0);
+        assert_eq!(diag.as_ref().unwrap().lookups, before + 1);
+        // Asked again: the answer stays in its socket, unread. The program
+        // ran: its stamp moved, so the connection is looked up again.
         let mut stdin = child.stdin.take().unwrap();
         writeln!(stdin).unwrap();
         line.clear();
@@ -1477,7 +1486,7 @@ sys.stdin.readline()
         assert_eq!(line.trim(), "again");
         let mut seen = 0;
         for _ in 0..5000 {
-            seen = tcp_backlog(&activity, &mut diag, &ports, &programs);
+            seen = tcp_backlog(&activity, &mut diag, &ports, &[(pid, stamp())]);
             if seen > 0 && activity.snapshot().is_idle() {
                 break;
             }
@@ -1485,7 +1494,7 @@ sys.stdin.readline()
         }
         assert!(seen > 0, "the unread answer is seen");
         assert!(diag.as_ref().unwrap().lookups > before);
-        // Without its owner among the programs, every look looks it up.
+        // Without its owner among the quiet programs, every look looks it up.
         let n = diag.as_ref().unwrap().lookups;
         tcp_backlog(&activity, &mut diag, &ports, &[]);
         assert_eq!(diag.as_ref().unwrap().lookups, n + 1);

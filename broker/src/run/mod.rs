@@ -250,6 +250,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
             activity: server.activity(),
             api_ports: api_ports.clone(),
             diag: diag.clone(),
+            proven: Default::default(),
         })
     } else {
         SchedulerSide::External
