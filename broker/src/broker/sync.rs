@@ -327,7 +327,12 @@ impl ShimSide {
                 .collect();
             let ops_before = self.activity.socket_ops();
             if net_before.backlog == 0
-                && tcp_backlog(&self.activity, &mut self.diag.lock(), &self.api_ports, &quiet) == 0
+                && tcp_backlog(
+                    &self.activity,
+                    &mut self.diag.lock(),
+                    &self.api_ports,
+                    &quiet,
+                ) == 0
             {
                 let mut unchanged = true;
                 for (p, (deadline, stamp)) in self.procs.iter().zip(&looks) {
@@ -759,7 +764,11 @@ impl Gate {
             let writing = s.watch_events_pending != 0 || s.requests_in_flight > waiting;
             // An instant that wrote nothing (a timer's, a completion whose
             // status no watch is sent): nothing is on its way, no lookup.
-            if !writing && self.proven.is_some_and(|ops| ops == self.activity.socket_ops()) {
+            if !writing
+                && self
+                    .proven
+                    .is_some_and(|ops| ops == self.activity.socket_ops())
+            {
                 return false;
             }
             let bytes = if writing {
