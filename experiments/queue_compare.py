@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Tenants sharing a cluster: one parallel workload split between two
 queues of different weights, under batch schedulers that know queues and
-one that does not, through `batkube run` on exact simulated time:
+one that does not, through `batkube run` on exact simulated time
+(target/release's `batkube` and `batkube-scheduler`, or $BATKUBE and
+$BATKUBE_SCHEDULER):
 
   - Volcano v1.10 (vc-scheduler with its proportion and drf plugins, and
     vc-controller-manager on the same clock; `--gang volcano`), queues
@@ -53,10 +55,12 @@ Outputs: experiments/results/queue_compare/{queue_compare.csv,queue_compare.png,
 import argparse
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import _common as c
 
@@ -277,7 +281,8 @@ def schedulers(which, out, cluster):
         "kueue-jobs": ("Kueue on batch/v1 Jobs (cohort, borrowing)", kueue_cmd, kueue_jobs),
         "yunikorn": ("YuniKorn (guaranteed shares, placeholders)", str(GO / "yunikorn-scheduler"),
                      lambda: ["--gang", "yunikorn", "--crds", str(yunikorn_configs(out, cluster))]),
-        "batkube": ("batkube-scheduler (no queues)", str(rel / "batkube-scheduler"), ["--gang", "coscheduling"]),
+        "batkube": ("batkube-scheduler (no queues)", os.environ.get("BATKUBE_SCHEDULER") or str(rel / "batkube-scheduler"),
+                    ["--gang", "coscheduling"]),
     }
     unknown = [w for w in which if w not in all_]
     if unknown:
@@ -286,7 +291,9 @@ def schedulers(which, out, cluster):
     for k in which:
         label, cmd, flags = all_[k]
         chosen[k] = (label, cmd, flags() if callable(flags) else flags)
-    return rel / "batkube", chosen
+    # $BATKUBE and $BATKUBE_SCHEDULER, as for the other experiments: to
+    # compare builds.
+    return Path(os.environ.get("BATKUBE") or rel / "batkube"), chosen
 
 
 def allocated_over_time(queues_csv):

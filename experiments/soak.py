@@ -174,7 +174,7 @@ def main():
         "wall_s": {"min": q[0], "median": q[1], "p90": q[2], "max": q[3]},
         "workload": str(args.workload),
         "platform": str(args.platform),
-        "scheduler": scheduler,
+        "scheduler": str(scheduler),
         "extra_flags": args.extra,
     }
     (out / "soak.json").write_text(json.dumps(totals, indent=2) + "\n")

@@ -119,6 +119,11 @@ pub struct Probe {
 pub struct Stamp {
     pub cpu_ns: u64,
     pub events: u64,
+    /// Under the deterministic supervisor, the program's count of calls
+    /// that may put bytes on a socket ([`Controller::deterministic_sends`]);
+    /// 0 otherwise. Two quiescent probes with equal counts mean no such
+    /// call was made in between, even if a thread ran.
+    pub sends: u64,
 }
 
 impl Probe {
@@ -469,6 +474,19 @@ impl Controller {
         crate::seccomp::remote::process_cpu_time_ns(self.attached_pid()?).ok()
     }
 
+    /// Under the deterministic supervisor: how many calls that may put
+    /// bytes on a socket (a write, a send, a connect, a shutdown, a close)
+    /// the program was let through so far, each counted before it runs (its
+    /// share of [`crate::deterministic_sends`]). While it stays the same, the
+    /// program has changed nothing on any of its sockets but what reading
+    /// takes out. `None` in any other mode.
+    pub fn deterministic_sends(&self) -> Option<u64> {
+        self.sup()
+            .as_ref()
+            .filter(|s| s.shared.deterministic)
+            .map(|s| s.shared.sends.load(Ordering::SeqCst))
+    }
+
     /// Pid of the process that attached to the page, once it has (under the
     /// seccomp supervisor: the supervised program, from its start).
     pub fn attached_pid(&self) -> Option<u32> {
@@ -700,6 +718,7 @@ impl Controller {
                     stamp: Stamp {
                         cpu_ns: 0,
                         events: self.events(Some(s)),
+                        sends: s.sends.load(Ordering::SeqCst),
                     },
                 });
             }
@@ -707,6 +726,11 @@ impl Controller {
         let sup_before = supervised
             .as_ref()
             .map(|s| (s.generation.load(Ordering::Acquire), s.pending()));
+        let det_sends = |s: Option<&crate::seccomp::supervisor::Shared>| {
+            s.filter(|s| s.deterministic)
+                .map_or(0, |s| s.sends.load(Ordering::SeqCst))
+        };
+        let sends_before = det_sends(supervised.as_deref());
         let waiting_before = p.waiting_threads.load(Ordering::Acquire);
         let events_before = self.events(supervised.as_deref());
         let cpu_before = crate::seccomp::remote::process_cpu_time_ns(pid).ok();
@@ -761,7 +785,12 @@ impl Controller {
         }
         let cpu_after = crate::seccomp::remote::process_cpu_time_ns(pid).ok();
         let events = self.events(supervised.as_deref());
-        if cpu_before.is_none() || cpu_after != cpu_before || events != events_before {
+        let sends = det_sends(supervised.as_deref());
+        if cpu_before.is_none()
+            || cpu_after != cpu_before
+            || events != events_before
+            || sends != sends_before
+        {
             all_sleeping = false; // a thread ran, or a wait moved, while we looked
         }
         let earliest_deadline = self.earliest_deadline();
@@ -775,6 +804,7 @@ impl Controller {
             stamp: Stamp {
                 cpu_ns: cpu_after.unwrap_or(0),
                 events,
+                sends,
             },
         })
     }

@@ -318,12 +318,21 @@ impl ShimSide {
             // Each program quiescent with the stamp its last probe must
             // find again: its connections found clean since its threads
             // last ran are not looked up again.
-            let quiet: Vec<(u32, timeshim::Stamp)> = self
-                .pids()
-                .into_iter()
+            let quiet: Vec<(u32, Unmoved)> = self
+                .procs
+                .iter()
+                .zip(self.pids())
                 .zip(&looks)
-                .filter(|(pid, _)| *pid != 0)
-                .map(|(pid, l)| (pid, l.1))
+                .filter(|((_, pid), _)| *pid != 0)
+                .map(|((p, pid), l)| {
+                    let since = match p.controller.deterministic_sends() {
+                        // Its Go runtime wakes at every move of the clock
+                        // (sysmon), so its stamp moves too; its sends do not.
+                        Some(_) => Unmoved::Sends(l.1.sends),
+                        None => Unmoved::Stamp(l.1),
+                    };
+                    (pid, since)
+                })
                 .collect();
             let ops_before = self.activity.socket_ops();
             if net_before.backlog == 0
@@ -397,7 +406,7 @@ pub fn tcp_backlog(
     activity: &fakeapi::Activity,
     diag: &mut Option<SockDiag>,
     ports: &[u16],
-    quiet: &[(u32, timeshim::Stamp)],
+    quiet: &[(u32, Unmoved)],
 ) -> u64 {
     let bytes = bytes_between(activity, diag, ports, quiet, true);
     if bytes != 0 {
@@ -419,9 +428,32 @@ fn queued_bytes(ports: &[u16]) -> u64 {
 /// Bytes on their way between the API and the scheduler that have not
 /// reached the other end's receive queue yet: [`tcp_backlog`] less what
 /// sits in the scheduler's receive queues, ready for it to read.
-/// Every connection is looked up: the programs may be running.
-pub fn in_flight(activity: &fakeapi::Activity, diag: &mut Option<SockDiag>, ports: &[u16]) -> u64 {
-    bytes_between(activity, diag, ports, &[], false)
+/// `quiet` as for [`tcp_backlog`].
+pub fn in_flight(
+    activity: &fakeapi::Activity,
+    diag: &mut Option<SockDiag>,
+    ports: &[u16],
+    quiet: &[(u32, Unmoved)],
+) -> u64 {
+    bytes_between(activity, diag, ports, quiet, false)
+}
+
+/// What shows that a program has not touched its sockets since a look (see
+/// [`bytes_between`]): unchanged, it has not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unmoved {
+    /// The stamp of a quiescent probe taken before the look, that a probe
+    /// after it must find again ([`ShimSide::wait`]): two quiescent probes
+    /// with equal stamps mean no thread of the program ran in between.
+    Stamp(timeshim::Stamp),
+    /// Under the deterministic supervisor, the program's count of sends
+    /// ([`timeshim::Controller::deterministic_sends`]) in the stamp of a
+    /// quiescent probe taken before the look (`Stamp::sends`): every call
+    /// of it that may put bytes on a socket moves it before it runs, and a
+    /// quiescent probe saw none under way. Its threads may have run since
+    /// (Go's sysmon wakes at every move of the clock) and read; a read
+    /// changes nothing on a connection with nothing unread.
+    Sends(u64),
 }
 
 /// A connection whose last look found nothing on its way and nothing
@@ -434,14 +466,16 @@ struct Clean {
     server_ops: u64,
     /// The program (process id) whose socket the client's end is.
     owner: u32,
-    /// The stamp of the owner's quiet interval that look was made in.
-    owner_stamp: timeshim::Stamp,
+    /// What showed the owner unmoved at that look.
+    owner_since: Unmoved,
 }
 
-/// `quiet`: programs (process ids) found quiescent for this look, each with
-/// the [`timeshim::Stamp`] of a quiescent probe taken before it, that a
-/// probe after it must find again for the caller's decision to hold (as
-/// [`ShimSide::wait`] does). A connection one of them owns is not looked at
+/// `quiet`: programs (process ids) whose sockets the caller can show
+/// untouched, each with its evidence ([`Unmoved`]): the stamp of a
+/// quiescent probe taken before this look, that a probe after it must find
+/// again for the caller's decision to hold (as [`ShimSide::wait`] does), or
+/// under the deterministic supervisor the program's count of sends in that
+/// stamp. A connection one of them owns is not looked at
 /// again (no syscall at either end) while nothing can have changed on it
 /// since a look that found it clean: both ends' queues empty, and each end
 /// had received every byte the other sent. Nothing changes it unless one
@@ -449,7 +483,9 @@ struct Clean {
 /// operations, raised before and after each, is the same as before that
 /// look, and was even then: none under way), and neither did the owner
 /// (quiescent both then and now, with the same stamp: no thread of it ran
-/// in between, [`timeshim::Probe::stamp`]). Nothing was in a queue or on
+/// in between, [`timeshim::Probe::stamp`]; or no call of it that may write
+/// was let through since, the count being the same). A read by the owner
+/// changes nothing on a connection with nothing unread. Nothing was in a queue or on
 /// its way for the kernel to move. So a quiescence check looks only at the
 /// connections of the programs that ran since the last one: when a
 /// controller's timer fires, not at the scheduler's watches.
@@ -468,7 +504,7 @@ fn bytes_between(
     activity: &fakeapi::Activity,
     diag: &mut Option<SockDiag>,
     ports: &[u16],
-    quiet: &[(u32, timeshim::Stamp)],
+    quiet: &[(u32, Unmoved)],
     unread_by_client: bool,
 ) -> u64 {
     let stamp_of = |pid: u32| quiet.iter().find(|q| q.0 == pid).map(|q| q.1);
@@ -485,7 +521,7 @@ fn bytes_between(
         activity.server_ends(|c, ops| {
             !clean
                 .get(&(c.client, c.server))
-                .is_some_and(|k| k.server_ops == ops && stamp_of(k.owner) == Some(k.owner_stamp))
+                .is_some_and(|k| k.server_ops == ops && stamp_of(k.owner) == Some(k.owner_since))
         })
     };
     if d.clean.len() > ends.len() || d.owners.len() > 2 * ends.len() + 64 {
@@ -527,13 +563,13 @@ fn bytes_between(
                     None
                 };
                 match owner.and_then(|pid| Some((pid, stamp_of(pid)?))) {
-                    Some((owner, owner_stamp)) => {
+                    Some((owner, owner_since)) => {
                         d.clean.insert(
                             key,
                             Clean {
                                 server_ops: e.ops,
                                 owner,
-                                owner_stamp,
+                                owner_since,
                             },
                         );
                     }
@@ -653,7 +689,7 @@ pub fn settle_hook(
         }
         let backlog = softnet().backlog;
         let bytes = if backlog == 0 {
-            in_flight(&activity, &mut diag.lock(), &ports)
+            in_flight(&activity, &mut diag.lock(), &ports, &[])
         } else {
             u64::MAX
         };
@@ -774,7 +810,7 @@ impl Gate {
             let bytes = if writing {
                 u64::MAX
             } else {
-                in_flight(&self.activity, &mut self.diag.lock(), &self.api_ports)
+                in_flight(&self.activity, &mut self.diag.lock(), &self.api_ports, &[])
             };
             if bytes == 0 {
                 return false;
@@ -1455,11 +1491,12 @@ sys.stdin.readline()
         let stamp = || timeshim::Stamp {
             cpu_ns: timeshim::seccomp::remote::process_cpu_time_ns(pid).unwrap(),
             events: 0,
+            sends: 0,
         };
         let mut diag = None;
         let settle = |diag: &mut Option<SockDiag>| {
             for _ in 0..5000 {
-                if tcp_backlog(&activity, diag, &ports, &[(pid, stamp())]) == 0 {
+                if tcp_backlog(&activity, diag, &ports, &[(pid, Unmoved::Stamp(stamp()))]) == 0 {
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(1));
@@ -1470,19 +1507,22 @@ sys.stdin.readline()
         // Its owner is asleep with the same stamp and the server idle:
         // looked at again without a lookup.
         let before = diag.as_ref().unwrap().lookups;
-        let quiet = [(pid, stamp())];
+        let quiet = [(pid, Unmoved::Stamp(stamp()))];
         for _ in 0..10 {
             assert_eq!(tcp_backlog(&activity, &mut diag, &ports, &quiet), 0);
         }
         assert_eq!(diag.as_ref().unwrap().lookups, before);
         // A look whose proof carries another stamp (the owner ran since)
         // looks it up.
+        let Unmoved::Stamp(then) = quiet[0].1 else {
+            unreachable!()
+        };
         let moved = [(
             pid,
-            timeshim::Stamp {
-                cpu_ns: quiet[0].1.cpu_ns + 1,
-                events: 0,
-            },
+            Unmoved::Stamp(timeshim::Stamp {
+                cpu_ns: then.cpu_ns + 1,
+                ..then
+            }),
         )];
         assert_eq!(tcp_backlog(&activity, &mut diag, &ports, &moved), 0);
         assert_eq!(diag.as_ref().unwrap().lookups, before + 1);
@@ -1495,7 +1535,12 @@ sys.stdin.readline()
         assert_eq!(line.trim(), "again");
         let mut seen = 0;
         for _ in 0..5000 {
-            seen = tcp_backlog(&activity, &mut diag, &ports, &[(pid, stamp())]);
+            seen = tcp_backlog(
+                &activity,
+                &mut diag,
+                &ports,
+                &[(pid, Unmoved::Stamp(stamp()))],
+            );
             if seen > 0 && activity.snapshot().is_idle() {
                 break;
             }

@@ -83,6 +83,10 @@ pub(crate) struct Shared {
     pub clock_reads: AtomicU64,
     pub waits: AtomicU64,
     pub wakes: AtomicU64,
+    /// Deterministic mode: the calls that may put bytes on a socket this
+    /// program was let through, counted before each runs (its share of
+    /// [`crate::deterministic_sends`]).
+    pub sends: AtomicU64,
     /// Deterministic mode: one thread at a time (see `det`).
     pub deterministic: bool,
     /// Deterministic mode: the last decision found nothing to run.
@@ -233,6 +237,7 @@ pub(crate) fn start(
         clock_reads: AtomicU64::new(0),
         waits: AtomicU64::new(0),
         wakes: AtomicU64::new(0),
+        sends: AtomicU64::new(0),
         deterministic,
         det_quiet: AtomicBool::new(false),
         gate_closings: AtomicU64::new(0),

@@ -1388,6 +1388,7 @@ impl Supervisor {
         self.det().stale = true;
         // Counted before the call runs: a settle that answers from an
         // earlier look sees it.
+        self.shared.sends.fetch_add(1, Ordering::SeqCst);
         crate::seccomp::DETERMINISTIC_SENDS.fetch_add(1, Ordering::SeqCst);
     }
 
