@@ -217,8 +217,10 @@ fn coscheduling_runs_a_parallel_workload_to_completion_on_simulated_time() {
     // the unschedulable queue with no event to move it, until Permit times
     // out; the members are then flushed back one by one, 5 min apart, never
     // together, and the broker rejects the gang after --give-up-after).
-    // The Go program's races are issue 26's subject; a livelocked run is
-    // retried once, any other failure is not.
+    // The Go program's races are issue 26's subject. Measured 2026-12-04
+    // with two CPU hogs beside it: 5 of 20 runs livelocked so, with the
+    // broker of then and of before (one CI run met it twice in a row). A
+    // livelocked run is retried up to twice, any other failure is not.
     let mut attempt = 0;
     let (out, s) = loop {
         attempt += 1;
@@ -229,7 +231,7 @@ fn coscheduling_runs_a_parallel_workload_to_completion_on_simulated_time() {
             && pods
                 .lines()
                 .any(|l| l.contains("REJECTED") && l.contains("Coscheduling"));
-        if livelocked && attempt == 1 {
+        if livelocked && attempt < 3 {
             eprintln!("the plugin livelocked a gang (see the comment); running again");
             continue;
         }
