@@ -216,6 +216,13 @@ fn bad_rules_and_policies_are_refused() {
     assert!(e.contains("idel") && e.contains("controllers"), "{e}");
     let e = base(&["--elide", "idle", "--sync", "timeout", "--shim", "none"]);
     assert!(e.contains("--elide idle needs the exact policy"), "{e}");
+    // A rule the chosen shim cannot apply: the Go poller's is the seccomp
+    // supervisor's, and a linked scheduler has none.
+    let e = base(&["--elide", "go-poller", "--shim", "linked"]);
+    assert!(
+        e.contains("--elide go-poller acts in the seccomp supervisor"),
+        "{e}"
+    );
     let e = base(&["--compare-exact"]);
     assert!(
         e.contains("--compare-exact compares a run under --elide"),

@@ -104,9 +104,10 @@ fn main() {
     };
     let (reads, waits, wakes) = clock.supervisor_counts().unwrap_or_default();
     eprintln!(
-        "simrun: simulated {:.6} s in {:.3} s of wall time; {moves} clock moves, {reads} clock reads, {waits} timed waits, {wakes} futex wakes",
+        "simrun: simulated {:.6} s in {:.3} s of wall time; {moves} clock moves, {reads} clock reads, {waits} timed waits, {wakes} futex wakes, {} early wake-ups passed over",
         (clock.now() - t0).as_secs_f64(),
-        wall.elapsed().as_secs_f64()
+        wall.elapsed().as_secs_f64(),
+        timeshim::go_early_wakes_passed()
     );
     // A program ended by a signal says which (the exit code cannot).
     if let Some(sig) = std::os::unix::process::ExitStatusExt::signal(&status) {

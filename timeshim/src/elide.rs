@@ -20,6 +20,7 @@
 //! |---|---|---|
 //! | [`Rule::Idle`] | a program whose last firing did nothing observable (no request to the API) and that nothing reached since (no watch event, no webhook call) does nothing at its next firings either | fires late, at the next instant anything happens, together with it |
 //! | [`Rule::Controllers`] | `--fast-forward` extended to the programs beside the scheduler: with nothing pending, their timers wait for the next event | likewise |
+//! | [`Rule::GoPoller`] | a Go program (under `--shim seccomp`) whose poller wakes before its timer (Go waits in whole milliseconds, rounded down) does nothing then but wait one more millisecond, so the supervisor holds the first wait until the second would end | runs when the poller's second wait would end, as without the rule, unless another of the runtime's threads would have run it at its own instant (up to 1 ms earlier) |
 //!
 //! A guard keeps a run from stalling on a rule: while work is pending and
 //! nothing runs (the next instant might otherwise never come), a dormant
@@ -47,18 +48,22 @@ pub struct ElideConfig {
     pub idle_after: std::time::Duration,
     /// [`Rule::Controllers`].
     pub controllers: bool,
+    /// [`Rule::GoPoller`] (applied in the seccomp supervisor, not by
+    /// [`Elision`]).
+    pub go_poller: bool,
 }
 
 impl ElideConfig {
     pub fn any(&self) -> bool {
-        self.idle || self.controllers
+        self.idle || self.controllers || self.go_poller
     }
 }
 
 impl std::str::FromStr for ElideConfig {
     type Err = String;
 
-    /// `idle`, `controllers`, `idle,controllers`, `none`.
+    /// `idle`, `controllers`, `go-poller`, several separated by commas,
+    /// `none`.
     fn from_str(s: &str) -> Result<Self, String> {
         let mut c = ElideConfig::default();
         for part in s.split(',').map(str::trim) {
@@ -72,11 +77,12 @@ impl std::str::FromStr for ElideConfig {
             match part {
                 "idle" => c.idle = true,
                 "controllers" => c.controllers = true,
+                "go-poller" => c.go_poller = true,
                 "none" => {}
                 other => {
                     return Err(format!(
                         "unknown elision rule {other:?} (rules: idle, idle:SPAN such as \
-                         idle:2s, controllers, none; several separated by commas)"
+                         idle:2s, controllers, go-poller, none; several separated by commas)"
                     ))
                 }
             }
@@ -97,6 +103,9 @@ impl std::fmt::Display for ElideConfig {
         }
         if self.controllers {
             parts.push("controllers".into());
+        }
+        if self.go_poller {
+            parts.push("go-poller".into());
         }
         if parts.is_empty() {
             f.write_str("none")
@@ -124,6 +133,7 @@ fn parse_span(s: &str) -> Option<std::time::Duration> {
 pub enum Rule {
     Idle,
     Controllers,
+    GoPoller,
 }
 
 /// One program, seen quiescent.
@@ -254,6 +264,8 @@ impl Elision {
                     match rule {
                         Rule::Idle => self.skipped.idle += 1,
                         Rule::Controllers => self.skipped.controllers += 1,
+                        // Counted by the supervisors, which apply it.
+                        Rule::GoPoller => {}
                     }
                     p.unhonoured = None;
                 }
@@ -308,6 +320,9 @@ mod tests {
             500
         );
         assert!("idle:soon".parse::<ElideConfig>().is_err());
+        let go: ElideConfig = "go-poller".parse().unwrap();
+        assert!(go.go_poller && go.any() && !go.idle);
+        assert_eq!(go.to_string(), "go-poller");
     }
 
     #[test]

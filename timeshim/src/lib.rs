@@ -110,6 +110,22 @@ pub fn spin_stats() -> (u64, u64) {
     )
 }
 
+/// Whether the seccomp supervisors pass over Go pollers' early wake-ups
+/// (`--elide go-poller`, [`elide::Rule::GoPoller`]; off unless set here or
+/// by `TIMESHIM_GO_EARLY_WAKE=pass`). Read when a supervisor starts.
+pub fn set_go_poller_elision(on: bool) {
+    seccomp::GO_POLLER_ELISION.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// How many wake-ups of Go programs' network pollers the seccomp
+/// supervisors passed over in this process so far under
+/// [`set_go_poller_elision`]: waits that Go's millisecond rounding ends
+/// before the timer they wait for, held until the poller's next wait
+/// would end instead (see the supervisor's `go_poll_wait`).
+pub fn go_early_wakes_passed() -> u64 {
+    seccomp::EARLY_WAKES_PASSED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Tells the supervisors of deterministic programs that a [`Settle`] which
 /// said "not yet" may now hold (the API went idle, the controller reacted
 /// to a change). A supervisor whose settle failed sleeps until this is

@@ -379,3 +379,67 @@ fn go_programs_are_not_forced_to_collect_on_simulated_time() {
         assert_eq!(stdout(&kept)[0], "slept 600");
     }
 }
+
+/// The count of a field of simrun's last line (`N <name>`).
+fn simrun_count(o: &Output, name: &str) -> u64 {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let line = err
+        .lines()
+        .rfind(|l| l.starts_with("simrun: simulated"))
+        .expect("simrun's summary");
+    line.split([',', ';'])
+        .find_map(|f| f.trim().strip_suffix(name)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name:?} in {line:?}"))
+}
+
+/// Go's poller waits for its timers in whole milliseconds rounded down, so
+/// a timer due off the millisecond wakes it early, for nothing, and then a
+/// millisecond later. Under `--elide go-poller` (here
+/// `TIMESHIM_GO_EARLY_WAKE=pass`) the supervisor reads the runtime's
+/// deadline (`runtime.sched.pollUntil`, found in stripped binaries and in
+/// an older Go's too) and holds the first wait until the second would end:
+/// in this program, the same instants for everything it does, and fewer
+/// clock moves.
+#[test]
+fn go_pollers_early_wake_ups_are_passed_over_when_asked() {
+    let probes = [
+        support::go_build("pollprobe"),
+        support::go_build_stripped("pollprobe"),
+        // A release older than the machine's Go, from the module proxy.
+        support::go_build_with_toolchain("pollprobe", "go1.20.6"),
+    ];
+    let expected = [
+        "ticks [2000 3000 5000 6000 8000 9000 11000 12000 14000 15000 17000 18000 20000 21000 \
+         23000 24000 26000 27000 29000 30000 32000 33000 35000 36000 38000 39000 41000 42000 \
+         44000 45000 47000 48000 50000 51000 53000 54000 56000 57000 59000 60000]",
+        "slept [63000 64000 71000 82000]",
+        "afterfunc 86000",
+    ];
+    for probe in &probes {
+        let p = probe.to_str().unwrap();
+        let passed = simrun_env(&[], &[p], &[("TIMESHIM_GO_EARLY_WAKE", "pass")]);
+        let kept = simrun(&[], &[p]);
+        assert_eq!(stdout(&passed), expected, "{p}");
+        assert_eq!(stdout(&kept), expected, "{p}");
+        // 20 ticks off the millisecond, a sleep and a timer.
+        let n = simrun_count(&passed, "early wake-ups passed over");
+        assert!(n >= 22, "{p}: {n} passed over");
+        assert_eq!(simrun_count(&kept, "early wake-ups passed over"), 0, "{p}");
+        let (mp, mk) = (
+            simrun_count(&passed, "clock moves"),
+            simrun_count(&kept, "clock moves"),
+        );
+        assert!(mp < mk, "{p}: {mp} clock moves passing over, {mk} keeping");
+        // Deterministic mode too, where it is the same wait.
+        let det = simrun_env(
+            &["--deterministic", "--seed", "1"],
+            &[p],
+            &[("TIMESHIM_GO_EARLY_WAKE", "pass")],
+        );
+        assert_eq!(stdout(&det), expected, "{p}");
+        assert!(
+            simrun_count(&det, "early wake-ups passed over") >= 22,
+            "{p}"
+        );
+    }
+}

@@ -63,6 +63,11 @@ impl Broker {
             s.wake_ups_elided
                 .insert("controllers".into(), skipped.controllers);
         }
+        if self.elision.config().go_poller {
+            // The supervisors' count: this process's, so this run's.
+            s.wake_ups_elided
+                .insert("go-poller".into(), timeshim::go_early_wakes_passed());
+        }
         s.gangs_started = self.gangs_started;
         s.jobs_whole_node = self.jobs_whole_node;
         s.partial_gang_node_seconds = self.partial_gang_node_seconds + partial_now;

@@ -463,7 +463,12 @@ pub struct RunArgs {
     /// event, no webhook call), is not woken for its next timers; they
     /// fire late, at the next instant anything happens. `controllers`:
     /// --fast-forward for the --controller programs too (no wake-up for
-    /// their timers while nothing is pending). Several: `idle,controllers`.
+    /// their timers while nothing is pending). `go-poller`: a Go program
+    /// under --shim seccomp whose poller wakes before its timer (Go waits
+    /// in whole milliseconds, rounded down) is held until its next wait
+    /// would end, a millisecond later; a timer another of the runtime's
+    /// threads would have run at its own instant runs up to 1 ms late.
+    /// Several: `idle,controllers`.
     /// Needs the exact policy; summary.json counts what each rule passed
     /// over (wake_ups_elided); --compare-exact checks a case against the
     /// run without them.

@@ -106,6 +106,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
         );
     }
     timeshim::set_spin_bound(args.spin_bound);
+    timeshim::set_go_poller_elision(args.elide.go_poller);
     let policy = args.clock.policy(shim)?;
     if args.elide.any() && !matches!(policy.end, timeshim::policy::WindowEnd::Exact { .. }) {
         bail!(
@@ -137,8 +138,15 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<record::Summary> {
             _ => Some(ShimMode::Linked),
         })
     };
+    let mut any_seccomp = false;
     for p in processes(&args) {
-        shim_mode(p.shim, p.index)?;
+        any_seccomp |= matches!(shim_mode(p.shim, p.index)?, Some(ShimMode::Seccomp { .. }));
+    }
+    if args.elide.go_poller && !any_seccomp {
+        bail!(
+            "--elide go-poller acts in the seccomp supervisor, and no program runs under it \
+             (--shim seccomp, the default for binaries without the shim)"
+        );
     }
     let kubelet = args.kubelet.model()?;
     let objects = api_objects(&args.translate.crds, args.translate.gang)?;

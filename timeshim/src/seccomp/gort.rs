@@ -213,6 +213,121 @@ fn find_forcegc_period(exe: &File, elf: &Elf) -> io::Result<Found> {
     })
 }
 
+/// Where Go's runtime keeps the deadline of its network poller's wait:
+/// the run-time address of `runtime.sched.lastpoll`, followed by
+/// `runtime.sched.pollUntil` (fields 2 and 3 of `schedt`, at offsets 8 and
+/// 16 in every release since Go 1.14). `None` when the process is not a Go
+/// program or the pair is not found exactly once.
+///
+/// Go multiplexes its timers onto one wait: `findRunnable` stores the
+/// earliest timer's time in `pollUntil`, then calls `netpoll`, which waits
+/// in `epoll_pwait` for that delay in whole milliseconds, rounded down
+/// (`runtime/netpoll_epoll.go`). The kernel (and so the supervisor) sees
+/// only the milliseconds; the nanoseconds are in `pollUntil`
+/// (see `Supervisor::go_poll_wait` for what is done with them).
+///
+/// Found in stripped binaries too, from `findRunnable`'s code (named in
+/// `.gopclntab`): `sched.lastpoll.Swap(0)` and `sched.pollUntil.Store(…)`
+/// (and, after the wait, `Store(0)` and `Store(now)`) compile to a
+/// RIP-relative `LEAQ` of the field followed by a 64-bit `XCHGQ` through
+/// that register. The pair is the one address X with X + 8 such that both
+/// are so exchanged; anything else (none, or several) and nothing is used.
+pub(crate) fn find_poll_until(pid: u32) -> io::Result<Option<u64>> {
+    let exe = File::open(format!("/proc/{pid}/exe"))?;
+    let Some(elf) = Elf::read(&exe)? else {
+        return Ok(None);
+    };
+    let Some(at) = find_lastpoll(&exe, &elf)? else {
+        return Ok(None);
+    };
+    let bias = if elf.position_independent {
+        load_bias(pid)?
+    } else {
+        0
+    };
+    Ok(Some(at + bias))
+}
+
+/// The link-time address of `runtime.sched.lastpoll` (see
+/// [`find_poll_until`]).
+fn find_lastpoll(exe: &File, elf: &Elf) -> io::Result<Option<u64>> {
+    let Some(pcln) = elf.section(".gopclntab") else {
+        return Ok(None);
+    };
+    let Some(text) = elf.section(".text") else {
+        return Ok(None);
+    };
+    let mut tab = vec![0u8; pcln.size as usize];
+    exe.read_exact_at(&mut tab, pcln.offset)?;
+    // `findrunnable` before Go 1.19.
+    let Some((entry, end)) = function_range(&tab, text.addr, "runtime.findRunnable")
+        .or_else(|| function_range(&tab, text.addr, "runtime.findrunnable"))
+    else {
+        return Ok(None);
+    };
+    if entry < text.addr || end > text.addr + text.size || end <= entry {
+        return Ok(None);
+    }
+    let mut code = vec![0u8; (end - entry) as usize];
+    exe.read_exact_at(&mut code, text.offset + (entry - text.addr))?;
+    let data: Vec<&Section> = [".noptrdata", ".data", ".bss", ".noptrbss"]
+        .iter()
+        .filter_map(|n| elf.section(n))
+        .collect();
+    let exchanged = exchanged_through_lea(&code, entry);
+    let in_data = |a: u64| data.iter().any(|s| a >= s.addr && a + 8 <= s.addr + s.size);
+    let pairs: Vec<u64> = exchanged
+        .iter()
+        .copied()
+        .filter(|&a| a.is_multiple_of(8) && in_data(a) && exchanged.contains(&(a + 8)))
+        .collect();
+    Ok(match pairs[..] {
+        [one] => Some(one),
+        _ => None,
+    })
+}
+
+/// The addresses a function's code exchanges 64 bits with through a
+/// register just loaded with a RIP-relative `LEAQ` (`LEAQ x(RIP), R` then,
+/// at most one instruction of up to 3 bytes later, `XCHGQ S, 0(R)`).
+/// `entry` is the code's address.
+fn exchanged_through_lea(code: &[u8], entry: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p + 7 <= code.len() {
+        let (rex, op, modrm) = (code[p], code[p + 1], code[p + 2]);
+        // REX.W (0x48..0x4f), LEA, mod 00 r/m 101: RIP + disp32.
+        if rex & 0xf8 != 0x48 || op != 0x8d || modrm & 0xc7 != 0x05 {
+            p += 1;
+            continue;
+        }
+        let reg = ((modrm >> 3) & 7) | ((rex & 0x04) << 1);
+        let disp = i32::from_le_bytes(code[p + 3..p + 7].try_into().unwrap());
+        let next = p + 7;
+        let target = (entry + next as u64).wrapping_add(disp as i64 as u64);
+        // The exchange, right after the LEA or after one short move.
+        let exchanges = [next, next + 3].iter().any(|&q| {
+            code.get(q..q + 3).is_some_and(|x| {
+                let (rex, op, modrm) = (x[0], x[1], x[2]);
+                // REX.W, XCHG r/m64 r64, mod 00 with the LEA's register as
+                // the base (r/m 100 and 101 mean a SIB byte and RIP).
+                let base = (modrm & 7) | ((rex & 0x01) << 3);
+                rex & 0xf8 == 0x48
+                    && op == 0x87
+                    && modrm >> 6 == 0
+                    && modrm & 7 != 4
+                    && modrm & 7 != 5
+                    && base == reg
+            })
+        });
+        if exchanges && !out.contains(&target) {
+            out.push(target);
+        }
+        p = next;
+    }
+    out
+}
+
 /// `[entry, end)` of the function `name` from a `.gopclntab` (Go 1.18 and
 /// later: magic 0xfffffff0 or 0xfffffff1, 64-bit pointers). `text` is the
 /// `.text` section's address (`runtime.text`, the base of the entry

@@ -38,6 +38,13 @@ pub(crate) static SPIN_BOUND: std::sync::atomic::AtomicU64 =
 /// See [`crate::spin_stats`].
 pub(crate) static SPINS_HELD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 pub(crate) static BUSIEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// See [`crate::set_go_poller_elision`].
+pub(crate) static GO_POLLER_ELISION: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+/// Go poller wake-ups passed over (see
+/// `Supervisor::go_poll_wait`), in this process so far.
+pub(crate) static EARLY_WAKES_PASSED: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
 
 /// The world outside a deterministic program may have settled (see
 /// [`crate::settle_progress`]): a futex word bumped on every such event,

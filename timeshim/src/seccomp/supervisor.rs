@@ -253,6 +253,8 @@ pub(crate) fn start(
         pidfds: HashMap::new(),
         rng: seed.map(SeededBytes::new),
         go_usleep: HashMap::new(),
+        go_poll: HashMap::new(),
+        go_poll_wanted: go_poll_wanted(),
         dirty: true,
         det: deterministic.then(|| det::Det::new(seed.unwrap_or(0))),
         ensemble: ensemble.filter(|_| deterministic),
@@ -394,6 +396,12 @@ struct Supervisor {
     rng: Option<SeededBytes>,
     /// Call sites of `nanosleep` seen so far: Go's `runtime.usleep` or not.
     go_usleep: HashMap<u64, bool>,
+    /// Per process: where Go's runtime keeps its poller's deadline
+    /// (`runtime.sched.lastpoll`, then `pollUntil`), or `None` (not Go, or
+    /// not found); see [`Supervisor::go_poll_wait`].
+    go_poll: HashMap<u32, Option<u64>>,
+    /// [`go_poll_wanted`], when the supervisor started.
+    go_poll_wanted: bool,
     /// The held set changed since it was last published.
     dirty: bool,
     /// Deterministic mode's scheduler.
@@ -709,6 +717,77 @@ impl Supervisor {
         hit
     }
 
+    /// How long to hold an `epoll_wait`/`epoll_pwait` of `timeout_ns` (whole
+    /// milliseconds) under `--elide go-poller`: a Go poller's wait that
+    /// would end before the timer it waits for is held a millisecond longer.
+    ///
+    /// Go's runtime waits for its earliest timer, due at `pollUntil`, in
+    /// `epoll_pwait` for `(pollUntil - now) / 1 ms` milliseconds, rounded
+    /// down (`runtime.netpoll`). Unless the timer is due on the
+    /// millisecond, the wait ends before it: the runtime finds no timer due
+    /// and waits again for the rest, which is less than a millisecond, so
+    /// for exactly 1 ms (`delay < 1e6` gives 1). Holding the first wait
+    /// until the second would end takes that wake-up's window away (a
+    /// round trip, the other programs' quiescence checks). An I/O event in
+    /// between ends the wait as it would have ended the second one.
+    ///
+    /// A model assumption, not a proof: the wake-up does more than wait
+    /// again in some programs. In deterministic Volcano runs the exact run
+    /// served a 1 s session at the timer's own instant (73.9992 s), the
+    /// elided one up to 0.8 ms later (`experiments/README.md`, "Go's
+    /// poller"); the runtime's other threads (sysmon's sleep until the next
+    /// timer) see the poller's wake-ups. Hence opt-in.
+    ///
+    /// Used only when what is read is consistent: the caller's process is
+    /// a Go program whose `runtime.sched` was found
+    /// ([`super::gort::find_poll_until`]), `lastpoll` is 0 (a thread is in
+    /// the poller's blocking wait, which is this one: timeouts of the
+    /// poller's other calls are 0), and `pollUntil` lies strictly between
+    /// the wait's end and a millisecond after it, as the rounding gives.
+    fn go_poll_wait(&mut self, tid: u32, timeout_ns: u64) -> u64 {
+        const MS: u64 = 1_000_000;
+        if !self.go_poll_wanted || timeout_ns >= NO_DEADLINE / 2 {
+            return timeout_ns;
+        }
+        let tgid = self.tgid(tid);
+        let at = *self.go_poll.entry(tgid).or_insert_with(|| {
+            let found = super::gort::find_poll_until(tgid);
+            tracing::debug!(tgid, ?found, "seccomp supervisor: Go's poller deadline");
+            found.ok().flatten()
+        });
+        let Some(at) = at else {
+            return timeout_ns;
+        };
+        let mut both = [0u8; 16];
+        if remote::read(tid, at, &mut both).is_err() {
+            return timeout_ns;
+        }
+        let lastpoll = i64::from_le_bytes(both[..8].try_into().unwrap());
+        let poll_until = i64::from_le_bytes(both[8..].try_into().unwrap());
+        let Some(mono) = self.clock_ns(libc::CLOCK_MONOTONIC) else {
+            return timeout_ns;
+        };
+        let end = mono.saturating_add(timeout_ns);
+        tracing::trace!(
+            tid,
+            mono,
+            timeout_ns,
+            lastpoll,
+            poll_until,
+            "seccomp supervisor: Go's poller waits"
+        );
+        if lastpoll == 0
+            && poll_until > 0
+            && (poll_until as u64) > end
+            && (poll_until as u64) < end + MS
+        {
+            crate::seccomp::EARLY_WAKES_PASSED.fetch_add(1, Ordering::Relaxed);
+            timeout_ns + MS
+        } else {
+            timeout_ns
+        }
+    }
+
     fn remote_fd(&mut self, tid: u32, fd: i32) -> io::Result<OwnedFd> {
         let tgid = self.tgid(tid);
         if let std::collections::hash_map::Entry::Vacant(e) = self.pidfds.entry(tgid) {
@@ -870,6 +949,11 @@ impl Supervisor {
                 if timeout_ns == 0 {
                     return Answer::Value(0); // a poll: nothing ready
                 }
+                let timeout_ns = if req.data.nr as u32 == nr::EPOLL_PWAIT2 {
+                    timeout_ns
+                } else {
+                    self.go_poll_wait(tid, timeout_ns)
+                };
                 let deadline = self.now().saturating_add(timeout_ns);
                 self.hold(req, deadline, kind)
             }
@@ -1446,6 +1530,17 @@ fn write_poll_result(tid: u32, out: PollOut, fds: &[libc::pollfd], revents: &[i1
     match result {
         Ok(n) => Answer::Value(n),
         Err(e) => Answer::Errno(e.raw_os_error().unwrap_or(libc::EFAULT)),
+    }
+}
+
+/// Whether Go's poller's early wake-ups are passed over
+/// ([`Supervisor::go_poll_wait`]): when [`crate::set_go_poller_elision`]
+/// said so, or `TIMESHIM_GO_EARLY_WAKE=pass` (`=keep` never).
+fn go_poll_wanted() -> bool {
+    match std::env::var("TIMESHIM_GO_EARLY_WAKE").as_deref() {
+        Ok("pass") => true,
+        Ok("keep") => false,
+        _ => super::GO_POLLER_ELISION.load(Ordering::Relaxed),
     }
 }
 

@@ -199,7 +199,24 @@ pub fn go_build_stripped(package: &str) -> PathBuf {
     go_build_as(package, &format!("{package}-stripped"), &["-ldflags=-s -w"])
 }
 
+/// [`go_build_stripped`] with another Go release (`GOTOOLCHAIN`, fetched
+/// from the module proxy into the module cache), into
+/// `<package>-<toolchain>`.
+#[allow(dead_code)]
+pub fn go_build_with_toolchain(package: &str, toolchain: &str) -> PathBuf {
+    go_build_env(
+        package,
+        &format!("{package}-{toolchain}"),
+        &["-ldflags=-s -w"],
+        &[("GOTOOLCHAIN", toolchain)],
+    )
+}
+
 fn go_build_as(package: &str, name: &str, flags: &[&str]) -> PathBuf {
+    go_build_env(package, name, flags, &[])
+}
+
+fn go_build_env(package: &str, name: &str, flags: &[&str], env: &[(&str, &str)]) -> PathBuf {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/go");
     let out = profile_dir().join("go").join(name);
     let mut cmd = std::process::Command::new("go");
@@ -209,7 +226,8 @@ fn go_build_as(package: &str, name: &str, flags: &[&str]) -> PathBuf {
         .arg("-o")
         .arg(&out)
         .arg(format!("./{package}"))
-        .env("CGO_ENABLED", "0");
+        .env("CGO_ENABLED", "0")
+        .envs(env.iter().copied());
     if std::env::var_os("HOME").is_none() && std::env::var_os("GOCACHE").is_none() {
         cmd.env("GOCACHE", profile_dir().join("go-cache"));
     }
