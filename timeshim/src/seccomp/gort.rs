@@ -165,22 +165,11 @@ enum Found {
 
 /// The link-time address of `runtime.forcegcperiod`, if found exactly once.
 fn find_forcegc_period(exe: &File, elf: &Elf) -> io::Result<Found> {
-    let Some(pcln) = elf.section(".gopclntab") else {
-        return Ok(Found::NotGo);
+    let (entry, code) = match function_code(exe, elf, &["runtime.sysmon"])? {
+        Code::Found(entry, code) => (entry, code),
+        Code::NotGo => return Ok(Found::NotGo),
+        Code::Odd => return Ok(Found::NotOnce),
     };
-    let Some(text) = elf.section(".text") else {
-        return Ok(Found::NotOnce);
-    };
-    let mut tab = vec![0u8; pcln.size as usize];
-    exe.read_exact_at(&mut tab, pcln.offset)?;
-    let Some((entry, end)) = function_range(&tab, text.addr, "runtime.sysmon") else {
-        return Ok(Found::NotGo);
-    };
-    if entry < text.addr || end > text.addr + text.size || end <= entry {
-        return Ok(Found::NotOnce);
-    }
-    let mut code = vec![0u8; (end - entry) as usize];
-    exe.read_exact_at(&mut code, text.offset + (entry - text.addr))?;
     let data: Vec<&Section> = [".noptrdata", ".data"]
         .iter()
         .filter_map(|n| elf.section(n))
@@ -251,25 +240,12 @@ pub(crate) fn find_poll_until(pid: u32) -> io::Result<Option<u64>> {
 /// The link-time address of `runtime.sched.lastpoll` (see
 /// [`find_poll_until`]).
 fn find_lastpoll(exe: &File, elf: &Elf) -> io::Result<Option<u64>> {
-    let Some(pcln) = elf.section(".gopclntab") else {
-        return Ok(None);
-    };
-    let Some(text) = elf.section(".text") else {
-        return Ok(None);
-    };
-    let mut tab = vec![0u8; pcln.size as usize];
-    exe.read_exact_at(&mut tab, pcln.offset)?;
     // `findrunnable` before Go 1.19.
-    let Some((entry, end)) = function_range(&tab, text.addr, "runtime.findRunnable")
-        .or_else(|| function_range(&tab, text.addr, "runtime.findrunnable"))
+    let Code::Found(entry, code) =
+        function_code(exe, elf, &["runtime.findRunnable", "runtime.findrunnable"])?
     else {
         return Ok(None);
     };
-    if entry < text.addr || end > text.addr + text.size || end <= entry {
-        return Ok(None);
-    }
-    let mut code = vec![0u8; (end - entry) as usize];
-    exe.read_exact_at(&mut code, text.offset + (entry - text.addr))?;
     let data: Vec<&Section> = [".noptrdata", ".data", ".bss", ".noptrbss"]
         .iter()
         .filter_map(|n| elf.section(n))
@@ -326,6 +302,39 @@ fn exchanged_through_lea(code: &[u8], entry: u64) -> Vec<u64> {
         p = next;
     }
     out
+}
+
+enum Code {
+    /// The function's address and machine code.
+    Found(u64, Vec<u8>),
+    /// No `.gopclntab`, or no function of those names.
+    NotGo,
+    /// No `.text`, or a range outside it.
+    Odd,
+}
+
+/// The code of the first of `names` that `.gopclntab` names.
+fn function_code(exe: &File, elf: &Elf, names: &[&str]) -> io::Result<Code> {
+    let Some(pcln) = elf.section(".gopclntab") else {
+        return Ok(Code::NotGo);
+    };
+    let Some(text) = elf.section(".text") else {
+        return Ok(Code::Odd);
+    };
+    let mut tab = vec![0u8; pcln.size as usize];
+    exe.read_exact_at(&mut tab, pcln.offset)?;
+    let Some((entry, end)) = names
+        .iter()
+        .find_map(|n| function_range(&tab, text.addr, n))
+    else {
+        return Ok(Code::NotGo);
+    };
+    if entry < text.addr || end > text.addr + text.size || end <= entry {
+        return Ok(Code::Odd);
+    }
+    let mut code = vec![0u8; (end - entry) as usize];
+    exe.read_exact_at(&mut code, text.offset + (entry - text.addr))?;
+    Ok(Code::Found(entry, code))
 }
 
 /// `[entry, end)` of the function `name` from a `.gopclntab` (Go 1.18 and
