@@ -42,6 +42,9 @@
 #                                fakeapi's differential harness records against
 #                                kube-apiserver (fakeapi/tests/differential/clients/
 #                                informer); only when named
+#   crds-volcano, crds-kueue,    only the CRDs the programs above copy (no build: the
+#   crds-coscheduling            module is downloaded, its CRDs copied), for fakeapi's
+#                                differential cases of those controllers; only when named
 #   e2e.test                     Kubernetes' own end-to-end suite, unmodified
 #                                (`go test -c k8s.io/kubernetes/test/e2e`, from
 #                                fakeapi/conformance), which
@@ -83,6 +86,9 @@ declare -A module=(
 	[apidiff-informer]=../fakeapi/tests/differential/clients/informer
 	[e2e.test]=../fakeapi/conformance
 	[yunikorn-scheduler]=yunikorn
+	[crds-volcano]=volcano
+	[crds-kueue]=kueue
+	[crds-coscheduling]=coscheduling
 )
 # program -> the package built, when it is not the module's own main package
 # (Volcano's programs are built from the published module as they are).
@@ -95,7 +101,7 @@ declare -A package=(
 )
 all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling kube-controller-manager vc-scheduler vc-controller-manager vc-webhook-manager kueue-manager jobset-manager yunikorn-scheduler)
 # Built only when named: the real API server and its store are not schedulers.
-more=(kube-apiserver etcd apidiff-informer e2e.test)
+more=(kube-apiserver etcd apidiff-informer e2e.test crds-volcano crds-kueue crds-coscheduling)
 
 check=0
 out=""
@@ -114,7 +120,7 @@ for arg in "$@"; do
 	*)
 		if [[ -n "${module[$arg]+x}" ]]; then
 			wanted+=("$arg")
-		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == jobset* || $arg == yunikorn* || $arg == etcd* || $arg == apidiff* || $arg == e2e* ]]; then
+		elif [[ $arg == kube-* || $arg == vc-* || $arg == kueue* || $arg == jobset* || $arg == yunikorn* || $arg == etcd* || $arg == apidiff* || $arg == e2e* || $arg == crds* ]]; then
 			# A misspelt program, not a directory to create.
 			echo "build-go.sh: unknown program $arg (${all[*]} ${more[*]})" >&2
 			exit 2
@@ -490,6 +496,15 @@ for bin in "${wanted[@]}"; do
 	fi
 	if [[ $bin == e2e.test ]]; then
 		build_e2e
+		continue
+	fi
+	if [[ $bin == crds-* ]]; then
+		# The module alone (not its dependencies), then its CRDs.
+		case $bin in
+		crds-volcano) go mod download volcano.sh/volcano && volcano_crds ;;
+		crds-kueue) go mod download sigs.k8s.io/kueue && kueue_crds ;;
+		crds-coscheduling) go mod download sigs.k8s.io/scheduler-plugins && coscheduling_crds ;;
+		esac
 		continue
 	fi
 	kver=$(modversion k8s.io/kubernetes)
