@@ -712,6 +712,27 @@ async fn route(ctx: &Ctx, req: Request) -> (&'static str, String, Response) {
     };
     // The rows served now: a CRD established a moment ago is in them.
     let rows = || ctx.store.resources();
+    // A path under a group no row serves reaches no API handler on
+    // kube-apiserver: its mux's plain-text 404 (a served group's unknown
+    // version or resource is a 404 Status, as below).
+    let unserved = |g: &str| !rows().iter().any(|r| r.group == g);
+    let page_not_found = || {
+        let mut resp = text_response(
+            404,
+            "text/plain; charset=utf-8",
+            "404 page not found\n".into(),
+        );
+        resp.headers_mut().insert(
+            "x-content-type-options",
+            header::HeaderValue::from_static("nosniff"),
+        );
+        resp
+    };
+    if let ["apis", g, ..] = segs.as_slice() {
+        if unserved(g) {
+            return ("discovery", String::new(), page_not_found());
+        }
+    }
     let storage_of = |r: &'static crate::resources::ResourceInfo| {
         ctx.store.served_for(r).map_or(r, |s| s.storage_info())
     };
