@@ -21,7 +21,15 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub const ALL: [&str; 3] = ["kubectl", "client-go-informer", "kube-rs-reflector"];
+/// The clients of this file, then the controllers of `controllers.rs`.
+pub const ALL: [&str; 6] = [
+    "kubectl",
+    "client-go-informer",
+    "kube-rs-reflector",
+    "volcano-controllers",
+    "kueue-manager",
+    "coscheduling",
+];
 
 /// What the recorded case says it is.
 pub fn about(client: &str) -> &'static str {
@@ -35,12 +43,20 @@ pub fn about(client: &str) -> &'static str {
         "kube-rs-reflector" => {
             "kube-rs 5 watchers and reflectors (a paged list then watch, a streaming list; writes they see), recorded through the proxy of record.rs"
         }
-        _ => panic!("unknown client {client:?}: one of {ALL:?}"),
+        other => crate::controllers::about(other)
+            .unwrap_or_else(|| panic!("unknown client {client:?}: one of {ALL:?}")),
     }
 }
 
 /// Runs `client` against the kubeconfig at `kubeconfig` (the proxy), in `ns`.
-pub async fn run(client: &str, kubeconfig: &Path, proxy: &str, ns: &str, go_dir: &Path) {
+pub async fn run(
+    client: &str,
+    kubeconfig: &Path,
+    proxy: &str,
+    ns: &str,
+    go_dir: &Path,
+    real: &crate::target::Target,
+) {
     match client {
         "kubectl" => {
             let cache = tempdir("kubectl-cache");
@@ -73,7 +89,7 @@ pub async fn run(client: &str, kubeconfig: &Path, proxy: &str, ns: &str, go_dir:
             .await;
         }
         "kube-rs-reflector" => kube_rs(proxy, ns).await,
-        _ => panic!("unknown client {client:?}: one of {ALL:?}"),
+        other => crate::controllers::run(other, kubeconfig, proxy, ns, real).await,
     }
 }
 

@@ -77,9 +77,10 @@ fn escape(k: &str) -> String {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Intended {
-    /// Case names it covers (`*` for all; a trailing `*` for a prefix).
+    /// Case names it covers (`*` for all; a trailing `*` for a prefix),
+    /// one or a list.
     #[serde(default = "every_case")]
-    pub case: String,
+    pub case: Cases,
     /// The request it covers: a substring of `METHOD /path` (default: any).
     #[serde(default)]
     pub request: Option<String>,
@@ -96,15 +97,29 @@ pub struct Intended {
     pub reason: String,
 }
 
-fn every_case() -> String {
-    "*".into()
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(untagged)]
+pub enum Cases {
+    One(String),
+    Many(Vec<String>),
+}
+
+fn every_case() -> Cases {
+    Cases::One("*".into())
+}
+
+fn case_matches(pattern: &str, case: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => case.starts_with(prefix),
+        None => case == pattern,
+    }
 }
 
 impl Intended {
     pub fn covers(&self, d: &Difference) -> bool {
-        let case_ok = match self.case.strip_suffix('*') {
-            Some(prefix) => d.case.starts_with(prefix),
-            None => d.case == self.case,
+        let case_ok = match &self.case {
+            Cases::One(p) => case_matches(p, &d.case),
+            Cases::Many(ps) => ps.iter().any(|p| case_matches(p, &d.case)),
         };
         let req_ok = self
             .request

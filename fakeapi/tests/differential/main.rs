@@ -32,6 +32,7 @@
 
 mod clients;
 mod compare;
+mod controllers;
 mod normalise;
 mod record;
 mod script;
@@ -65,6 +66,7 @@ fn prelude() -> Vec<Step> {
         body: Some(body),
         text: None,
         base64: None,
+        file: None,
         watch: None,
         end: None,
         events: None,
@@ -125,6 +127,67 @@ fn cases() -> Vec<Case> {
     out
 }
 
+/// `@wN#K:/pointer`: the value at `pointer` in the K-th event (progress
+/// bookmarks not counted) of watch wN.
+fn event_ref(r: &str) -> Option<(String, usize, &str)> {
+    let rest = r.strip_prefix('@')?;
+    let (wk, pointer) = rest.split_once(':')?;
+    let (w, k) = wk.split_once('#')?;
+    Some((w.to_string(), k.parse().ok()?, pointer))
+}
+
+/// The watch events a step's path and body refer to.
+fn event_refs(step: &Step) -> Vec<(String, usize)> {
+    let mut text = step.req.clone().unwrap_or_default();
+    if let Some(b) = &step.body {
+        text.push_str(&b.to_string());
+    }
+    text.split("{{")
+        .skip(1)
+        .filter_map(|t| t.split("}}").next())
+        .filter_map(|r| event_ref(r).map(|(w, k, _)| (w, k)))
+        .collect()
+}
+
+/// A step's `file`, as JSON (see `script::Step::file`).
+fn file_body(file: &str) -> Value {
+    let p = target::go_dir().join(file);
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (made by `bash schedulers/build-go.sh {}`, which the harness runs first)",
+            p.display(),
+            script::crd_program(file).unwrap_or("?")
+        )
+    });
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Copies the files the cases' steps read (CRDs from their Go modules:
+/// `schedulers/build-go.sh crds-*`, a module download, no build).
+fn ensure_files(cases: &[Case]) {
+    let mut programs: Vec<&str> = cases
+        .iter()
+        .flat_map(|c| c.steps.iter())
+        .filter_map(|s| s.file.as_deref().and_then(script::crd_program))
+        .collect();
+    programs.sort();
+    programs.dedup();
+    if programs.is_empty() {
+        return;
+    }
+    let st = std::process::Command::new("bash")
+        .arg(target::repo_root().join("schedulers/build-go.sh"))
+        .arg(target::go_dir())
+        .args(&programs)
+        .status()
+        .expect("running schedulers/build-go.sh (needs bash and Go)");
+    assert!(
+        st.success(),
+        "schedulers/build-go.sh {} failed: its output is above",
+        programs.join(" ")
+    );
+}
+
 fn namespace(case: &Case) -> String {
     format!("apidiff-{}", case.name)
 }
@@ -138,7 +201,11 @@ async fn run_case(case: &Case, target: &Target) -> Vec<Value> {
     let mut answers = Vec::new();
     for step in &case.steps {
         if let Some(w) = &step.end {
-            let watch = watches.remove(w).expect("checked by Case::check");
+            // A watch that could not be opened (its step unsent) has no end.
+            let Some(watch) = watches.remove(w) else {
+                answers.push(json!({"unsent": format!("watch {w} was never opened")}));
+                continue;
+            };
             match step.events {
                 Some(count) => watch.until_count(count, Duration::from_secs(2)).await,
                 None => watch.until_end().await,
@@ -163,7 +230,28 @@ async fn run_case(case: &Case, target: &Target) -> Vec<Value> {
             continue;
         }
         let req = step.req.as_deref().expect("checked by Case::check");
+        // Values a recorded client read from a watch's events: wait for
+        // the event (see `record::to_case`).
+        for (w, k) in event_refs(step) {
+            if let Some(watch) = watches.get(&w) {
+                watch.until_count(k + 1, Duration::from_secs(5)).await;
+            }
+        }
         let lookup = |r: &str| -> Result<Value, String> {
+            if let Some((w, k, pointer)) = event_ref(r) {
+                let watch = watches
+                    .get(&w)
+                    .ok_or_else(|| format!("{{{{{r}}}}}: watch {w} is not open"))?;
+                let log = watch.log.lock().unwrap();
+                return log
+                    .events
+                    .iter()
+                    .filter(|e| !target::is_progress_bookmark(e))
+                    .nth(k)
+                    .and_then(|e| e.pointer(pointer))
+                    .cloned()
+                    .ok_or_else(|| format!("{{{{{r}}}}}: this server sent no such event"));
+            }
             if r.starts_with('@') {
                 return norm
                     .resolve(r)
@@ -186,6 +274,10 @@ async fn run_case(case: &Case, target: &Target) -> Vec<Value> {
             let body = match (&step.body, &step.text, &step.base64) {
                 (Some(b), _, _) => {
                     Some(serde_json::to_vec(&render_value(b, &ns, &lookup)?).unwrap())
+                }
+                _ if step.file.is_some() => {
+                    let b = file_body(step.file.as_deref().unwrap());
+                    Some(serde_json::to_vec(&render_value(&b, &ns, &lookup)?).unwrap())
                 }
                 (_, Some(t), _) => Some(render_str(t, &ns, &lookup)?.into_bytes()),
                 (_, _, Some(b)) => Some(
@@ -374,6 +466,34 @@ fn dump(case: &Case, answers: &[Value]) {
     }
 }
 
+/// A case's answers from a real server: a fresh one for a recorded
+/// client's case (a controller lists and watches the whole cluster, and
+/// fakeapi starts each case empty), `shared` (started on first use) for the
+/// others.
+async fn real_answers(case: &Case, shared: &mut Option<(RealServer, Target)>) -> Vec<Value> {
+    let start = || async {
+        let server = tokio::task::spawn_blocking(RealServer::start)
+            .await
+            .unwrap();
+        let real = Target::from_kubeconfig("kube-apiserver", &server.kubeconfig).await;
+        (server, real)
+    };
+    if dir()
+        .join("recorded")
+        .join(format!("{}.json", case.name))
+        .exists()
+    {
+        let (server, real) = start().await;
+        let answers = run_case(case, &real).await;
+        drop(server);
+        return answers;
+    }
+    if shared.is_none() {
+        *shared = Some(start().await);
+    }
+    run_case(case, &shared.as_ref().unwrap().1).await
+}
+
 fn mode() -> String {
     std::env::var("BATKUBE_APIDIFF").unwrap_or_default()
 }
@@ -383,6 +503,7 @@ fn mode() -> String {
 async fn fakeapi_answers_as_the_recorded_kube_apiserver() {
     let cases = cases();
     assert!(!cases.is_empty(), "no cases in {}", dir().display());
+    ensure_files(&cases);
     let full = std::env::var("BATKUBE_APIDIFF_CASES").is_err();
     let mut all = Vec::new();
     for case in &cases {
@@ -422,15 +543,13 @@ async fn fakeapi_answers_as_a_live_kube_apiserver() {
         mode == "live" || mode == "record",
         "set BATKUBE_APIDIFF=live (compare with a real kube-apiserver) or record (rewrite the fixtures), not {mode:?}"
     );
-    let server = tokio::task::spawn_blocking(RealServer::start)
-        .await
-        .unwrap();
-    let real = Target::from_kubeconfig("kube-apiserver", &server.kubeconfig).await;
     let cases = cases();
+    ensure_files(&cases);
     let full = std::env::var("BATKUBE_APIDIFF_CASES").is_err();
     let mut all = Vec::new();
+    let mut shared = None;
     for case in &cases {
-        let real_answers = run_case(case, &real).await;
+        let real_answers = real_answers(case, &mut shared).await;
         if mode == "record" {
             let fx = Fixture {
                 server: REAL.into(),
@@ -447,7 +566,7 @@ async fn fakeapi_answers_as_a_live_kube_apiserver() {
         let answers = run_case(case, &target).await;
         all.extend(compare_case(case, &real_answers, &answers));
     }
-    drop(server);
+    drop(shared);
     if mode == "live" {
         if let Err(report) = judge(all, full) {
             panic!("{report}");
@@ -497,34 +616,70 @@ async fn real_clients_recorded_against_kube_apiserver() {
             assert_eq!(a.status, 201, "prelude {path}: {:?}", a.json());
             prelude_answers.push(a.json().unwrap());
         }
+        // The client's setup (a controller's CRDs), straight to the server.
+        let setup = controllers::setup(client);
+        for step in &setup {
+            let req = step.req.as_deref().unwrap();
+            let (method, path) = req.split_once(' ').unwrap();
+            let path = path.replace("$ns", &ns);
+            let body = step
+                .file
+                .as_deref()
+                .map(|f| serde_json::to_vec(&file_body(f)).unwrap());
+            let mut a = real.request(method, &path, None, None, body.clone()).await;
+            if let Some(want) = step.until {
+                let deadline = tokio::time::Instant::now() + target::PATIENCE;
+                while a.status != want && tokio::time::Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    a = real.request(method, &path, None, None, body.clone()).await;
+                }
+            }
+            assert!(
+                (200..300).contains(&a.status),
+                "setup {req}: {} {}",
+                a.status,
+                String::from_utf8_lossy(&a.body)
+            );
+            prelude_answers.push(a.json().unwrap());
+        }
         let rec = record::Recorder::start(real.clone()).await;
         let kc_dir =
             std::env::temp_dir().join(format!("batkube-apidiff-kc-{}", std::process::id()));
         std::fs::create_dir_all(&kc_dir).unwrap();
         let kc = kc_dir.join("kubeconfig.yaml");
         std::fs::write(&kc, rec.kubeconfig(&ns)).unwrap();
-        clients::run(client, &kc, &format!("http://{}", rec.addr), &ns, &go_dir).await;
+        clients::run(
+            client,
+            &kc,
+            &format!("http://{}", rec.addr),
+            &ns,
+            &go_dir,
+            &real,
+        )
+        .await;
         let (exchanges, moments) = rec.finish(Duration::from_secs(30)).await;
         drop(rec);
         drop(server);
         let _ = std::fs::remove_dir_all(&kc_dir);
-        let case = record::to_case(client, about, &ns, &prelude_answers, &exchanges, &moments)
+        let mut case = record::to_case(client, about, &ns, &prelude_answers, &exchanges, &moments)
             .unwrap_or_else(|e| panic!("{client}: {e}"));
+        case.steps.splice(0..0, setup);
         let p = dir().join("recorded").join(format!("{client}.json"));
         std::fs::write(&p, serde_json::to_string_pretty(&case).unwrap() + "\n").unwrap();
         eprintln!("recorded {} ({} steps)", p.display(), case.steps.len());
         recorded.push(client.clone());
     }
-    // Their fixtures, against a fresh server.
-    let server = tokio::task::spawn_blocking(RealServer::start)
-        .await
-        .unwrap();
-    let real = Target::from_kubeconfig("kube-apiserver", &server.kubeconfig).await;
-    for case in cases().iter().filter(|c| recorded.contains(&c.name)) {
+    // Their fixtures, each against a fresh server.
+    let cases: Vec<Case> = cases()
+        .into_iter()
+        .filter(|c| recorded.contains(&c.name))
+        .collect();
+    ensure_files(&cases);
+    for case in &cases {
         let fx = Fixture {
             server: REAL.into(),
             steps: case.steps.clone(),
-            answers: run_case(case, &real).await,
+            answers: real_answers(case, &mut None).await,
         };
         let p = fixture_path(case);
         std::fs::write(&p, serde_json::to_string_pretty(&fx).unwrap() + "\n").unwrap();

@@ -42,10 +42,12 @@ pub struct Exchange {
     pub closed_by_client: bool,
 }
 
-/// What happened, in order: a request sent, a watch ended.
+/// What happened, in order: a request sent, a watch's event arrived, a
+/// watch ended (each naming its exchange).
 #[derive(Debug, Clone, Copy)]
-enum Moment {
+pub enum Moment {
     Sent(usize),
+    Event(usize),
     Ended(usize),
 }
 
@@ -128,7 +130,7 @@ impl Recorder {
 
     /// Waits (at most `patience`) until every watch has ended, then
     /// returns what was recorded.
-    pub async fn finish(&self, patience: Duration) -> (Vec<Exchange>, Vec<(bool, usize)>) {
+    pub async fn finish(&self, patience: Duration) -> (Vec<Exchange>, Vec<Moment>) {
         let deadline = tokio::time::Instant::now() + patience;
         loop {
             let notified = self.changed.notified();
@@ -143,15 +145,7 @@ impl Recorder {
             }
         }
         let log = self.log.lock().unwrap();
-        let moments = log
-            .moments
-            .iter()
-            .map(|m| match m {
-                Moment::Sent(i) => (true, *i),
-                Moment::Ended(i) => (false, *i),
-            })
-            .collect();
-        (log.exchanges.clone(), moments)
+        (log.exchanges.clone(), log.moments.clone())
     }
 }
 
@@ -227,6 +221,11 @@ async fn proxy(
     }
     // A watch: each frame passed on as it comes, its events noted; the
     // watch ends when the server ends it or the client goes away.
+    let protobuf = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with(fakeapi::protobuf::MEDIA_TYPE));
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
         let mut upstream = resp.into_body();
@@ -240,11 +239,25 @@ async fn proxy(
                     buf.extend_from_slice(&data);
                     {
                         let mut l = log.lock().unwrap();
-                        while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
-                            let line: Vec<u8> = buf.drain(..=pos).collect();
-                            if let Ok(v) = serde_json::from_slice::<Value>(&line) {
-                                l.exchanges[index].events.push(v);
+                        let mut events = Vec::new();
+                        if protobuf {
+                            // Read as the harness reads a protobuf watch.
+                            if let Ok((evs, rest)) = fakeapi::protobuf::decode_watch(&buf) {
+                                let rest = rest.to_vec();
+                                events.extend(evs.into_iter().map(crate::target::from_protobuf));
+                                buf = rest;
                             }
+                        } else {
+                            while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+                                let line: Vec<u8> = buf.drain(..=pos).collect();
+                                if let Ok(v) = serde_json::from_slice::<Value>(&line) {
+                                    events.push(v);
+                                }
+                            }
+                        }
+                        for v in events {
+                            l.exchanges[index].events.push(v);
+                            l.moments.push(Moment::Event(index));
                         }
                     }
                     if tx.send(data).await.is_err() {
@@ -254,9 +267,10 @@ async fn proxy(
             }
         };
         let mut l = log.lock().unwrap();
-        if !by_client && !buf.is_empty() {
+        if !by_client && !buf.is_empty() && !protobuf {
             if let Ok(v) = serde_json::from_slice::<Value>(&buf) {
                 l.exchanges[index].events.push(v);
+                l.moments.push(Moment::Event(index));
             }
         }
         l.exchanges[index].closed_by_client = by_client;
@@ -294,14 +308,56 @@ pub fn to_case(
     ns: &str,
     prelude: &[Value],
     exchanges: &[Exchange],
-    moments: &[(bool, usize)],
+    moments: &[Moment],
 ) -> Result<Case, String> {
     let mut norm = Normaliser::default();
     for a in prelude {
         norm.body(a);
     }
-    let mut steps = Vec::new();
-    for &(sent, i) in moments {
+    let mut steps: Vec<Step> = Vec::new();
+    // The list each watch starts from: (path, list resourceVersion) -> the
+    // step of the latest list of that path that answered it. A watch from
+    // it refers to that step's answer (`{{lN:/metadata/resourceVersion}}`),
+    // not to the normaliser's numbering: a real server's lists of
+    // different kinds at `resourceVersion=0` answer each from its own watch
+    // cache, whose versions differ from one run to the next.
+    let mut listed: std::collections::HashMap<(String, String), usize> = Default::default();
+    // Values the client may have read from a watch's event before the
+    // watch ended (when the normaliser numbers its events): value -> the
+    // reference to it, `{{@wN#K:/object/metadata/resourceVersion}}`, the
+    // K-th event (progress bookmarks not counted) of watch wN.
+    let mut arrived: std::collections::HashMap<usize, usize> = Default::default();
+    let mut from_events: std::collections::HashMap<String, String> = Default::default();
+    for &m in moments {
+        let (sent, i) = match m {
+            Moment::Sent(i) => (true, i),
+            Moment::Ended(i) => (false, i),
+            Moment::Event(i) => {
+                let x = &exchanges[i];
+                let n = arrived.entry(i).or_default();
+                let e = &x.events[*n];
+                *n += 1;
+                let counted = x.events[..*n]
+                    .iter()
+                    .filter(|e| !is_progress_bookmark(e))
+                    .count();
+                if !is_progress_bookmark(e) {
+                    for ptr in ["/object/metadata/resourceVersion", "/object/metadata/uid"] {
+                        if let Some(v) = e.pointer(ptr).and_then(Value::as_str) {
+                            from_events.insert(
+                                v.to_string(),
+                                format!("{{{{@w{}#{}:{ptr}}}}}", i + 1, counted - 1),
+                            );
+                        }
+                    }
+                }
+                continue;
+            }
+        };
+        let refs = Refs {
+            norm: &norm,
+            events: &from_events,
+        };
         let x = &exchanges[i];
         let w = format!("w{}", i + 1);
         if !sent {
@@ -324,7 +380,30 @@ pub fn to_case(
             });
             continue;
         }
-        let path = template_path(&x.path, ns, &norm);
+        let mut path = template_path(&x.path, ns, &refs);
+        if x.is_watch {
+            let (p, q) = x.path.split_once('?').unwrap_or((&x.path, ""));
+            let rv = q
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("resourceVersion="))
+                .map(percent_decode);
+            if let Some(&k) = rv.and_then(|rv| listed.get(&(p.to_string(), rv))) {
+                let label = format!("l{}", k + 1);
+                steps[k].label = Some(label.clone());
+                let (tp, tq) = path.split_once('?').unwrap();
+                let q: Vec<String> = tq
+                    .split('&')
+                    .map(|kv| {
+                        if kv.starts_with("resourceVersion=") {
+                            format!("resourceVersion={{{{{label}:/metadata/resourceVersion}}}}")
+                        } else {
+                            kv.to_string()
+                        }
+                    })
+                    .collect();
+                path = format!("{tp}?{}", q.join("&"));
+            }
+        }
         let mut step = Step {
             req: Some(format!("{} {path}", x.method)),
             watch: x.is_watch.then_some(w),
@@ -342,14 +421,29 @@ pub fn to_case(
                 .clone()
                 .unwrap_or_else(|| "application/json".into());
             step.content_type = Some(short_media_type(&ct)).filter(|t| t != "json");
-            if ct.contains("protobuf") {
+            // A protobuf body that carries a value the server made (a
+            // pod's uid in a binding) is sent as JSON, with that value's
+            // placeholder: the steps must mean the same on any server.
+            let templated = ct
+                .contains("protobuf")
+                .then(|| fakeapi::protobuf::decode_any(b).ok())
+                .flatten()
+                .map(crate::target::from_protobuf)
+                .and_then(|v| {
+                    let t = template_value(&v, None, ns, &refs);
+                    (t != v).then_some(t)
+                });
+            if let Some(t) = templated {
+                step.content_type = None;
+                step.body = Some(t);
+            } else if ct.contains("protobuf") {
                 step.base64 = Some(base64::Engine::encode(
                     &base64::engine::general_purpose::STANDARD,
                     b,
                 ));
             } else {
                 match serde_json::from_slice::<Value>(b) {
-                    Ok(v) => step.body = Some(template_value(&v, None, ns, &norm)),
+                    Ok(v) => step.body = Some(template_value(&v, None, ns, &refs)),
                     Err(_) => {
                         let text = String::from_utf8(b.to_vec()).map_err(|_| {
                             format!("{} {}: a body that is not text", x.method, x.path)
@@ -363,8 +457,23 @@ pub fn to_case(
             step.compare = Some("status".into());
         }
         if !x.is_watch {
-            if let Ok(v) = serde_json::from_slice::<Value>(&x.answer) {
+            // A protobuf answer (to a client that asked for one) is read as
+            // the harness reads one (`Answer::json`).
+            let answer = if x.answer.starts_with(fakeapi::protobuf::MAGIC) {
+                fakeapi::protobuf::decode_any(&x.answer)
+                    .ok()
+                    .map(crate::target::from_protobuf)
+            } else {
+                serde_json::from_slice::<Value>(&x.answer).ok()
+            };
+            if let Some(v) = answer {
                 norm.body(&v);
+                if x.method == "GET" && v["kind"].as_str().is_some_and(|k| k.ends_with("List")) {
+                    if let Some(rv) = v["metadata"]["resourceVersion"].as_str() {
+                        let p = x.path.split('?').next().unwrap_or("").to_string();
+                        listed.insert((p, rv.to_string()), steps.len());
+                    }
+                }
             }
         }
         steps.push(step);
@@ -404,6 +513,7 @@ fn empty_step() -> Step {
         body: None,
         text: None,
         base64: None,
+        file: None,
         watch: None,
         end: None,
         events: None,
@@ -429,14 +539,32 @@ fn short_media_type(ct: &str) -> String {
 
 /// A value the client sent back that the server gave it before, as the
 /// placeholder the normaliser numbered it by.
-fn placeholder(norm: &Normaliser, kinds: &[Kind], value: &str) -> Option<String> {
+/// What a recorded value may be replaced with: the normaliser's
+/// placeholder for a value an answer or an ended watch showed, else a
+/// reference to the event that carried it.
+struct Refs<'a> {
+    norm: &'a Normaliser,
+    events: &'a std::collections::HashMap<String, String>,
+}
+
+fn placeholder(refs: &Refs, kinds: &[Kind], value: &str) -> Option<String> {
+    placeholder_of(refs.norm, kinds, value).or_else(|| {
+        kinds
+            .iter()
+            .any(|k| matches!(k, Kind::Rv | Kind::Uid))
+            .then(|| refs.events.get(value).cloned())
+            .flatten()
+    })
+}
+
+fn placeholder_of(norm: &Normaliser, kinds: &[Kind], value: &str) -> Option<String> {
     kinds.iter().find_map(|k| {
         norm.ordinal(*k, value)
             .map(|n| format!("{{{{@{}:{n}}}}}", k.tag()))
     })
 }
 
-fn template_path(path: &str, ns: &str, norm: &Normaliser) -> String {
+fn template_path(path: &str, ns: &str, norm: &Refs) -> String {
     let (p, q) = match path.split_once('?') {
         Some((p, q)) => (p, Some(q)),
         None => (path, None),
@@ -494,7 +622,7 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn template_value(v: &Value, key: Option<&str>, ns: &str, norm: &Normaliser) -> Value {
+fn template_value(v: &Value, key: Option<&str>, ns: &str, norm: &Refs) -> Value {
     match v {
         Value::String(s) => {
             let kinds: &[Kind] = match key {

@@ -19,7 +19,11 @@
 //! use `{{@rv:3}}`, `{{@uid:1}}`, `{{@name:2}}`, `{{@lrv:1}}`, `{{@continue:1}}`:
 //! this server's value of what the normaliser called so (see `normalise.rs`).
 //! A watch that the client closed itself has `{end: w, events: N}`: its end
-//! comes once N events have arrived (or after a short wait).
+//! comes once N events have arrived (or after a short wait). Recorded cases
+//! also use `{{@wN#K:/object/metadata/resourceVersion}}`: a value of the K-th
+//! event (progress bookmarks not counted) of the open watch `wN`, waited for;
+//! and `{file: crds/volcano/NAME.yaml}`, a body read from the Go programs'
+//! directory (a controller's CRD, see `crd_program`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -51,6 +55,11 @@ pub struct Step {
     /// A binary body (a recorded client's protobuf), base64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base64: Option<String>,
+    /// A JSON body read from a YAML file of the Go programs' directory
+    /// (`crds/volcano/...`: a CRD `schedulers/build-go.sh crds-volcano`
+    /// copies from its module, too large to keep in a case).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
     /// Opens a watch with this id (`req` is its GET).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<String>,
@@ -161,13 +170,27 @@ impl Case {
                     if s.compare.as_deref().is_some_and(|c| c != "status") {
                         return Err(format!("step {n}: `compare` can only be `status`"));
                     }
-                    if [s.body.is_some(), s.text.is_some(), s.base64.is_some()]
-                        .iter()
-                        .filter(|x| **x)
-                        .count()
+                    if [
+                        s.body.is_some(),
+                        s.text.is_some(),
+                        s.base64.is_some(),
+                        s.file.is_some(),
+                    ]
+                    .iter()
+                    .filter(|x| **x)
+                    .count()
                         > 1
                     {
-                        return Err(format!("step {n}: one of `body`, `text` or `base64`"));
+                        return Err(format!(
+                            "step {n}: one of `body`, `text`, `base64` or `file`"
+                        ));
+                    }
+                    if let Some(f) = &s.file {
+                        if crd_program(f).is_none() {
+                            return Err(format!(
+                                "step {n}: `file` is `crds/<volcano|kueue|coscheduling>/NAME.yaml`, not {f:?}"
+                            ));
+                        }
                     }
                 }
                 (None, Some(w)) => {
@@ -185,6 +208,25 @@ impl Case {
             return Err(format!("watch {w} (step {n}) never ends"));
         }
         Ok(())
+    }
+}
+
+/// The `schedulers/build-go.sh` program that copies a step's `file`.
+pub fn crd_program(file: &str) -> Option<&'static str> {
+    let mut parts = file.split('/');
+    let (Some("crds"), Some(set), Some(name), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    if !name.ends_with(".yaml") {
+        return None;
+    }
+    match set {
+        "volcano" => Some("crds-volcano"),
+        "kueue" => Some("crds-kueue"),
+        "coscheduling" => Some("crds-coscheduling"),
+        _ => None,
     }
 }
 

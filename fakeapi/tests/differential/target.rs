@@ -370,21 +370,25 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Where `schedulers/build-go.sh` puts the Go programs for this build:
+/// `<target>/go`, beside the test's own `<target>/<profile>/deps/<test>`.
+pub fn go_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("go")
+}
+
 impl RealServer {
     /// Builds kube-apiserver and etcd (`schedulers/build-go.sh`, quick when
     /// up to date) into `<target>/go` and starts them.
     pub fn start() -> RealServer {
         let root = repo_root();
-        let exe = std::env::current_exe().unwrap();
-        // <target>/<profile>/deps/<test> -> <target>/go
-        let go_dir = exe
-            .parent()
-            .unwrap()
-            .parent()
-            .unwrap()
-            .parent()
-            .unwrap()
-            .join("go");
+        let go_dir = go_dir();
         let st = Command::new("bash")
             .arg(root.join("schedulers/build-go.sh"))
             .arg(&go_dir)
