@@ -49,6 +49,9 @@
 #                                (`go test -c k8s.io/kubernetes/test/e2e`, from
 #                                fakeapi/conformance), which
 #                                fakeapi/conformance/run.sh runs; only when named
+#   e2e-apimachinery.test        the same suite's API-machinery tests alone, with its
+#                                own setup (fakeapi/conformance/apimachinery), a
+#                                fraction of its build: run.sh --ci; only when named
 #
 # Usage: schedulers/build-go.sh [--check] [OUT_DIR] [PROGRAM...]
 #   PROGRAM   one of the names above (default: all of them but those built
@@ -85,6 +88,7 @@ declare -A module=(
 	[etcd]=../apiserver
 	[apidiff-informer]=../fakeapi/tests/differential/clients/informer
 	[e2e.test]=../fakeapi/conformance
+	[e2e-apimachinery.test]=../fakeapi/conformance
 	[yunikorn-scheduler]=yunikorn
 	[crds-volcano]=volcano
 	[crds-kueue]=kueue
@@ -101,7 +105,7 @@ declare -A package=(
 )
 all=(kube-scheduler kube-scheduler-with-plugin kube-scheduler-explain kube-scheduler-coscheduling kube-controller-manager vc-scheduler vc-controller-manager vc-webhook-manager kueue-manager jobset-manager yunikorn-scheduler)
 # Built only when named: the real API server and its store are not schedulers.
-more=(kube-apiserver etcd apidiff-informer e2e.test crds-volcano crds-kueue crds-coscheduling)
+more=(kube-apiserver etcd apidiff-informer e2e.test e2e-apimachinery.test crds-volcano crds-kueue crds-coscheduling)
 
 check=0
 out=""
@@ -423,16 +427,21 @@ kube_ldflags() {
 # its programs are), from the module cache; fakeapi/conformance/go.mod
 # holds the release and, in deps_test.go, the packages its tests import.
 build_e2e() {
-	local kver ldflags
+	local kver ldflags name=$1 pkg
 	kver=$(modversion k8s.io/kubernetes)
 	ldflags=$(kube_ldflags)
 	if [[ "${DBG:-0}" != 1 ]]; then
 		ldflags+=" -s -w"
 	fi
-	echo "build-go.sh: e2e.test (k8s.io/kubernetes $kver) -> $out/e2e.test" >&2
-	go test -c -trimpath -buildvcs=false -ldflags="$ldflags" -o "$out/e2e.test" k8s.io/kubernetes/test/e2e
+	# The whole suite, or its API-machinery tests alone (our package
+	# fakeapi/conformance/apimachinery: the suite's own setup, none of its
+	# other areas).
+	pkg=k8s.io/kubernetes/test/e2e
+	[[ $name == e2e-apimachinery.test ]] && pkg=./apimachinery
+	echo "build-go.sh: $name (k8s.io/kubernetes $kver) -> $out/$name" >&2
+	go test -c -trimpath -buildvcs=false -ldflags="$ldflags" -o "$out/$name" "$pkg"
 	if [[ $check == 1 ]]; then
-		echo "build-go.sh: e2e.test: nothing of ours to vet or test" >&2
+		echo "build-go.sh: $name: nothing of ours to vet or test" >&2
 	fi
 }
 
@@ -494,8 +503,8 @@ for bin in "${wanted[@]}"; do
 		build_informer
 		continue
 	fi
-	if [[ $bin == e2e.test ]]; then
-		build_e2e
+	if [[ $bin == e2e.test || $bin == e2e-apimachinery.test ]]; then
+		build_e2e "$bin"
 		continue
 	fi
 	if [[ $bin == crds-* ]]; then

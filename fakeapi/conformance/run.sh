@@ -20,6 +20,13 @@
 #                  batkube`, then target/release/batkube)
 #   --no-build     use target/go/e2e.test (and kube-apiserver, etcd,
 #                  kube-controller-manager) as they are
+#   --e2e PROG     the suite's binary: e2e.test (default: the whole suite)
+#                  or e2e-apimachinery.test (its API-machinery tests alone,
+#                  the same tests and setup, a fraction of the build)
+#   --bin DIR      where the Go programs are (default: target/go)
+#   --ci           CI's subset (the fast tests, ci.txt), with
+#                  e2e-apimachinery.test, 4 processes, and an exit status
+#                  of 1 unless every test's outcome is expected.tsv's
 #   --controllers L  with --server batkube: the upstream
 #                  kube-controller-manager runs beside `batkube serve` with
 #                  the controllers L (a comma-separated list, kube-controller-
@@ -56,6 +63,10 @@ batkube=""
 build=1
 controllers=workloads,persistentvolume-binder-controller
 controllers_given=0
+e2e=e2e.test
+bin=""
+only=""
+strict=""
 
 # Tests left out: they need a container running in a pod (no kubelet runs
 # here): a webhook server (AdmissionWebhook, CustomResourceConversionWebhook,
@@ -69,7 +80,14 @@ SKIP+='|set the deletionTimestamp and deletionGracePeriodSeconds of the pod'
 
 while [[ $# -gt 0 ]]; do
 	case "$1" in
-	--server | --out | --procs | --focus | --batkube | --controllers)
+	--ci)
+		e2e=e2e-apimachinery.test
+		only=$here/ci.txt
+		strict=--strict
+		procs=4
+		shift
+		;;
+	--server | --out | --procs | --focus | --batkube | --controllers | --e2e | --bin)
 		[[ $# -ge 2 ]] || {
 			echo "run.sh: $1 needs a value" >&2
 			exit 2
@@ -79,6 +97,8 @@ while [[ $# -gt 0 ]]; do
 		--out) out=$2 ;;
 		--procs) procs=$2 ;;
 		--focus) focus=$2 ;;
+		--e2e) e2e=$2 ;;
+		--bin) bin=$2 ;;
 		--batkube) batkube=$2 ;;
 		--controllers)
 			controllers=$2
@@ -101,6 +121,13 @@ while [[ $# -gt 0 ]]; do
 		;;
 	esac
 done
+case "$e2e" in
+e2e.test | e2e-apimachinery.test) ;;
+*)
+	echo "run.sh: --e2e is e2e.test or e2e-apimachinery.test, not $e2e" >&2
+	exit 2
+	;;
+esac
 case "$server" in
 batkube | kube-apiserver) ;;
 *)
@@ -141,10 +168,12 @@ out=${out:-$root/target/conformance/$server}
 rm -rf "$out"
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-bin=$root/target/go
+bin=${bin:-$root/target/go}
+mkdir -p "$bin"
+bin=$(cd "$bin" && pwd)
 
 if [[ $build == 1 ]]; then
-	progs=(e2e.test)
+	progs=("$e2e")
 	[[ $server == kube-apiserver ]] && progs+=(kube-apiserver etcd kube-controller-manager)
 	[[ -n $controllers ]] && progs+=(kube-controller-manager)
 	bash "$root/schedulers/build-go.sh" "$bin" "${progs[@]}"
@@ -153,8 +182,8 @@ if [[ $build == 1 ]]; then
 	fi
 fi
 batkube=${batkube:-$root/target/release/batkube}
-[[ -x $bin/e2e.test ]] || {
-	echo "run.sh: $bin/e2e.test not found: build it with \`bash schedulers/build-go.sh e2e.test\`" >&2
+[[ -x $bin/$e2e ]] || {
+	echo "run.sh: $bin/$e2e not found: build it with \`bash schedulers/build-go.sh $e2e\`" >&2
 	exit 1
 }
 
@@ -258,12 +287,12 @@ sel='\[sig-api-machinery\]'
 # process of it that dies takes every result with it, its report never
 # written.) A process that dies leaves its tests without a result, listed
 # as such in the summary with its log.
-"$bin/e2e.test" "${suite[@]}" --ginkgo.dry-run --ginkgo.focus "$sel" --ginkgo.skip "$SKIP" \
+"$bin/$e2e" "${suite[@]}" --ginkgo.dry-run --ginkgo.focus "$sel" --ginkgo.skip "$SKIP" \
 	--ginkgo.json-report "$out/selected.json" >"$out/selected.log" 2>&1 || {
 	echo "run.sh: listing the tests failed; see $out/selected.log" >&2
 	exit 1
 }
-python3 "$here/summary.py" --shard "$out/selected.json" "$out" "$procs"
+python3 "$here/summary.py" --shard "$out/selected.json" "$out" "$procs" ${only:+--only "$only"}
 echo "run.sh: running $(wc -l <"$out/selected.txt") [sig-api-machinery] tests against $server" \
 	"in $procs processes, then the [Serial] ones; logs in $out/shard-*.log" >&2
 start=$SECONDS
@@ -275,7 +304,7 @@ done
 run_shard() {
 	local f=$1 name
 	name=$(basename "$f" .focus)
-	"$bin/e2e.test" "${suite[@]}" --ginkgo.focus "$(cat "$f")" \
+	"$bin/$e2e" "${suite[@]}" --ginkgo.focus "$(cat "$f")" \
 		--ginkgo.json-report "$out/$name.json" >"$out/$name.log" 2>&1 || true
 }
 shard_pids=()
@@ -288,4 +317,4 @@ if [[ -f $out/shard-serial.focus ]]; then
 	run_shard "$out/shard-serial.focus"
 fi
 echo "run.sh: the suite took $((SECONDS - start)) s" >&2
-python3 "$here/summary.py" "$out"
+python3 "$here/summary.py" "$out" $strict

@@ -9,7 +9,9 @@ Usage:
       order), OUT_DIR/shard-1.focus ... shard-N.focus (a Ginkgo focus regex
       naming exactly its share of the tests that may run in parallel, dealt
       round-robin) and OUT_DIR/shard-serial.focus (the [Serial] ones).
-  summary.py OUT_DIR [--expected FILE] [--reasons FILE]
+      --only FILE: only the tests FILE names (one a line), each of which
+      must be in the selection.
+  summary.py OUT_DIR [--expected FILE] [--reasons FILE] [--strict]
       Reads OUT_DIR/selected.txt and the reports OUT_DIR/shard-*.json;
       writes OUT_DIR/summary.tsv (outcome, seconds, test, the first line of
       its failure; one line a test, in name order; a test selected that no
@@ -24,7 +26,8 @@ there (what a change to fakeapi fixed or broke), and how many expected
 tests the run's selection left out. With --reasons (default: reasons.tsv beside this script; lines
 `REGEX<TAB>REASON`, the first whose regex matches a test's name, or
 `name :: failure`, wins), the table gives each test that did not pass its
-reason.
+reason. With --strict, it exits 1 unless every test's outcome is the
+expected one (and the suite's setup did not fail).
 """
 
 import json
@@ -89,6 +92,19 @@ def shard(argv):
             if spec.get("IsSerial") or "[Serial]" in name:
                 serial.append(name)
     names.sort()
+    if "--only" in argv:
+        # A named subset of the selection (run.sh --ci: ci.txt); a name
+        # that is not in the selection is an error, not a silent gap.
+        only_path = argv[argv.index("--only") + 1]
+        with open(only_path) as f:
+            only = [line.rstrip("\n") for line in f if line.strip() and not line.startswith("#")]
+        unknown = sorted(set(only) - set(names))
+        if unknown:
+            for name in unknown:
+                print(f"summary.py: {only_path}: not in the selection: {name}", file=sys.stderr)
+            return 1
+        names = [name for name in names if name in set(only)]
+        serial = [name for name in serial if name in set(only)]
     with open(os.path.join(out, "selected.txt"), "w") as f:
         f.writelines(name + "\n" for name in names)
     parallel = [name for name in names if name not in serial]
@@ -192,6 +208,20 @@ def main(argv):
         if missing:
             print(f"summary.py: {len(missing)} tests of {os.path.basename(expected_path)} not in this run's selection")
     print(f"summary.py: {os.path.join(out, 'summary.md')}")
+    if "--strict" in argv:
+        # Every test as expected, and the suite's own setup sound.
+        expected = {}
+        if os.path.exists(expected_path):
+            with open(expected_path) as f:
+                for line in f:
+                    if line.strip() and not line.startswith("#"):
+                        state, name = line.rstrip("\n").split("\t", 1)
+                        expected[name] = state
+        wrong = [t for t in tests if expected.get(t[0]) != t[1]]
+        if wrong or suite or not tests:
+            print(f"summary.py: --strict: {len(wrong)} tests not as {os.path.basename(expected_path)} has them"
+                  + (", the suite's setup failed" if suite else "") + (", no tests ran" if not tests else ""))
+            return 1
     return 0
 
 
